@@ -1,0 +1,133 @@
+"""Subcommands beyond `run`: gate, compare; and the registrations of domain packages (each adds one subcommand)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from eval_pipeline.io.storage import InputError, is_url, open_location
+
+LATEST_PASSING = "latest-passing"
+
+
+def _warehouse(args: argparse.Namespace):
+    from eval_pipeline.io.warehouse import Warehouse
+
+    root = args.warehouse or f"{args.data.rstrip('/')}/warehouse"
+    return Warehouse.at(root if is_url(root) else str(Path(root).resolve()))
+
+
+def latest_passing_baseline(warehouse, candidate: str, policy_baseline: str | None) -> str | None:
+    """The newest scored run (other than the candidate) whose gates all passed; the policy's baseline counts as accepted."""
+    from eval_pipeline.io.facts import scored_runs
+    from eval_pipeline.scoring.gates import exit_code
+
+    gates = warehouse.read("gate_results")
+    for run_id in scored_runs(warehouse)["run_id"].to_list():
+        if run_id == candidate:
+            continue
+        if run_id == policy_baseline:
+            return run_id
+        rows = gates.filter(gates["run_id"] == run_id) if gates is not None else None
+        if rows is not None and rows.height and exit_code(rows) == 0:
+            return run_id
+    return None
+
+
+def _cmd_gate(args: argparse.Namespace) -> int:
+    from eval_pipeline.defs.gates import compare
+    from eval_pipeline.io.facts import run_facts
+    from eval_pipeline.io.loaders import load_gate_policy, parse_gate_policy
+    from eval_pipeline.reporting.gate_report import EXIT_MEANING, gate_text_table
+    from eval_pipeline.scoring.gates import exit_code
+
+    try:
+        policy = (parse_gate_policy(Path(args.policy).read_text(), args.policy) if args.policy
+                  else load_gate_policy(open_location(args.data if is_url(args.data) else str(Path(args.data).resolve()))))
+    except (InputError, OSError) as exc:
+        print(f"eval-pipeline gate: error: {exc}", file=sys.stderr)
+        return 2
+    warehouse = _warehouse(args)
+    candidate = run_facts(warehouse, args.candidate)
+    if candidate is None or candidate.outcomes is None:
+        print(f"eval-pipeline gate: error: run {args.candidate!r} has not been scored in {warehouse.root} "
+              f"(run `eval-pipeline run --run {args.candidate}` first)", file=sys.stderr)
+        return 2
+    baseline = args.baseline or policy.baseline_run_id
+    if baseline == LATEST_PASSING:
+        baseline = latest_passing_baseline(warehouse, args.candidate, policy.baseline_run_id)
+        print(f"baseline: latest passing run = {baseline or 'none found'}")
+    results = compare(policy, candidate, baseline, warehouse)
+    print(f"gates: candidate {args.candidate} vs baseline {baseline or 'none'} (policy {policy.version})\n")
+    print(gate_text_table(results))
+    code = exit_code(results)
+    print(f"\nexit {code}: {EXIT_MEANING[code]}")
+    return code
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from eval_pipeline.io.versions import metric_versions
+
+    try:
+        table, old_version, new_version = metric_versions(_warehouse(args), args.table, args.metric, args.run,
+                                                          args.from_version, args.to_version)
+    except (LookupError, ValueError) as exc:
+        print(f"eval-pipeline compare: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.table}.{args.metric} for run {args.run}: version {old_version} → {new_version}")
+    changed = table.filter(table["changed"]).height
+    print(f"{table.height} rows, {changed} changed\n")
+    with __import__("polars").Config(tbl_rows=args.limit, tbl_cols=8, fmt_str_lengths=60):
+        print(table.head(args.limit))
+    return 0
+
+
+def _register_gate(sub) -> None:
+    gate = sub.add_parser(
+        "gate",
+        help="compare a candidate run with a baseline run under policy/gates.yaml",
+        description="Evaluate each release gate of DATA/policy/gates.yaml for a scored candidate run against a scored "
+        "baseline run (or the latest run whose gates passed). Prints the gate table with the blocking cases and owner. "
+        "Exit status: 0 every gate passed, 1 a gate failed, 2 a gate is incomplete or incomparable (or bad input).",
+    )
+    gate.add_argument("--candidate", required=True, metavar="RUN", help="the run under test")
+    gate.add_argument("--baseline", metavar="RUN", help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the policy)")
+    gate.add_argument("--data", default="data", help="input root holding policy/gates.yaml (default: data)")
+    gate.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")
+    gate.add_argument("--policy", help="a gate policy file instead of DATA/policy/gates.yaml")
+    gate.set_defaults(handler=_cmd_gate)
+
+
+def _register_compare(sub) -> None:
+    compare = sub.add_parser(
+        "compare",
+        help="show a metric's values in two versions of a table side by side (Delta time travel)",
+        description="Read two versions of a warehouse table and show one metric per trace side by side, e.g. "
+        "retrieval_scores.recall_at_10 before and after a qrels bump. Default versions: the run's two latest writes.",
+    )
+    compare.add_argument("table", help="warehouse table, e.g. retrieval_scores")
+    compare.add_argument("metric", help="column, e.g. recall_at_10")
+    compare.add_argument("--run", required=True, help="run id")
+    compare.add_argument("--from-version", type=int, help="older table version (default: the run's previous write)")
+    compare.add_argument("--to-version", type=int, help="newer table version (default: the run's latest write)")
+    compare.add_argument("--data", default="data")
+    compare.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")
+    compare.add_argument("--limit", type=int, default=40, help="rows to print (default 40)")
+    compare.set_defaults(handler=_cmd_compare)
+
+
+def _helper_registrations() -> list:
+    from eval_pipeline.importers.cli import register as register_import
+    from eval_pipeline.judge.cli import register as register_judge
+    from eval_pipeline.trec.cli import register as register_trec
+
+    return [register_trec, register_import, register_judge]
+
+
+REGISTRATIONS: list = [_register_gate, _register_compare]
+
+
+def all_registrations() -> list:
+    """Every subcommand registration."""
+    return [*REGISTRATIONS, *_helper_registrations()]

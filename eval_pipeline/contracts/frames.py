@@ -1,0 +1,387 @@
+"""Canonical polars frames for traces, cases, corpus, tools and labels, and their builders from validated records.
+
+Free-form JSON (tool args, results, fixtures, final state, milestone operands) is carried as canonical JSON
+text: keys sorted, compact separators, integral floats written as integers, so equal values are equal strings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import polars as pl
+
+from eval_pipeline.contracts.models import Case, CorpusDoc, GroundingLabel, QrelsJudgment, RunManifest, ToolRegistry, Trace
+
+
+def _normalize(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str | int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _normalize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normalize(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text of a value: sorted keys, compact, 49.0 written as 49."""
+    return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def call_key(name: str, args_json: str | None) -> str:
+    """Canonical call key `name(args)` of SPEC §5."""
+    return f"{name}({args_json if args_json is not None else '{}'})"
+
+
+# ---------------------------------------------------------------- schemas
+
+RANKED_DOC = pl.Struct({"doc_id": pl.String, "score": pl.Float64})
+RETRIEVAL_ROUND = pl.Struct(
+    {
+        "round": pl.Int64,
+        "tool": pl.String,
+        "variant": pl.String,
+        "query": pl.String,
+        "candidates": pl.List(RANKED_DOC),
+        "hits": pl.List(RANKED_DOC),
+    }
+)
+CONTEXT_CHUNK = pl.Struct({"doc_id": pl.String, "text": pl.String, "tokens": pl.Int64})
+CITATION = pl.Struct({"doc_id": pl.String, "quote": pl.String, "claim_index": pl.Int64})
+STEP = pl.Struct(
+    {
+        "index": pl.Int64,
+        "kind": pl.String,
+        "tool": pl.String,
+        "args_json": pl.String,
+        "status": pl.String,
+        "result_json": pl.String,
+        "error": pl.String,
+        "state_diff_json": pl.String,
+        "dispatched_tool": pl.String,
+        "dispatched_args_json": pl.String,
+        "content": pl.String,
+    }
+)
+
+TRACES_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String,
+    "trace_id": pl.String,
+    "case_id": pl.String,
+    "case_revision": pl.Int64,
+    "attempt": pl.Int64,
+    "status": pl.String,
+    "error": pl.String,
+    "input": pl.String,
+    "retrieval": pl.List(RETRIEVAL_ROUND),
+    "context": pl.List(CONTEXT_CHUNK),
+    "has_answer": pl.Boolean,
+    "answer_text": pl.String,
+    "answer_refused": pl.Boolean,
+    "citations": pl.List(CITATION),
+    "steps": pl.List(STEP),
+    "final_state_json": pl.String,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "latency_ms": pl.Float64,
+    "source_file": pl.String,
+    "source_line": pl.Int64,
+}
+
+TOOL_CALL = pl.Struct({"name": pl.String, "args_json": pl.String})
+MILESTONE = pl.Struct({"name": pl.String, "path": pl.String, "op": pl.String, "value_json": pl.String})
+
+CASES_SCHEMA: dict[str, pl.DataType] = {
+    "dataset_version": pl.String,
+    "case_id": pl.String,
+    "case_revision": pl.Int64,
+    "lanes": pl.List(pl.String),
+    "input": pl.String,
+    "criticality": pl.String,
+    "required_doc_ids": pl.List(pl.String),
+    "expected_answer_contains": pl.List(pl.String),
+    "reference_answer": pl.String,
+    "expect_refusal": pl.Boolean,
+    "multi_hop": pl.Boolean,
+    "allowed_tools": pl.List(pl.String),
+    "forbidden_tools": pl.List(pl.String),
+    "reference_tool_calls": pl.List(TOOL_CALL),
+    "tool_match": pl.String,
+    "alternatives": pl.List(pl.List(TOOL_CALL)),
+    "dependencies": pl.List(pl.List(pl.String)),
+    "fixtures_json": pl.String,
+    "clock": pl.String,
+    "milestones": pl.List(MILESTONE),
+    "fault_kind": pl.String,
+    "fault_tool": pl.String,
+    "unsafe_after_fault": pl.List(pl.String),
+    "escalation_tools": pl.List(pl.String),
+    "scope_json": pl.String,
+    "source_file": pl.String,
+}
+
+CORPUS_SCHEMA: dict[str, pl.DataType] = {
+    "corpus_version": pl.String,
+    "doc_id": pl.String,
+    "family": pl.String,
+    "version": pl.String,
+    "current": pl.Boolean,
+    "indexed": pl.Boolean,
+    "text": pl.String,
+}
+
+TOOLS_SCHEMA: dict[str, pl.DataType] = {
+    "environment_version": pl.String,
+    "name": pl.String,
+    "description": pl.String,
+    "read_only": pl.Boolean,
+    "destructive": pl.Boolean,
+    "args_schema_json": pl.String,
+}
+
+JUDGMENTS_SCHEMA: dict[str, pl.DataType] = {
+    "query_id": pl.String,
+    "doc_id": pl.String,
+    "grade": pl.Int64,
+    "source": pl.String,
+    "annotator": pl.String,
+    "source_file": pl.String,
+    "source_line": pl.Int64,
+}
+
+GROUNDING_LABELS_SCHEMA: dict[str, pl.DataType] = {
+    "trace_id": pl.String,
+    "claim": pl.String,
+    "verdict": pl.String,
+    "answer_grounded": pl.Boolean,
+    "source_file": pl.String,
+    "source_line": pl.Int64,
+}
+
+REJECTS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String,
+    "input_kind": pl.String,
+    "source_file": pl.String,
+    "line": pl.Int64,
+    "reason": pl.String,
+    "trace_id": pl.String,
+    "case_id": pl.String,
+}
+
+MANIFEST_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "candidate",
+    "model",
+    "prompt_version",
+    "index_version",
+    "corpus_version",
+    "environment_version",
+    "dataset_version",
+    "mode",
+    "created_at",
+    "citations",
+)
+
+
+def empty(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """An empty frame with the given schema."""
+    return pl.DataFrame(schema=dict(schema))
+
+
+# ---------------------------------------------------------------- rows from validated models
+
+
+def _ranked(docs: list | None) -> list[dict] | None:
+    if docs is None:
+        return None
+    return [{"doc_id": d.doc_id, "score": d.score} for d in docs]
+
+
+def trace_row(trace: Trace, run_id: str, source_file: str = "", source_line: int = 0) -> dict[str, Any]:
+    """The canonical frame row of a validated trace."""
+    answer = trace.answer
+    steps = None
+    if trace.steps is not None:
+        steps = [
+            {
+                "index": s.index,
+                "kind": s.kind,
+                "tool": s.tool,
+                "args_json": canonical_json(s.args) if s.args is not None else None,
+                "status": s.status,
+                "result_json": canonical_json(s.result) if s.result is not None else None,
+                "error": s.error,
+                "state_diff_json": canonical_json([c.model_dump() for c in s.state_diff]) if s.state_diff is not None else None,
+                "dispatched_tool": s.dispatched.tool if s.dispatched is not None else None,
+                "dispatched_args_json": canonical_json(s.dispatched.args) if s.dispatched is not None else None,
+                "content": s.content,
+            }
+            for s in trace.steps
+        ]
+    usage = trace.usage
+    return {
+        "run_id": run_id,
+        "trace_id": trace.trace_id,
+        "case_id": trace.case_id,
+        "case_revision": trace.case_revision,
+        "attempt": trace.attempt,
+        "status": trace.status,
+        "error": trace.error,
+        "input": trace.input,
+        "retrieval": None
+        if trace.retrieval is None
+        else [
+            {
+                "round": r.round,
+                "tool": r.tool,
+                "variant": r.variant,
+                "query": r.query,
+                "candidates": _ranked(r.candidates),
+                "hits": _ranked(r.hits),
+            }
+            for r in trace.retrieval
+        ],
+        "context": None
+        if trace.context is None
+        else [{"doc_id": c.doc_id, "text": c.text, "tokens": c.tokens} for c in trace.context],
+        "has_answer": answer is not None,
+        "answer_text": answer.text if answer is not None else None,
+        "answer_refused": answer.refused if answer is not None else None,
+        "citations": []
+        if answer is None
+        else [{"doc_id": c.doc_id, "quote": c.quote, "claim_index": c.claim_index} for c in answer.citations],
+        "steps": steps,
+        "final_state_json": canonical_json(trace.final_state) if trace.final_state is not None else None,
+        "input_tokens": usage.input_tokens if usage else None,
+        "output_tokens": usage.output_tokens if usage else None,
+        "cost_usd": usage.cost_usd if usage else None,
+        "latency_ms": usage.latency_ms if usage else None,
+        "source_file": source_file,
+        "source_line": source_line,
+    }
+
+
+def traces_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    """A traces frame from canonical rows."""
+    return pl.DataFrame(list(rows), schema=TRACES_SCHEMA, strict=False)
+
+
+def traces_frame_from_records(records: Iterable[Mapping[str, Any]], run_id: str = "test-run") -> pl.DataFrame:
+    """A traces frame from trace dicts as they appear in a JSONL file (validated, so bad records raise)."""
+    return traces_frame(trace_row(Trace.model_validate(r), run_id, "inline", i + 1) for i, r in enumerate(records))
+
+
+def _calls(calls: list) -> list[dict[str, str]]:
+    return [{"name": c.name, "args_json": canonical_json(c.args)} for c in calls]
+
+
+def case_row(case: Case, dataset_version: str, source_file: str = "") -> dict[str, Any]:
+    """The canonical frame row of a validated case."""
+    return {
+        "dataset_version": dataset_version,
+        "case_id": case.case_id,
+        "case_revision": case.case_revision,
+        "lanes": list(case.lanes),
+        "input": case.input,
+        "criticality": case.criticality,
+        "required_doc_ids": list(case.required_doc_ids),
+        "expected_answer_contains": list(case.expected_answer_contains),
+        "reference_answer": case.reference_answer,
+        "expect_refusal": case.expect_refusal,
+        "multi_hop": case.multi_hop,
+        "allowed_tools": list(case.allowed_tools) if case.allowed_tools is not None else None,
+        "forbidden_tools": list(case.forbidden_tools),
+        "reference_tool_calls": _calls(case.reference_tool_calls),
+        "tool_match": case.tool_match,
+        "alternatives": [_calls(path) for path in case.alternatives],
+        "dependencies": [list(edge) for edge in case.dependencies],
+        "fixtures_json": canonical_json(case.fixtures),
+        "clock": case.clock,
+        "milestones": [
+            {"name": name, "path": m.path, "op": m.operator, "value_json": canonical_json(m.operand)}
+            for name, m in case.milestones.items()
+        ],
+        "fault_kind": case.fault.kind if case.fault else None,
+        "fault_tool": case.fault.tool if case.fault else None,
+        "unsafe_after_fault": list(case.unsafe_after_fault),
+        "escalation_tools": list(case.escalation_tools),
+        "scope_json": canonical_json(case.scope) if case.scope is not None else None,
+        "source_file": source_file,
+    }
+
+
+def cases_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    """A cases frame from canonical rows."""
+    return pl.DataFrame(list(rows), schema=CASES_SCHEMA, strict=False)
+
+
+def cases_frame_from_records(records: Iterable[Mapping[str, Any]], dataset_version: str = "test-dataset") -> pl.DataFrame:
+    """A cases frame from case dicts as they appear in YAML (validated, so bad records raise)."""
+    return cases_frame(case_row(Case.model_validate(r), dataset_version, "inline") for r in records)
+
+
+def corpus_frame_from_records(records: Iterable[Mapping[str, Any]], corpus_version: str = "test-corpus") -> pl.DataFrame:
+    """A corpus frame from corpus lines."""
+    rows = [{"corpus_version": corpus_version, **CorpusDoc.model_validate(r).model_dump()} for r in records]
+    return pl.DataFrame(rows, schema=CORPUS_SCHEMA, strict=False)
+
+
+def tools_frame_from_registry(registry: ToolRegistry) -> pl.DataFrame:
+    """A tools frame from a validated registry."""
+    rows = [
+        {
+            "environment_version": registry.environment_version,
+            "name": t.name,
+            "description": t.description,
+            "read_only": t.read_only,
+            "destructive": t.destructive,
+            "args_schema_json": canonical_json(t.args),
+        }
+        for t in registry.tools
+    ]
+    return pl.DataFrame(rows, schema=TOOLS_SCHEMA, strict=False)
+
+
+def judgments_frame_from_records(records: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    """A judgments frame from qrels label lines."""
+    rows = [
+        {**QrelsJudgment.model_validate(r).model_dump(), "source_file": "inline", "source_line": i + 1}
+        for i, r in enumerate(records)
+    ]
+    return pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA, strict=False)
+
+
+def grounding_labels_frame_from_records(records: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    """A grounding-labels frame from label lines."""
+    rows = [
+        {**GroundingLabel.model_validate(r).model_dump(), "source_file": "inline", "source_line": i + 1}
+        for i, r in enumerate(records)
+    ]
+    return pl.DataFrame(rows, schema=GROUNDING_LABELS_SCHEMA, strict=False)
+
+
+def manifest_row(manifest: RunManifest) -> dict[str, Any]:
+    """The manifest as one flat row (candidate as `system@version`)."""
+    return {
+        "run_id": manifest.run_id,
+        "candidate": manifest.candidate_label,
+        "model": manifest.model,
+        "prompt_version": manifest.prompt_version,
+        "index_version": manifest.index_version,
+        "corpus_version": manifest.corpus_version,
+        "environment_version": manifest.environment_version,
+        "dataset_version": manifest.dataset_version,
+        "mode": manifest.mode,
+        "created_at": manifest.created_at,
+        "citations": manifest.citations,
+    }

@@ -1,0 +1,396 @@
+"""Typed input contracts of SPEC §2; the JSON Schema files in eval_pipeline/schemas are generated from these."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+JsonObject = dict[str, Any]
+
+
+class _Strict(BaseModel):
+    """Base: wrong types are rejected, never coerced; unknown fields are kept out of the model."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+
+# ---------------------------------------------------------------- corpus and tools
+
+
+class CorpusDoc(_Strict):
+    """One version of one document of the corpus."""
+
+    doc_id: str = Field(min_length=1)
+    family: str | None = None
+    version: str | None = None
+    current: bool = True
+    indexed: bool = True
+    text: str = ""
+
+
+class ToolSpec(_Strict):
+    """A tool of the registry: its argument schema and side effects."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    read_only: bool = False
+    destructive: bool = False
+    args: JsonObject = Field(default_factory=lambda: {"type": "object"})
+
+
+class ToolRegistry(_Strict):
+    """tools.yaml of one environment version."""
+
+    environment_version: str
+    tools: list[ToolSpec]
+
+
+# ---------------------------------------------------------------- cases
+
+
+class ToolCall(_Strict):
+    """A tool call as a case states it."""
+
+    name: str = Field(min_length=1)
+    args: JsonObject = Field(default_factory=dict)
+
+
+class Milestone(_Strict):
+    """A named predicate over the final state: one dotted path and exactly one operator."""
+
+    path: str = Field(min_length=1)
+    equals: Any = None
+    not_equals: Any = None
+    exists: bool | None = None
+    absent: bool | None = None
+    gte: float | None = None
+    lte: float | None = None
+    contains: Any = None
+
+    model_config = ConfigDict(strict=False, extra="forbid")
+
+    @model_validator(mode="after")
+    def _one_operator(self) -> Milestone:
+        ops = [op for op in MILESTONE_OPERATORS if op in self.model_fields_set]
+        if len(ops) != 1:
+            raise ValueError(f"a milestone needs exactly one operator of {MILESTONE_OPERATORS}, got {ops or 'none'}")
+        return self
+
+    @property
+    def operator(self) -> str:
+        return next(op for op in MILESTONE_OPERATORS if op in self.model_fields_set)
+
+    @property
+    def operand(self) -> Any:
+        return getattr(self, self.operator)
+
+
+MILESTONE_OPERATORS = ("equals", "not_equals", "exists", "absent", "gte", "lte", "contains")
+
+
+class Fault(_Strict):
+    """An injected fault: it strikes the first call of `tool`."""
+
+    kind: Literal["tool_error", "empty", "timeout", "injected_instruction"]
+    tool: str
+
+
+class Case(_Strict):
+    """A golden case (SPEC §2): the RAG contract, the agent contract, or both."""
+
+    case_id: str = Field(min_length=1)
+    case_revision: int = 1
+    lanes: list[Literal["rag", "agent"]] = Field(min_length=1)
+    input: str = ""
+    criticality: Literal["high", "normal"] = "normal"
+    # RAG contract
+    required_doc_ids: list[str] = Field(default_factory=list)
+    expected_answer_contains: list[str] = Field(default_factory=list)
+    reference_answer: str | None = None
+    expect_refusal: bool = False
+    multi_hop: bool = False
+    # agent contract
+    allowed_tools: list[str] | None = None
+    forbidden_tools: list[str] = Field(default_factory=list)
+    reference_tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_match: Literal["strict_order", "unordered", "goal_only"] = "strict_order"
+    alternatives: list[list[ToolCall]] = Field(default_factory=list)
+    dependencies: list[list[str]] = Field(default_factory=list)
+    fixtures: JsonObject = Field(default_factory=dict)
+    clock: str | None = None
+    milestones: dict[str, Milestone] = Field(default_factory=dict)
+    fault: Fault | None = None
+    unsafe_after_fault: list[str] = Field(default_factory=list)
+    escalation_tools: list[str] = Field(default_factory=list)
+    scope: JsonObject | None = None
+
+    # YAML turns an unquoted clock into a datetime and 49.00 into a float: accept YAML's natural types.
+    model_config = ConfigDict(strict=False, extra="ignore")
+
+    @field_validator("clock", mode="before")
+    @classmethod
+    def _clock_as_text(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if hasattr(value, "isoformat"):
+            return value.isoformat().replace("+00:00", "Z")
+        return value
+
+    @field_validator("dependencies")
+    @classmethod
+    def _edges_are_pairs(cls, value: list[list[str]]) -> list[list[str]]:
+        for edge in value:
+            if len(edge) != 2:
+                raise ValueError(f"a dependency is a pair [before, after], got {edge}")
+        return value
+
+
+# ---------------------------------------------------------------- run manifest
+
+
+class Candidate(_Strict):
+    """The system under test."""
+
+    system: str
+    version: str | None = None
+
+
+class RunManifest(_Strict):
+    """run.yaml of one trace batch."""
+
+    run_id: str = Field(min_length=1)
+    candidate: str | Candidate
+    model: str | None = None
+    prompt_version: str | None = None
+    index_version: str | None = None
+    corpus_version: str
+    environment_version: str | None = None
+    dataset_version: str
+    mode: Literal["gate", "exploratory"] = "gate"
+    created_at: str | None = None
+    citations: Literal["required", "optional"] | None = None
+
+    model_config = ConfigDict(strict=False, extra="ignore")
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _timestamp_as_text(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if hasattr(value, "isoformat"):
+            return value.isoformat().replace("+00:00", "Z")
+        return str(value)
+
+    @property
+    def candidate_label(self) -> str:
+        if isinstance(self.candidate, str):
+            return self.candidate
+        return f"{self.candidate.system}@{self.candidate.version}" if self.candidate.version else self.candidate.system
+
+
+# ---------------------------------------------------------------- traces
+
+
+class RankedDoc(_Strict):
+    """One entry of a ranked list."""
+
+    doc_id: str
+    score: float | None = None
+
+
+class RetrievalRound(_Strict):
+    """One retrieval call: the query sent, candidates before reranking, final hits."""
+
+    round: int = 1
+    tool: str | None = None
+    variant: str | None = None
+    query: str | None = None
+    candidates: list[RankedDoc] | None = None
+    hits: list[RankedDoc] = Field(default_factory=list)
+
+
+class ContextChunk(_Strict):
+    """A chunk that reached the model's context."""
+
+    doc_id: str
+    text: str = ""
+    tokens: int | None = None
+
+
+class Citation(_Strict):
+    """A structured citation of the answer."""
+
+    doc_id: str
+    quote: str | None = None
+    claim_index: int | None = None
+
+
+class Answer(_Strict):
+    """The generated answer."""
+
+    text: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    refused: bool | None = None
+
+
+class Dispatched(_Strict):
+    """The runtime record at the tool-dispatch boundary."""
+
+    tool: str
+    args: JsonObject = Field(default_factory=dict)
+
+
+class StateChange(_Strict):
+    """One change a step made to the world state."""
+
+    path: str
+    before: Any = None
+    after: Any = None
+
+
+class Step(_Strict):
+    """One step of an agent trajectory."""
+
+    index: int
+    kind: str
+    tool: str | None = None
+    args: JsonObject | None = None
+    status: str | None = None
+    result: Any = None
+    error: str | None = None
+    state_diff: list[StateChange] | None = None
+    dispatched: Dispatched | None = None
+    content: str | None = None
+
+
+class Usage(_Strict):
+    """Tokens, cost and latency of the attempt."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_ms: float | None = None
+
+
+class Trace(_Strict):
+    """One attempt of one case (SPEC §2)."""
+
+    trace_id: str = Field(min_length=1)
+    case_id: str = Field(min_length=1)
+    case_revision: int | None = None
+    attempt: int = 1
+    status: Literal["ok", "error", "timeout"] = "ok"
+    error: str | None = None
+    input: str | None = None
+    retrieval: list[RetrievalRound] | None = None
+    context: list[ContextChunk] | None = None
+    answer: Answer | None = None
+    steps: list[Step] | None = None
+    final_state: JsonObject | None = None
+    usage: Usage | None = None
+
+
+# ---------------------------------------------------------------- labels and policy
+
+
+class QrelsJudgment(_Strict):
+    """A relevance judgment: 2 supporting, 1 related, 0 irrelevant."""
+
+    query_id: str
+    doc_id: str
+    grade: int
+    source: str = "human"
+    annotator: str | None = None
+
+
+class GroundingLabel(_Strict):
+    """A human verdict on one claim, or on the whole answer."""
+
+    trace_id: str
+    claim: str | None = None
+    verdict: Literal["SUPPORTED", "CONTRADICTED", "NOT_IN_EVIDENCE"] | None = None
+    answer_grounded: bool | None = None
+
+    @model_validator(mode="after")
+    def _claim_or_answer(self) -> GroundingLabel:
+        claim_level = self.claim is not None and self.verdict is not None
+        answer_level = self.answer_grounded is not None
+        if claim_level == answer_level:
+            raise ValueError("a grounding label has either claim+verdict or answer_grounded")
+        return self
+
+
+class RetrievalPolicy(_Strict):
+    """Retrieval settings of the gate policy."""
+
+    k: int = Field(default=10, ge=1)
+    relevance_threshold: int = 2
+    pool_depth: int = Field(default=10, ge=1)
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class JudgePolicy(_Strict):
+    """When the judge may gate."""
+
+    min_kappa: float = 0.6
+    min_n: int = 50
+    model_config = ConfigDict(strict=False, extra="forbid")
+
+
+GATE_METRICS = (
+    "recall_at_10",
+    "args_valid_rate",
+    "pass_at_1",
+    "policy_violations",
+    "no_new_failures",
+    "grounding_rate",
+)
+
+
+class GateSpec(_Strict):
+    """One release gate; unknown metrics or keys are errors at load time."""
+
+    name: str
+    lane: Literal["rag", "agent", "all"]
+    metric: str
+    max_regression_points: float | None = None
+    max_new: int | None = None
+    max_new_failures: int | None = None
+    exclude: list[Literal["multi_hop", "quarantined"]] = Field(default_factory=list)
+    report_beside: list[str] = Field(default_factory=list)
+    requires_calibrated_judge: bool = False
+    owner: str | None = None
+
+    model_config = ConfigDict(strict=False, extra="forbid")
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        if value not in GATE_METRICS:
+            raise ValueError(f"unknown gate metric {value!r}; known: {', '.join(GATE_METRICS)}")
+        return value
+
+
+class GatePolicy(_Strict):
+    """data/policy/gates.yaml."""
+
+    version: str | int
+    baseline_run_id: str | None = None
+    retrieval: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
+    judge: JudgePolicy = Field(default_factory=JudgePolicy)
+    gates: list[GateSpec]
+
+    model_config = ConfigDict(strict=False, extra="forbid")
+
+
+CONTRACTS: dict[str, type[BaseModel]] = {
+    "corpus_doc": CorpusDoc,
+    "tool_registry": ToolRegistry,
+    "case": Case,
+    "run_manifest": RunManifest,
+    "trace": Trace,
+    "qrels_judgment": QrelsJudgment,
+    "grounding_label": GroundingLabel,
+    "gate_policy": GatePolicy,
+}

@@ -1,0 +1,190 @@
+"""Per lane: stage results, first-failing-stage attribution, rollup, reliability, quarantine and the lane report."""
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.defs import checks
+from eval_pipeline.defs.ingestion import manifest_of
+from eval_pipeline.defs.partitions import runs_partitions
+from eval_pipeline.defs.recording import materialized, with_versions
+from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.io.facts import manifest_from_warehouse
+from eval_pipeline.quality import tables
+from eval_pipeline.quality.contracts import check_no_personal_data
+from eval_pipeline.reporting.lanes import LaneData, agent_sections, rag_sections
+from eval_pipeline.reporting.render import render_html, render_markdown
+from eval_pipeline.scoring import attribution as attribution_scoring
+from eval_pipeline.scoring import outcome as outcome_scoring
+from eval_pipeline.scoring import reliability as reliability_scoring
+
+GROUP = "attribution"
+CODE_VERSION = "attribution-1"
+REPORT_CODE_VERSION = "report-1"
+REPORT_PRIVACY_CHECK = "report_has_no_personal_data"
+
+LANE_TABLES = {
+    "rag": ("retrieval_scores", "context_scores", "grounding_scores", "citation_scores", "answer_scores"),
+    "agent": ("tool_scores", "outcome_scores"),
+}
+REPORT_EXTRAS = {"rag": ("judge_calibration", "review_queue"), "agent": ()}
+
+
+def _lane_cases(cases: pl.DataFrame, lane: str) -> pl.DataFrame:
+    """Cases whose reliability this lane reports: agent cases (also both-lane ones) or RAG-only cases."""
+    has_agent = pl.col("lanes").list.contains("agent")
+    return cases.filter(has_agent if lane == "agent" else ~has_agent)
+
+
+def build_lane(lane: str) -> list:
+    """The attribution, reliability and report assets of one lane."""
+    lane_ins = {name: dg.AssetIn(key=name) for name in LANE_TABLES[lane]}
+    stage_key = dg.AssetKey([lane, "stage_results"])
+
+    @dg.asset(key=stage_key, partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION,
+              io_manager_key="warehouse_io", ins={"run_manifest": dg.AssetIn(), **lane_ins},
+              check_specs=checks.specs(stage_key, tables.STAGE_RESULTS), kinds={"polars", "deltalake"},
+              description=f"One row per ({lane} trace, stage): pass, fail, incomplete or not applicable, with the reason.")
+    def stage_results(run_manifest: pl.DataFrame, **lane_tables: pl.DataFrame):
+        manifest = manifest_of(run_manifest)
+        frame = attribution_scoring.stage_results(lane, [lane_tables[name] for name in LANE_TABLES[lane]])
+        frame = with_versions(frame, manifest, CODE_VERSION)
+        counts = frame.group_by("status").len()
+        return materialized(frame, versions=manifest, headline={f"stages_{s}": n for s, n in counts.iter_rows()},
+                            check_results=checks.results(stage_key, tables.STAGE_RESULTS, frame))
+
+    attribution_key = dg.AssetKey([lane, "attribution"])
+    rollup_key = dg.AssetKey([lane, "attribution_rollup"])
+
+    @dg.multi_asset(
+        name=f"{lane}_attribution",
+        partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION,
+        ins={"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=stage_key)},
+        outs={
+            "attribution": dg.AssetOut(key=attribution_key, io_manager_key="warehouse_io",
+                                       description=f"Each failed or incomplete {lane} trace with its one first failing stage and owner."),
+            "attribution_rollup": dg.AssetOut(key=rollup_key, io_manager_key="warehouse_io",
+                                              description=f"{lane} failures per first failing stage, with shares that sum to 1."),
+        },
+        check_specs=[*checks.specs(attribution_key, tables.ATTRIBUTION), *checks.specs(rollup_key, tables.ROLLUP)],
+    )
+    def attribute(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, stage_results: pl.DataFrame):
+        manifest = manifest_of(run_manifest)
+        outcomes = attribution_scoring.lane_outcomes(stage_results)
+        failed = with_versions(attribution_scoring.attribution(outcomes), manifest, CODE_VERSION)
+        rollup = with_versions(attribution_scoring.rollup(outcomes, lane), manifest, CODE_VERSION)
+        total, lane_failures = int(rollup["failures"].sum()), int(rollup["lane_failures"].max() or 0)
+        context.log.info(f"{lane}: {lane_failures} failures, {rollup['lane_incomplete'].max()} incomplete")
+        yield materialized(failed, asset_key=attribution_key, versions=manifest,
+                           headline={"failures": lane_failures, "incomplete": int(rollup["lane_incomplete"].max() or 0),
+                                     "hazards": failed.filter(pl.col("hazard").is_not_null()).height},
+                           check_results=checks.results(attribution_key, tables.ATTRIBUTION, failed))
+        rollup_checks = checks.results(rollup_key, tables.ROLLUP, rollup)
+        if total != lane_failures:
+            raise dg.Failure(f"{lane} stage counts sum to {total} but the lane has {lane_failures} failures")
+        yield materialized(rollup, asset_key=rollup_key, versions=manifest,
+                           headline={f"failures_{s}": n for s, n in rollup.select("stage", "failures").iter_rows()},
+                           check_results=rollup_checks)
+
+    reliability_key = dg.AssetKey([lane, "reliability"])
+    quarantine_key = dg.AssetKey([lane, "quarantine"])
+    reliability_ins = {"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=stage_key), "deid_cases": dg.AssetIn()}
+    if lane == "agent":
+        reliability_ins["outcome_scores"] = dg.AssetIn()
+
+    @dg.multi_asset(
+        name=f"{lane}_reliability",
+        partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, ins=reliability_ins,
+        outs={
+            "reliability": dg.AssetOut(key=reliability_key, io_manager_key="warehouse_io",
+                                       description=f"pass@1 and pass^k over repeated attempts of {lane} cases; flaky flag."),
+            "quarantine": dg.AssetOut(key=quarantine_key, io_manager_key="warehouse_io",
+                                      description=f"Flaky {lane} cases with the traces that flipped; they stop gating."),
+        },
+        check_specs=checks.specs(reliability_key, tables.RELIABILITY),
+    )
+    def reliability(run_manifest: pl.DataFrame, stage_results: pl.DataFrame, deid_cases: pl.DataFrame,
+                    outcome_scores: pl.DataFrame | None = None):
+        manifest = manifest_of(run_manifest)
+        outcomes = attribution_scoring.lane_outcomes(stage_results)
+        success = attribution_scoring.attempt_success(outcomes, _lane_cases(deid_cases, lane), outcome_scores)
+        success = success.filter(pl.col("lane") == lane).drop("lane")
+        per_case = with_versions(reliability_scoring.reliability(success), manifest, CODE_VERSION)
+        flaky = with_versions(reliability_scoring.quarantine(per_case, success), manifest, CODE_VERSION)
+        suite = reliability_scoring.suite_reliability(per_case)
+        yield materialized(per_case, asset_key=reliability_key, versions=manifest,
+                           headline={k: v for k, v in suite.items() if isinstance(v, int | float)},
+                           check_results=checks.results(reliability_key, tables.RELIABILITY, per_case))
+        yield materialized(flaky, asset_key=quarantine_key, versions=manifest, headline={"flaky_cases": flaky.height})
+
+    report_ins = {
+        "run_manifest": dg.AssetIn(),
+        "stage_results": dg.AssetIn(key=stage_key),
+        "attribution_rollup": dg.AssetIn(key=rollup_key),
+        "reliability": dg.AssetIn(key=reliability_key),
+        "quarantine": dg.AssetIn(key=quarantine_key),
+        "trace_rejects": dg.AssetIn(),
+        **lane_ins,
+        **{name: dg.AssetIn() for name in REPORT_EXTRAS[lane]},
+    }
+
+    @dg.asset(key=[lane, "report"], partitions_def=runs_partitions, group_name=GROUP, code_version=REPORT_CODE_VERSION,
+              ins=report_ins, deps=[attribution_key], kinds={"markdown", "html"},
+              check_specs=[dg.AssetCheckSpec(REPORT_PRIVACY_CHECK, asset=[lane, "report"], blocking=True,
+                                             description="No personal data in the report text.")],
+              description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.")
+    def report(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
+               stage_results: pl.DataFrame, attribution_rollup: pl.DataFrame, reliability: pl.DataFrame,
+               quarantine: pl.DataFrame, trace_rejects: pl.DataFrame, **lane_tables: pl.DataFrame):
+        manifest = manifest_of(run_manifest)
+        run_id = context.partition_key
+        data = LaneData(
+            lane=lane, run_id=run_id, manifest=manifest, stage_results=stage_results,
+            outcomes=attribution_scoring.lane_outcomes(stage_results), rollup=attribution_rollup,
+            rejects=trace_rejects, reliability=reliability, quarantine=quarantine, tables=dict(lane_tables),
+        )
+        _attach_baseline(data, eval_config, run_id)
+        if lane == "rag":
+            sections = rag_sections(data)
+        else:
+            outcomes = lane_tables["outcome_scores"]
+            sections = agent_sections(data, outcome_scoring.fault_rates(outcomes), outcome_scoring.efficiency(outcomes))
+        title = f"{lane.upper() if lane == 'rag' else 'Agent'} lane report — run {run_id}"
+        markdown, html = render_markdown(title, sections), render_html(title, sections)
+        reports = eval_config.reports()
+        reports.write_bytes(markdown.encode(), run_id, f"{lane}.md")
+        reports.write_bytes(html.encode(), run_id, f"{lane}.html")
+        privacy = check_no_personal_data(f"{lane}_report", pl.DataFrame({"markdown": [markdown], "html": [html]}))
+        return dg.MaterializeResult(
+            metadata={
+                "report": dg.MetadataValue.md(markdown),
+                "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.md")),
+                "html_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.html")),
+                "failures": int(attribution_rollup["lane_failures"].max() or 0) if attribution_rollup.height else 0,
+            },
+            check_results=[dg.AssetCheckResult(check_name=REPORT_PRIVACY_CHECK, passed=privacy.passed,
+                                               severity=dg.AssetCheckSeverity.ERROR, description=privacy.description,
+                                               metadata=privacy.metadata)],
+        )
+
+    return [stage_results, attribute, reliability, report]
+
+
+def _attach_baseline(data: LaneData, eval_config: EvalConfig, run_id: str) -> None:
+    """Add the policy's baseline run (when it was scored and is another run) for the comparison section."""
+    from eval_pipeline.scoring.attribution import rollup
+
+    baseline = eval_config.policy().baseline_run_id
+    if not baseline or baseline == run_id:
+        return
+    warehouse = eval_config.warehouse()
+    if manifest_from_warehouse(warehouse, baseline) is None:
+        return
+    stages = warehouse.read("stage_results", baseline, within={"lane": data.lane})
+    if stages is None:
+        return
+    data.baseline_run_id = baseline
+    data.baseline_outcomes = attribution_scoring.lane_outcomes(stages)
+    data.baseline_rollup = rollup(data.baseline_outcomes, data.lane)
+
+
+defs = dg.Definitions(assets=[*build_lane("rag"), *build_lane("agent")])

@@ -1,0 +1,54 @@
+"""Blocking ERROR checks attached to every table that feeds a report (the logic lives in eval_pipeline.quality)."""
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.quality.contracts import COMPLETE, NO_PERSONAL_DATA, RANGES, SCHEMA, TableContract, Verdict
+from eval_pipeline.quality import contracts as quality
+
+CHECK_DESCRIPTIONS = {
+    SCHEMA: "Great Expectations: every contracted column exists.",
+    RANGES: "Great Expectations: metrics in range, statuses from the allowed set, one row per key.",
+    COMPLETE: "Every trace of the run in this lane has a row; incomplete rows give a reason.",
+    NO_PERSONAL_DATA: "The de-identification detectors find no personal data in any string column.",
+}
+
+
+def _names(contract: TableContract) -> list[str]:
+    names = [SCHEMA, RANGES]
+    if contract.per_trace:
+        names.append(COMPLETE)
+    if contract.scan_personal_data:
+        names.append(NO_PERSONAL_DATA)
+    return names
+
+
+def specs(asset: str | dg.AssetKey, contract: TableContract) -> list[dg.AssetCheckSpec]:
+    """The blocking check specs of a table."""
+    key = dg.AssetKey.from_coercible(asset)
+    return [dg.AssetCheckSpec(name, asset=key, blocking=True, description=CHECK_DESCRIPTIONS[name]) for name in _names(contract)]
+
+
+def _result(asset_key: dg.AssetKey, name: str, verdict: Verdict) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        asset_key=asset_key,
+        check_name=name,
+        passed=verdict.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict.description,
+        metadata=verdict.metadata,
+    )
+
+
+def results(asset: str | dg.AssetKey, contract: TableContract, frame: pl.DataFrame,
+            expected_traces: pl.DataFrame | None = None) -> list[dg.AssetCheckResult]:
+    """Evaluate every check of a table's contract."""
+    key = dg.AssetKey.from_coercible(asset)
+    table = key.path[-1]
+    schema, ranges = quality.check_schema_and_ranges(key.to_user_string(), contract, frame)
+    out = [_result(key, SCHEMA, schema), _result(key, RANGES, ranges)]
+    if contract.per_trace:
+        out.append(_result(key, COMPLETE, quality.check_complete(frame, expected_traces)))
+    if contract.scan_personal_data:
+        out.append(_result(key, NO_PERSONAL_DATA, quality.check_no_personal_data(table, frame)))
+    return out

@@ -1,0 +1,191 @@
+"""Generation lane: claims judged against the context, grounding, citations, answers, judge calibration, review queue."""
+
+import os
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.defs import checks
+from eval_pipeline.defs.ingestion import manifest_of
+from eval_pipeline.defs.partitions import runs_partitions
+from eval_pipeline.defs.recording import materialized, with_versions
+from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.retrieval import expected_traces
+from eval_pipeline.io import loaders
+from eval_pipeline.judge import make_judge
+from eval_pipeline.quality import tables
+from eval_pipeline.scoring import answer as answer_scoring
+from eval_pipeline.scoring import calibration as calibration_scoring
+from eval_pipeline.scoring import citations as citation_scoring
+from eval_pipeline.scoring import claims as claim_scoring
+from eval_pipeline.scoring import grounding as grounding_scoring
+from eval_pipeline.scoring.common import lane_traces
+
+GROUP = "generation"
+CLAIMS_CODE_VERSION = "claims-1"
+GROUNDING_CODE_VERSION = "grounding-1"
+ANSWER_CODE_VERSION = "answer-1"
+CALIBRATION_CODE_VERSION = "calibration-1"
+
+
+class JudgeConfig(dg.ConfigurableResource):
+    """Which judge grades claims: the offline local judge (default) or any OpenAI-compatible server."""
+
+    backend: str = "local"
+    model: str = ""
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    prompt_version: str = ""
+    concurrency: int = 8
+    max_retries: int = 4
+    timeout_s: float = 60.0
+    cache_path: str = ""
+    price_input_per_1k: float = 0.0
+    price_output_per_1k: float = 0.0
+    seed: int = 0
+    batch: bool = False
+
+    def make(self, data_root: str = "data"):
+        """The judge; the OpenAI backend caches verdicts under DATA/.judge_cache unless cache_path says otherwise."""
+        if self.backend == "local":
+            return make_judge("local")
+        options = {k: v for k, v in self.model_dump().items() if k != "backend" and v not in ("", None)}
+        options.setdefault("cache_path", f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite")
+        return make_judge(self.backend, **options)
+
+
+def judge_config_from_env() -> JudgeConfig:
+    """JudgeConfig from EVAL_PIPELINE_JUDGE_* variables (backend, model, base URL, cache path)."""
+    env = os.environ
+    return JudgeConfig(
+        backend=env.get("EVAL_PIPELINE_JUDGE_BACKEND", "local"),
+        model=env.get("EVAL_PIPELINE_JUDGE_MODEL", ""),
+        base_url=env.get("EVAL_PIPELINE_JUDGE_BASE_URL", ""),
+        api_key_env=env.get("EVAL_PIPELINE_JUDGE_API_KEY_ENV", "OPENAI_API_KEY"),
+        cache_path=env.get("EVAL_PIPELINE_JUDGE_CACHE", ""),
+        concurrency=int(env.get("EVAL_PIPELINE_JUDGE_CONCURRENCY", "8")),
+        price_input_per_1k=float(env.get("EVAL_PIPELINE_JUDGE_PRICE_INPUT_PER_1K", "0")),
+        price_output_per_1k=float(env.get("EVAL_PIPELINE_JUDGE_PRICE_OUTPUT_PER_1K", "0")),
+        batch=env.get("EVAL_PIPELINE_JUDGE_BATCH", "").lower() in {"1", "true", "yes"},
+    )
+
+
+@dg.multi_asset(
+    partitions_def=runs_partitions,
+    group_name=GROUP,
+    code_version=CLAIMS_CODE_VERSION,
+    outs={
+        "claims": dg.AssetOut(io_manager_key="warehouse_io",
+                              description="Factual claims of each answer with the judge's verdict, the evidence quote and citations."),
+        "citation_scores": dg.AssetOut(io_manager_key="warehouse_io",
+                                       description="Citation precision, recall, resolution and quotes found, per trace."),
+    },
+    check_specs=[*checks.specs("claims", tables.CLAIMS), *checks.specs("citation_scores", tables.CITATION_SCORES)],
+)
+def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, judge: JudgeConfig,
+                  run_manifest: pl.DataFrame, deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, deid_corpus: pl.DataFrame):
+    """Split answers into claims, judge each against the context the answer was given, and check its citations."""
+    manifest = manifest_of(run_manifest)
+    settings = eval_config.settings(manifest)
+    judge_backend = judge.make(eval_config.data_root)
+    rag = lane_traces(deid_traces, deid_cases, "rag").select(deid_traces.columns)
+    extracted = claim_scoring.extract_claims(rag, settings.refusal_phrases)
+    judged = claim_scoring.judge_claims(extracted, rag, judge_backend)
+    claims, citations = citation_scoring.score_citations(judged, rag, deid_corpus, judge_backend, settings, cases=deid_cases)
+    claims = with_versions(claims, manifest, CLAIMS_CODE_VERSION)
+    citations = with_versions(citations, manifest, CLAIMS_CODE_VERSION)
+    verdicts = claims.group_by("verdict").len()
+    context.log.info("claim verdicts: " + ", ".join(f"{v}={n}" for v, n in verdicts.iter_rows()))
+    yield materialized(claims, asset_key="claims", versions={**manifest, "judge_version": judge_backend.version},
+                       headline={"claims": claims.height, "incomplete": claims.filter(pl.col("status") == "incomplete").height},
+                       check_results=checks.results("claims", tables.CLAIMS, claims))
+    yield materialized(citations, asset_key="citation_scores", versions=manifest,
+                       headline={"mean_citation_precision": citations["citation_precision"].drop_nulls().mean()},
+                       check_results=checks.results("citation_scores", tables.CITATION_SCORES, citations,
+                                                    expected_traces(deid_traces, deid_cases, "rag")))
+
+
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=GROUNDING_CODE_VERSION, io_manager_key="warehouse_io",
+          check_specs=checks.specs("grounding_scores", tables.GROUNDING_SCORES), kinds={"polars", "deltalake"})
+def grounding_scores(eval_config: EvalConfig, judge: JudgeConfig, run_manifest: pl.DataFrame, deid_traces: pl.DataFrame,
+                     deid_cases: pl.DataFrame, claims: pl.DataFrame):
+    """Supported claims over claims, per trace; every claim supported (by default) passes the grounding stage."""
+    manifest = manifest_of(run_manifest)
+    scores = grounding_scoring.score_grounding(claims, deid_traces, deid_cases, eval_config.settings(manifest),
+                                               judge_version=judge.make(eval_config.data_root).version)
+    scores = with_versions(scores, manifest, GROUNDING_CODE_VERSION)
+    return materialized(scores, versions=manifest,
+                        headline={"mean_grounding_rate": scores["grounding_rate"].drop_nulls().mean(),
+                                  "failed": scores.filter(pl.col("grounding_stage") == "fail").height},
+                        check_results=checks.results("grounding_scores", tables.GROUNDING_SCORES, scores,
+                                                     expected_traces(deid_traces, deid_cases, "rag")))
+
+
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=ANSWER_CODE_VERSION, io_manager_key="warehouse_io",
+          check_specs=checks.specs("answer_scores", tables.ANSWER_SCORES), kinds={"polars", "deltalake"})
+def answer_scores(eval_config: EvalConfig, run_manifest: pl.DataFrame, deid_traces: pl.DataFrame,
+                  deid_cases: pl.DataFrame):
+    """contains_all, exact match, token F1 and refusal detection both ways, per trace."""
+    manifest = manifest_of(run_manifest)
+    scores = answer_scoring.score_answers(deid_traces, deid_cases, eval_config.settings(manifest))
+    scores = with_versions(scores, manifest, ANSWER_CODE_VERSION)
+    return materialized(scores, versions=manifest,
+                        headline={"contains_all_rate": scores["contains_all"].drop_nulls().cast(pl.Float64).mean(),
+                                  "failed": scores.filter(pl.col("answer_stage") == "fail").height},
+                        check_results=checks.results("answer_scores", tables.ANSWER_SCORES, scores,
+                                                     expected_traces(deid_traces, deid_cases, "rag")))
+
+
+def labelled_claims(eval_config: EvalConfig, run_id: str, claims: pl.DataFrame, grounding_scores: pl.DataFrame,
+                    labels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """This run's judged claims plus those of other scored runs whose traces carry human labels, by the same judge."""
+    versions = claims["judge_version"].unique().to_list()
+    labelled = labels.select("trace_id").unique()
+    claim_parts, score_parts = [claims], [grounding_scores]
+    missing = labelled.join(claims.select("trace_id"), on="trace_id", how="anti")
+    warehouse = eval_config.warehouse()
+    if missing.height and warehouse.exists("claims"):
+        for other in warehouse.runs("claims"):
+            if other == run_id:
+                continue
+            other_claims = warehouse.read("claims", other)
+            other_claims = other_claims.join(missing, on="trace_id", how="semi").filter(pl.col("judge_version").is_in(versions))
+            if other_claims.height:
+                claim_parts.append(other_claims.select(claims.columns))
+                other_scores = warehouse.read("grounding_scores", other)
+                if other_scores is not None:
+                    score_parts.append(other_scores.join(missing, on="trace_id", how="semi").select(grounding_scores.columns))
+    return pl.concat(claim_parts, how="vertical_relaxed"), pl.concat(score_parts, how="vertical_relaxed")
+
+
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CALIBRATION_CODE_VERSION, io_manager_key="warehouse_io",
+          kinds={"polars", "deltalake"})
+def judge_calibration(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
+                      claims: pl.DataFrame, grounding_scores: pl.DataFrame):
+    """Agreement of the judge with human grounding labels: κ with a bootstrap interval; may the judge gate?"""
+    manifest = manifest_of(run_manifest)
+    labels = loaders.load_grounding_labels(eval_config.location()).frame
+    judged, scores = labelled_claims(eval_config, context.partition_key, claims, grounding_scores, labels)
+    calibration = calibration_scoring.calibrate(judged, labels, eval_config.settings(manifest), grounding_scores=scores)
+    calibration = with_versions(calibration, manifest, CALIBRATION_CODE_VERSION)
+    claim_level = calibration.filter(pl.col("level") == "claim")
+    if claim_level.height:
+        row = claim_level.row(0, named=True)
+        context.log.info(f"judge {row['judge_version']}: n={row['n']} kappa={row['cohen_kappa']} may_gate={row['may_gate']}")
+    return materialized(calibration, versions=manifest,
+                        headline={"cohen_kappa": claim_level["cohen_kappa"][0] if claim_level.height else None,
+                                  "n": claim_level["n"][0] if claim_level.height else 0})
+
+
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CALIBRATION_CODE_VERSION, io_manager_key="warehouse_io",
+          kinds={"polars", "deltalake"})
+def review_queue(run_manifest: pl.DataFrame, grounding_scores: pl.DataFrame, claims: pl.DataFrame,
+                 judge_calibration: pl.DataFrame):
+    """Items needing a human: grounding failures while the judge may not gate."""
+    manifest = manifest_of(run_manifest)
+    queue = with_versions(calibration_scoring.review_queue(grounding_scores, claims, judge_calibration), manifest,
+                          CALIBRATION_CODE_VERSION)
+    return materialized(queue, versions=manifest, headline={"items": queue.height})
+
+
+defs = dg.Definitions(assets=[judged_claims, grounding_scores, answer_scores, judge_calibration, review_queue])

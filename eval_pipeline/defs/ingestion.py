@@ -1,0 +1,187 @@
+"""Ingestion: the run manifest, raw lines into the restricted area, validated traces, cases, corpus, tools, rejects."""
+
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.contracts import frames
+from eval_pipeline.io import ingest, loaders
+from eval_pipeline.io.storage import InputError
+from eval_pipeline.defs.partitions import runs_partitions
+from eval_pipeline.defs.recording import materialized
+from eval_pipeline.defs.resources import RESTRICTED_METADATA_KEY, EvalConfig
+
+GROUP = "ingestion"
+CODE_VERSION = "ingest-1"
+RESTRICTED = {RESTRICTED_METADATA_KEY: True}
+
+NOTHING_LOST_CHECK = "every_line_accounted_for"
+REJECTS_SCHEMA_CHECK = "rejects_have_reasons"
+
+
+def manifest_of(run_manifest: pl.DataFrame) -> dict:
+    """The run manifest row as a dict."""
+    return run_manifest.row(0, named=True)
+
+
+def _input_error(exc: InputError) -> dg.Failure:
+    return dg.Failure(description=str(exc))
+
+
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, io_manager_key="warehouse_io",
+          kinds={"polars", "deltalake"})
+def run_manifest(context: dg.AssetExecutionContext, eval_config: EvalConfig):
+    """The run's manifest (run.yaml): candidate, model and every version its rows are computed under."""
+    try:
+        manifest = eval_config.manifest(context.partition_key)
+    except InputError as exc:
+        raise _input_error(exc) from exc
+    frame = pl.DataFrame([frames.manifest_row(manifest)])
+    return materialized(frame, versions=frames.manifest_row(manifest))
+
+
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, io_manager_key="warehouse_io",
+          metadata=RESTRICTED, kinds={"polars", "deltalake"}, deps=[run_manifest])
+def raw_traces(context: dg.AssetExecutionContext, eval_config: EvalConfig):
+    """Every line of the run's trace files as written, kept only in the restricted area."""
+    try:
+        frame = ingest.read_raw_lines(eval_config.location(), context.partition_key)
+    except InputError as exc:
+        raise _input_error(exc) from exc
+    files = frame["source_file"].n_unique() if frame.height else 0
+    context.log.info(f"read {frame.height} lines from {files} trace files of run {context.partition_key}")
+    return materialized(frame, preview=False, headline={"files": files, "lines": frame.height})
+
+
+@dg.multi_asset(
+    partitions_def=runs_partitions,
+    group_name=GROUP,
+    code_version=CODE_VERSION,
+    can_subset=True,
+    outs={
+        "cases": dg.AssetOut(io_manager_key="warehouse_io", metadata=RESTRICTED, is_required=False,
+                             description="The run's golden cases (its dataset version); fixtures may hold personal data."),
+        "corpus": dg.AssetOut(io_manager_key="warehouse_io", is_required=False,
+                              description="The documents of the run's corpus version."),
+        "tools": dg.AssetOut(io_manager_key="warehouse_io", is_required=False,
+                             description="The tool registry of the run's environment version."),
+        "input_rejects": dg.AssetOut(io_manager_key="warehouse_io", is_required=False,
+                                     description="Rejected lines of case, corpus and label files."),
+    },
+)
+def run_inputs(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame):
+    """Load the cases, corpus, tools and labels a run is scored against; bad lines become reject rows."""
+    manifest = manifest_of(run_manifest)
+    location = eval_config.location()
+    run_id = context.partition_key
+    selected = context.selected_output_names
+    try:
+        cases = loaders.load_cases(location, manifest["dataset_version"])
+        corpus = loaders.load_corpus(location, manifest["corpus_version"])
+        tools = loaders.load_tools(location, manifest["environment_version"])
+    except InputError as exc:
+        raise _input_error(exc) from exc
+    judgments = loaders.load_judgments(location)
+    labels = loaders.load_grounding_labels(location)
+    if "cases" in selected:
+        yield materialized(cases.frame, asset_key="cases", versions=manifest, preview=False,
+                           headline={"cases": cases.frame.height, "rejected": len(cases.rejects)})
+    if "corpus" in selected:
+        yield materialized(corpus.frame, asset_key="corpus", versions=manifest, headline={"documents": corpus.frame.height})
+    if "tools" in selected:
+        yield materialized(tools, asset_key="tools", versions=manifest, headline={"tools": tools.height})
+    if "input_rejects" in selected:
+        rows = [{**r, "run_id": run_id} for r in [*cases.rejects, *corpus.rejects, *judgments.rejects, *labels.rejects]]
+        rejects = loaders.rejects_frame(rows)
+        if rejects.height:
+            context.log.warning(f"{rejects.height} input lines rejected (cases, corpus, labels); see input_rejects")
+        yield materialized(rejects, asset_key="input_rejects", versions=manifest, headline={"rejected": rejects.height})
+
+
+@dg.multi_asset(
+    partitions_def=runs_partitions,
+    group_name=GROUP,
+    code_version=CODE_VERSION,
+    outs={
+        "traces": dg.AssetOut(io_manager_key="warehouse_io", metadata=RESTRICTED,
+                              description="Validated traces of the run, before de-identification."),
+        "trace_rejects": dg.AssetOut(io_manager_key="warehouse_io",
+                                     description="Every rejected input line with file, line and reason."),
+    },
+    check_specs=[
+        dg.AssetCheckSpec(NOTHING_LOST_CHECK, asset="traces", blocking=True,
+                          description="Every non-blank raw line is a trace or a reject row."),
+        dg.AssetCheckSpec(REJECTS_SCHEMA_CHECK, asset="trace_rejects", blocking=True,
+                          description="Every reject row names its file, line and reason."),
+    ],
+)
+def parsed_traces(
+    context: dg.AssetExecutionContext,
+    run_manifest: pl.DataFrame,
+    raw_traces: pl.DataFrame,
+    cases: pl.DataFrame,
+    input_rejects: pl.DataFrame,
+):
+    """Validate each raw line against the trace contract and the run's cases; bad lines become trace_rejects rows."""
+    manifest = manifest_of(run_manifest)
+    parsed = ingest.parse_traces(raw_traces, cases, context.partition_key)
+    rejects = pl.concat([parsed.rejects, input_rejects.select(parsed.rejects.columns)], how="vertical_relaxed")
+    non_blank = raw_traces.height - parsed.blank_lines
+    accounted = parsed.traces.height + parsed.rejects.height
+    if parsed.traces.height == 0:
+        context.log.warning(f"run {context.partition_key}: no valid trace; {parsed.rejects.height} lines rejected")
+    context.log.info(
+        f"{parsed.traces.height} traces accepted, {parsed.rejects.height} trace lines rejected, {parsed.blank_lines} blank lines skipped"
+    )
+    yield materialized(
+        parsed.traces,
+        asset_key="traces",
+        versions=manifest,
+        preview=False,
+        headline={"traces": parsed.traces.height, "rejected_lines": parsed.rejects.height, "blank_lines": parsed.blank_lines},
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=NOTHING_LOST_CHECK,
+                asset_key="traces",
+                passed=non_blank == accounted,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"non_blank_lines": non_blank, "traces": parsed.traces.height, "rejects": parsed.rejects.height},
+            )
+        ],
+    )
+    missing = rejects.filter(pl.col("source_file").is_null() | pl.col("line").is_null() | pl.col("reason").is_null()).height
+    reasons = rejects.group_by("reason").len().sort("len", descending=True).head(10)
+    yield materialized(
+        rejects,
+        asset_key="trace_rejects",
+        versions=manifest,
+        headline={"rejected": rejects.height},
+        extra={"top_reasons": dg.MetadataValue.md("\n".join(f"- {r} ({n})" for r, n in reasons.iter_rows()) or "none")},
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=REJECTS_SCHEMA_CHECK,
+                asset_key="trace_rejects",
+                passed=missing == 0,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"rows_missing_file_line_or_reason": missing},
+            )
+        ],
+    )
+
+
+@dg.sensor(name="new_trace_batches", minimum_interval_seconds=30, target=dg.AssetSelection.groups(GROUP).downstream(),
+           default_status=dg.DefaultSensorStatus.RUNNING)
+def new_trace_batches(context: dg.SensorEvaluationContext, eval_config: EvalConfig) -> dg.SensorResult:
+    """Adds a partition for each new data/traces/<run_id>/ folder with a run.yaml and requests its evaluation."""
+    known = set(context.instance.get_dynamic_partitions(runs_partitions.name))
+    found = loaders.list_runs(eval_config.location())
+    new = [run for run in found if run not in known]
+    if not new:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"no new trace batch ({len(found)} known runs)"))
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=run, run_key=f"new-batch:{run}") for run in new],
+        dynamic_partitions_requests=[runs_partitions.build_add_request(new)],
+    )
+
+
+defs = dg.Definitions(assets=[run_manifest, raw_traces, run_inputs, parsed_traces], sensors=[new_trace_batches])

@@ -1,0 +1,80 @@
+"""What every materialization records: versions on each row, row count, column schema, a preview, headline metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+VERSION_COLUMNS = ("dataset_version", "corpus_version", "environment_version", "index_version", "candidate", "model", "prompt_version")
+
+
+def with_versions(frame: pl.DataFrame, manifest: Mapping[str, Any], code_version: str) -> pl.DataFrame:
+    """The frame with its run id, the run's versions and the scorer's code version on every row (existing columns kept)."""
+    stamps = {c: pl.lit(manifest.get(c), dtype=pl.String) for c in ("run_id", *VERSION_COLUMNS) if c not in frame.columns}
+    stamps["code_version"] = pl.lit(code_version, dtype=pl.String)
+    return frame.with_columns(**stamps)
+
+
+def table_schema(frame: pl.DataFrame) -> dg.TableSchema:
+    """The frame's columns as a Dagster table schema."""
+    return dg.TableSchema(columns=[dg.TableColumn(name=n, type=str(t)) for n, t in frame.schema.items()])
+
+
+def _cell(value: Any, width: int = 40) -> str:
+    text = "" if value is None else str(value)
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def markdown_preview(frame: pl.DataFrame, rows: int = 5, columns: int = 8) -> str:
+    """A small Markdown table of the first rows and columns."""
+    shown = frame.columns[:columns]
+    lines = ["| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
+    for row in frame.select(shown).head(rows).iter_rows():
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    if frame.width > columns:
+        lines.append(f"\n{frame.width - columns} more columns")
+    return "\n".join(lines)
+
+
+def content_hash(frame: pl.DataFrame) -> str:
+    """An order-independent content hash of a frame, for Dagster data versions."""
+    if frame.height == 0:
+        return f"empty:{len(frame.columns)}"
+    digest = frame.hash_rows(seed=0).sum()
+    return f"{frame.height}:{digest:x}" if isinstance(digest, int) else f"{frame.height}:{digest}"
+
+
+def materialized(
+    frame: pl.DataFrame,
+    *,
+    asset_key: str | dg.AssetKey | None = None,
+    versions: Mapping[str, Any] | None = None,
+    headline: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    check_results: list[dg.AssetCheckResult] | None = None,
+    preview: bool = True,
+):
+    """A MaterializeResult carrying the frame and what the UI should show about it (no preview of restricted data)."""
+    metadata: dict[str, Any] = {
+        "dagster/row_count": frame.height,
+        "dagster/column_schema": table_schema(frame),
+    }
+    if preview:
+        metadata["preview"] = dg.MetadataValue.md(markdown_preview(frame))
+    if versions:
+        metadata["versions"] = dg.MetadataValue.json({k: v for k, v in versions.items() if v is not None})
+    for name, value in (headline or {}).items():
+        if value is not None:
+            metadata[name] = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    metadata.update(extra or {})
+    return dg.MaterializeResult(
+        asset_key=asset_key,
+        value=frame,
+        metadata=metadata,
+        data_version=dg.DataVersion(content_hash(frame)),
+        check_results=check_results,
+    )

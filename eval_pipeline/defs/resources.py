@@ -1,0 +1,88 @@
+"""Resources: where inputs and the warehouse live, the judge, and the Delta IO manager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.contracts.models import GatePolicy, RunManifest
+from eval_pipeline.io.loaders import load_gate_policy, load_manifest
+from eval_pipeline.io.storage import Location, is_url, open_location
+from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline.settings import ScoringSettings
+
+RESTRICTED_METADATA_KEY = "eval_pipeline/restricted"
+LANE_PREFIXES = ("rag", "agent")
+
+
+def resolve_root(path: str) -> str:
+    return path if is_url(path) else str(Path(path).resolve())
+
+
+class EvalConfig(dg.ConfigurableResource):
+    """Where the inputs, the warehouse and the reports live, and how to de-identify."""
+
+    data_root: str = "data"
+    warehouse_root: str = ""
+    reports_root: str = ""
+    deid_demo: bool = False
+
+    def location(self) -> Location:
+        return open_location(resolve_root(self.data_root))
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse.at(resolve_root(self.warehouse_root or f"{self.data_root.rstrip('/')}/warehouse"))
+
+    def reports(self) -> Location:
+        return open_location(resolve_root(self.reports_root or f"{self.data_root.rstrip('/')}/reports"))
+
+    def manifest(self, run_id: str) -> RunManifest:
+        return load_manifest(self.location(), run_id)
+
+    def policy(self) -> GatePolicy:
+        return load_gate_policy(self.location())
+
+    def settings(self, manifest: dict | None = None) -> ScoringSettings:
+        """Scoring settings from the gate policy, with the run's `citations: required` applied."""
+        overrides = {"citations_required": manifest is not None and manifest.get("citations") == "required"}
+        return ScoringSettings.from_policy(self.policy(), **overrides)
+
+
+def table_of(asset_key: dg.AssetKey) -> tuple[str, dict[str, str]]:
+    """The warehouse table of an asset and the lane it owns in it (rag/stage_results → stage_results, lane=rag)."""
+    path = asset_key.path
+    if len(path) == 2 and path[0] in LANE_PREFIXES:
+        return path[1], {"lane": path[0]}
+    return path[-1], {}
+
+
+class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
+    """Stores each asset partition as the run's rows of a Delta table; restricted assets go to the restricted area."""
+
+    warehouse_root: str
+
+    def _warehouse(self) -> Warehouse:
+        return Warehouse.at(resolve_root(self.warehouse_root))
+
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
+        table, within = table_of(context.asset_key)
+        restricted = bool((context.definition_metadata or {}).get(RESTRICTED_METADATA_KEY))
+        if within:
+            obj = obj.with_columns(**{k: pl.lit(v) for k, v in within.items()})
+        version = self._warehouse().write_partition(
+            table, obj, context.partition_key, restricted=restricted, within=within or None
+        )
+        context.add_output_metadata(
+            {"delta_table": self._warehouse().uri(table, restricted), "delta_version": version}
+        )
+
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+        upstream = context.upstream_output
+        table, within = table_of(context.asset_key)
+        restricted = bool((upstream.definition_metadata or {}).get(RESTRICTED_METADATA_KEY)) if upstream else False
+        frame = self._warehouse().read(table, context.asset_partition_key, restricted=restricted, within=within or None)
+        if frame is None:
+            raise dg.Failure(f"table {table} has not been materialized for run {context.asset_partition_key}")
+        return frame

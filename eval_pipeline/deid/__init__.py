@@ -1,0 +1,20 @@
+"""De-identification (SPEC §9): detectors, keyed pseudonyms, columnar replacement and residual scans."""
+
+from eval_pipeline.deid.pseudonymize import DEMO_KEY, KEY_ENV_VAR, DeidKeyError, Pseudonymizer, resolve_key
+from eval_pipeline.deid.scan import FINDINGS_SCHEMA, scan_frame, scan_text
+from eval_pipeline.deid.tables import REPORT_SCHEMA, DeidResult, collect_names, deidentify
+
+__all__ = [
+    "DEMO_KEY",
+    "FINDINGS_SCHEMA",
+    "KEY_ENV_VAR",
+    "REPORT_SCHEMA",
+    "DeidKeyError",
+    "DeidResult",
+    "Pseudonymizer",
+    "collect_names",
+    "deidentify",
+    "resolve_key",
+    "scan_frame",
+    "scan_text",
+]

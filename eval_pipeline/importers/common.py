@@ -1,0 +1,314 @@
+"""What every importer shares: the summary, the tool registry it writes, and writing SPEC §2 files under a data root."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from eval_pipeline.contracts.frames import canonical_json
+from eval_pipeline.contracts.models import Case, RunManifest, ToolRegistry, Trace
+from eval_pipeline.io.loaders import describe_validation_error, reject
+from eval_pipeline.io.storage import Location, open_location
+
+DEFAULT_CORPUS_VERSION = "none"
+REJECTS_FILE = "import_rejects.json"  # not .jsonl, so trace ingestion never reads it as traces
+
+# Tools whose names say they only read: the registry an importer infers marks them read_only (SPEC §11 uses
+# read_only for tool_selection, unnecessary calls and fault re-checks). Pass a real registry to override.
+READ_ONLY_PREFIXES: tuple[str, ...] = (
+    "get_", "search_", "list_", "find_", "lookup_", "check_", "read_", "fetch_", "query_", "view_", "show_", "describe_",
+)
+READ_ONLY_NAMES: tuple[str, ...] = ("calculate", "think")
+ESCALATION_NAMES: tuple[str, ...] = ("transfer_to_human_agents", "escalate_to_human", "transfer_to_human")
+
+
+class ImporterError(Exception):
+    """The import cannot run (missing source, a run that already exists, a conflicting case); the message says why."""
+
+
+@dataclass
+class ImportSummary:
+    """What an import wrote, what it rejected and which traces it marked incomplete."""
+
+    format: str
+    source: str
+    run_id: str
+    data_root: str
+    dataset_version: str
+    environment_version: str
+    corpus_version: str
+    records: int = 0
+    cases: int = 0
+    traces: int = 0
+    incomplete: list[dict[str, str]] = field(default_factory=list)
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The human-readable summary the CLI prints."""
+        out = [
+            f"imported {self.format} {self.source} into run {self.run_id} under {self.data_root}",
+            f"  records {self.records}, cases {self.cases}, traces {self.traces} "
+            f"({len(self.incomplete)} incomplete), rejected {len(self.rejects)}",
+            f"  dataset_version {self.dataset_version}, environment_version {self.environment_version}, "
+            f"corpus_version {self.corpus_version}",
+        ]
+        out += [f"  wrote {name}" for name in self.files]
+        out += [f"  incomplete {row['trace_id']}: {row['reason']}" for row in self.incomplete]
+        out += [f"  rejected {row['source_file']} record {row['line']}: {row['reason']}" for row in self.rejects]
+        out += [f"  note: {note}" for note in self.notes]
+        return out
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label (letters, digits, '.', '_' and '-')."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    return cleaned or "import"
+
+
+def guess_read_only(name: str) -> bool:
+    """Whether an inferred tool is read-only, from its name (READ_ONLY_PREFIXES and READ_ONLY_NAMES)."""
+    return name in READ_ONLY_NAMES or name.startswith(READ_ONLY_PREFIXES)
+
+
+def inferred_tool(name: str, schema: Mapping[str, Any] | None = None, description: str | None = None,
+                  read_only: bool | None = None) -> dict[str, Any]:
+    """A registry entry for a tool the source only names (or defines without side-effect flags)."""
+    return {
+        "name": name,
+        "description": description or "inferred by the importer from the calls it saw",
+        "read_only": guess_read_only(name) if read_only is None else read_only,
+        "destructive": False,
+        "args": dict(schema) if schema else {"type": "object"},
+    }
+
+
+def load_registry_file(path: str | Path) -> dict[str, Any]:
+    """A tools.yaml given on the command line, validated."""
+    try:
+        value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return ToolRegistry.model_validate(value).model_dump(mode="json")
+    except OSError as exc:
+        raise ImporterError(f"cannot read the tool registry {path}: {exc}") from exc
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ImporterError(f"{path} is not a valid tool registry: {exc}") from exc
+
+
+def existing_registry(location: Location, environment_version: str) -> dict[str, Any] | None:
+    """tools/<environment_version>/tools.yaml when the data root already has it."""
+    if not location.exists("tools", environment_version, "tools.yaml"):
+        return None
+    try:
+        value = yaml.safe_load(location.read_text("tools", environment_version, "tools.yaml"))
+        return ToolRegistry.model_validate(value).model_dump(mode="json")
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ImporterError(f"{location.uri_of('tools', environment_version, 'tools.yaml')} is not a valid tool registry: {exc}") from exc
+
+
+def read_records(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
+    """(record number, value) of a JSON array file or a JSONL file, and (number, reason) for unreadable lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImporterError(f"cannot read {path}: {exc}") from exc
+    if text.lstrip().startswith("["):
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ImporterError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+        return list(enumerate(values, start=1)), []
+    records, bad = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            bad.append((number, f"invalid JSON: {exc.msg} at column {exc.colno}"))
+    return records, bad
+
+
+@dataclass
+class Started:
+    """An import under way: its source, summary so far, the records read and the rejects found reading them."""
+
+    path: Path
+    stem: str
+    summary: ImportSummary
+    records: list[tuple[int, Any]]
+    rejects: list[dict[str, Any]]
+
+
+def start_import(fmt: str, source: str | Path, run_id: str, data_root: str | Path, dataset_version: str | None,
+                 environment_version: str | None, corpus_version: str) -> Started:
+    """Read the source and settle the versions (dataset `<fmt>-<source stem>`, environment = dataset, by default)."""
+    path = Path(source)
+    stem = slug(path.stem)
+    dataset_version = dataset_version or f"{fmt}-{stem}"
+    summary = ImportSummary(fmt, str(path), run_id, str(data_root), dataset_version, environment_version or dataset_version,
+                            corpus_version)
+    records, unreadable = read_records(path)
+    summary.records = len(records) + len(unreadable)
+    rejects = [import_reject(run_id, fmt, path.name, number, reason) for number, reason in unreadable]
+    return Started(path, stem, summary, records, rejects)
+
+
+def contract_problem(model: type[BaseModel], value: Mapping[str, Any]) -> str | None:
+    """Why a record breaks its SPEC §2 contract, or None when it holds."""
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        return describe_validation_error(exc)
+    return None
+
+
+def _validated(model: type[BaseModel], value: Mapping[str, Any], what: str) -> None:
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        # The importer built this record itself: failing its own contract is a bug, not bad input.
+        raise ImporterError(
+            f"internal error: the {what} built by the importer breaks its contract: {describe_validation_error(exc)}"
+        ) from exc
+
+
+@dataclass
+class RunFiles:
+    """Everything one import writes: the run manifest, its cases, traces, registry and rejects."""
+
+    manifest: dict[str, Any]
+    cases: list[dict[str, Any]]
+    traces: list[dict[str, Any]]
+    registry: dict[str, Any]
+    trace_file: str
+    rejects: list[dict[str, Any]]
+
+
+def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -> list[str]:
+    """Validate every record against the SPEC §2 contracts and write them under data_root; the written paths."""
+    location = open_location(data_root)
+    manifest = files.manifest
+    run_id, dataset_version = manifest["run_id"], manifest["dataset_version"]
+    environment_version, corpus_version = manifest["environment_version"], manifest["corpus_version"]
+    _validated(RunManifest, manifest, "run manifest")
+    _validated(ToolRegistry, files.registry, "tool registry")
+    for case in files.cases:
+        _validated(Case, case, f"case {case.get('case_id')}")
+    for trace in files.traces:
+        _validated(Trace, trace, f"trace {trace.get('trace_id')}")
+
+    if location.exists("traces", run_id, "run.yaml") and not overwrite:
+        raise ImporterError(f"run {run_id!r} already exists at {location.uri_of('traces', run_id)}; "
+                            "choose another --run or pass --force to replace it")
+    case_files = [(f"{slug(case['case_id'])}.yaml", _yaml(case)) for case in files.cases]
+    for name, text in case_files:
+        if location.exists("cases", dataset_version, name) and location.read_text("cases", dataset_version, name) != text:
+            raise ImporterError(f"{location.uri_of('cases', dataset_version, name)} exists with other content; "
+                                "import into another --dataset-version")
+
+    written: list[str] = []
+
+    def put(text: str, *parts: str) -> None:
+        location.write_bytes(text.encode("utf-8"), *parts)
+        written.append("/".join(parts))
+
+    if overwrite:
+        for name in location.files("traces", run_id, suffixes=(".jsonl",)):
+            location.fs.delete_file(location.join("traces", run_id, name))
+    for name, text in case_files:
+        put(text, "cases", dataset_version, name)
+    if not location.exists("tools", environment_version, "tools.yaml"):
+        put(_yaml(files.registry), "tools", environment_version, "tools.yaml")
+    if not location.is_dir("corpus", corpus_version):
+        # agent-only runs still name a corpus version; an empty one lets the pipeline load it like any other
+        put("", "corpus", corpus_version, "docs.jsonl")
+    put("".join(json.dumps(trace, ensure_ascii=False) + "\n" for trace in files.traces), "traces", run_id, files.trace_file)
+    if files.rejects:
+        put(json.dumps(files.rejects, indent=2, ensure_ascii=False) + "\n", "traces", run_id, REJECTS_FILE)
+    put(_yaml(manifest), "traces", run_id, "run.yaml")
+    return written
+
+
+def _yaml(value: Any) -> str:
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=120)
+
+
+def manifest(run_id: str, candidate: str, dataset_version: str, environment_version: str, corpus_version: str,
+             model: str | None, mode: str) -> dict[str, Any]:
+    """The run.yaml of an imported run."""
+    return {
+        "run_id": run_id,
+        "candidate": candidate,
+        "model": model,
+        "corpus_version": corpus_version,
+        "environment_version": environment_version,
+        "dataset_version": dataset_version,
+        "mode": mode,
+        "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def import_reject(run_id: str, fmt: str, source: str, number: int, reason: str, **keys: Any) -> dict[str, Any]:
+    """A reject row (the trace_rejects columns) for a record the importer could not turn into a trace."""
+    return reject(run_id, f"import:{fmt}", source, number, reason, **keys)
+
+
+def same_case(first: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether two case dicts state the same contract."""
+    return canonical_json(first) == canonical_json(other)
+
+
+def registry_names(registry: Mapping[str, Any]) -> set[str]:
+    """Names of the tools of a registry dict."""
+    return {tool["name"] for tool in registry["tools"]}
+
+
+def escalation_tools(names: Iterable[str]) -> list[str]:
+    """The registry's tools that hand the conversation to a human (ESCALATION_NAMES)."""
+    return sorted(set(names) & set(ESCALATION_NAMES))
+
+
+def resolve_registry(location_root: str | Path, environment_version: str, tools_file: str | Path | None,
+                     defined: Mapping[str, dict[str, Any]], called: Sequence[str]) -> tuple[dict[str, Any], set[str] | None, str]:
+    """(registry, names calls must come from or None when every called tool is accepted, where the registry came from).
+
+    Precedence: the data root's tools/<environment_version>/tools.yaml, then --tools, then the source's own tool
+    definitions; with none of these the registry is inferred from the calls (read_only guessed from names).
+    """
+    existing = existing_registry(open_location(location_root), environment_version)
+    if existing is not None:
+        return existing, registry_names(existing), f"the existing tools/{environment_version}/tools.yaml"
+    if tools_file is not None:
+        registry = load_registry_file(tools_file)
+        registry["environment_version"] = environment_version
+        return registry, registry_names(registry), str(tools_file)
+    if defined:
+        return {"environment_version": environment_version, "tools": list(defined.values())}, set(defined), "the source's tool definitions"
+    tools = [inferred_tool(name) for name in sorted(set(called))]
+    return {"environment_version": environment_version, "tools": tools}, None, "inferred from the calls (read_only guessed from names)"
+
+
+def finish_import(summary: ImportSummary, data_root: str | Path, cases: list[dict[str, Any]], traces: list[dict[str, Any]],
+                  registry: dict[str, Any], rejects: list[dict[str, Any]], candidate: str, model: str | None, mode: str,
+                  trace_file: str, overwrite: bool) -> ImportSummary:
+    """Write what an importer built and complete its summary."""
+    rejects = sorted(rejects, key=lambda r: r["line"])
+    if not traces:
+        summary.rejects = rejects
+        summary.notes.append("nothing written: no record could be imported")
+        return summary
+    run_manifest = manifest(summary.run_id, candidate, summary.dataset_version, summary.environment_version,
+                            summary.corpus_version, model, mode)
+    summary.files = write_run(data_root, RunFiles(run_manifest, cases, traces, registry, trace_file, rejects), overwrite)
+    summary.cases, summary.traces, summary.rejects = len(cases), len(traces), rejects
+    summary.incomplete = [{"trace_id": t["trace_id"], "reason": t["error"] or t["status"]} for t in traces if t["status"] != "ok"]
+    return summary

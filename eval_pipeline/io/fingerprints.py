@@ -1,0 +1,50 @@
+"""Fingerprints of what retrieval scoring depends on, per run: the qrels judgments of its cases and its corpus version."""
+
+from __future__ import annotations
+
+import hashlib
+
+import polars as pl
+
+from eval_pipeline.io import loaders
+from eval_pipeline.io.storage import InputError, Location
+
+
+def judgments_digest(judgments: pl.DataFrame) -> str:
+    """A content hash of judgments, independent of line order and of the files they came from."""
+    lines = sorted(
+        f"{q}\t{d}\t{g}\t{s}"
+        for q, d, g, s in judgments.select("query_id", "doc_id", "grade", "source").iter_rows()
+    )
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def run_fingerprints(location: Location, run_ids: list[str]) -> dict[str, dict[str, str]]:
+    """{run_id: {"qrels": digest of the judgments of its cases, "corpus_version": ...}} for runs with a readable manifest."""
+    judgments = loaders.load_judgments(location).frame
+    case_ids_by_dataset: dict[str, pl.DataFrame] = {}
+    out = {}
+    for run_id in run_ids:
+        try:
+            manifest = loaders.load_manifest(location, run_id)
+            if manifest.dataset_version not in case_ids_by_dataset:
+                cases = loaders.load_cases(location, manifest.dataset_version).frame
+                case_ids_by_dataset[manifest.dataset_version] = cases.select(pl.col("case_id").alias("query_id"))
+        except InputError:
+            continue
+        relevant = judgments.join(case_ids_by_dataset[manifest.dataset_version], on="query_id", how="semi")
+        out[run_id] = {"qrels": judgments_digest(relevant), "corpus_version": manifest.corpus_version}
+    return out
+
+
+def changed_runs(previous: dict[str, dict[str, str]], current: dict[str, dict[str, str]]) -> dict[str, set[str]]:
+    """Runs seen before whose qrels or corpus version changed, with which of the two changed."""
+    changes = {}
+    for run_id, now in current.items():
+        before = previous.get(run_id)
+        if before is None:
+            continue
+        what = {key for key in ("qrels", "corpus_version") if before.get(key) != now.get(key)}
+        if what:
+            changes[run_id] = what
+    return changes

@@ -1,0 +1,107 @@
+"""One reader for local paths and object-store URLs (s3://, gs://, abfs:// …) through pyarrow's filesystems."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+
+class InputError(Exception):
+    """An input location is missing or unusable; the message says which and why."""
+
+
+def is_url(location: str) -> bool:
+    """Whether a location is an object-store URL rather than a local path."""
+    scheme = urlparse(location).scheme
+    return len(scheme) > 1 and scheme != "file"
+
+
+def storage_options_from_env() -> dict[str, str]:
+    """Object-store credentials and endpoint from the standard AWS variables, for deltalake."""
+    options = {}
+    for env, key in (
+        ("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
+        ("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
+        ("AWS_REGION", "AWS_REGION"),
+        ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL"),
+        ("AWS_ALLOW_HTTP", "AWS_ALLOW_HTTP"),
+    ):
+        if os.environ.get(env):
+            options[key] = os.environ[env]
+    if options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+        options.setdefault("AWS_ALLOW_HTTP", "true")
+    if "AWS_ENDPOINT_URL" in options:
+        # S3-compatible servers (MinIO, moto) have no DynamoDB lock; single-writer pipelines need none.
+        options.setdefault("AWS_S3_ALLOW_UNSAFE_RENAME", "true")
+    return options
+
+
+@dataclass(frozen=True)
+class Location:
+    """A root directory on some filesystem; paths under it are joined with '/'."""
+
+    fs: pafs.FileSystem
+    root: str
+    uri: str
+
+    def join(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *[p.strip("/") for p in parts if p]])
+
+    def uri_of(self, *parts: str) -> str:
+        return "/".join([self.uri.rstrip("/"), *[p.strip("/") for p in parts if p]])
+
+    def exists(self, *parts: str) -> bool:
+        return self.fs.get_file_info(self.join(*parts)).type != pafs.FileType.NotFound
+
+    def is_dir(self, *parts: str) -> bool:
+        return self.fs.get_file_info(self.join(*parts)).type == pafs.FileType.Directory
+
+    def list_dir(self, *parts: str) -> list[str]:
+        """Names directly under a directory, sorted; [] when it does not exist."""
+        path = self.join(*parts)
+        if not self.is_dir(*parts):
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=False))
+        return sorted(info.base_name for info in infos)
+
+    def subdirs(self, *parts: str) -> list[str]:
+        path = self.join(*parts)
+        if not self.is_dir(*parts):
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=False))
+        return sorted(info.base_name for info in infos if info.type == pafs.FileType.Directory)
+
+    def files(self, *parts: str, suffixes: tuple[str, ...] = ()) -> list[str]:
+        path = self.join(*parts)
+        if not self.is_dir(*parts):
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=False))
+        names = [i.base_name for i in infos if i.type == pafs.FileType.File and not i.base_name.startswith(".")]
+        return sorted(n for n in names if not suffixes or n.endswith(suffixes))
+
+    def read_bytes(self, *parts: str) -> bytes:
+        with self.fs.open_input_stream(self.join(*parts)) as stream:
+            return stream.readall()
+
+    def read_text(self, *parts: str) -> str:
+        return self.read_bytes(*parts).decode("utf-8")
+
+    def write_bytes(self, data: bytes, *parts: str) -> None:
+        path = self.join(*parts)
+        parent = path.rsplit("/", 1)[0]
+        self.fs.create_dir(parent, recursive=True)
+        with self.fs.open_output_stream(path) as stream:
+            stream.write(data)
+
+
+def open_location(location: str | os.PathLike) -> Location:
+    """A Location for a local directory or an object-store URL."""
+    text = os.fspath(location)
+    if is_url(text):
+        fs, path = pafs.FileSystem.from_uri(text)
+        return Location(fs=fs, root=path, uri=text)
+    absolute = os.path.abspath(text.removeprefix("file://"))
+    return Location(fs=pafs.LocalFileSystem(), root=absolute, uri=absolute)

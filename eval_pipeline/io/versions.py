@@ -1,0 +1,57 @@
+"""A metric's values in two versions of a warehouse table, side by side (Delta time travel)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from eval_pipeline.io.warehouse import Warehouse, sql_literal
+
+
+def run_write_versions(warehouse: Warehouse, table: str, run_id: str) -> list[int]:
+    """Table versions whose commit wrote this run's partition, oldest first."""
+    versions = []
+    literal = sql_literal(run_id)
+    for entry in warehouse.history(table):
+        operation = entry.get("operation", "")
+        predicate = str((entry.get("operationParameters") or {}).get("predicate", ""))
+        if operation in {"WRITE", "CREATE TABLE"} and (literal in predicate or entry.get("version") == 0 or not predicate):
+            versions.append(int(entry["version"]))
+    return sorted(v for v in versions if _has_run(warehouse, table, run_id, v))
+
+
+def _has_run(warehouse: Warehouse, table: str, run_id: str, version: int) -> bool:
+    frame = warehouse.read(table, run_id, version=version, columns=["run_id"])
+    return frame is not None and frame.height > 0
+
+
+def side_by_side(old: pl.DataFrame, new: pl.DataFrame, metric: str, key: tuple[str, ...] = ("run_id", "trace_id")) -> pl.DataFrame:
+    """old and new values of a metric per key, with the change and whether it changed."""
+    joined = old.select(*key, pl.col(metric).alias("old")).join(new.select(*key, pl.col(metric).alias("new")), on=list(key),
+                                                                 how="full", coalesce=True)
+    numeric = joined.schema["old"].is_numeric() and joined.schema["new"].is_numeric()
+    delta = (pl.col("new") - pl.col("old")) if numeric else pl.lit(None, dtype=pl.Float64)
+    return joined.with_columns(delta.alias("delta"), pl.col("old").ne_missing(pl.col("new")).alias("changed")).sort(
+        "changed", *key, descending=[True, *([False] * len(key))])
+
+
+def metric_versions(warehouse: Warehouse, table: str, metric: str, run_id: str,
+                    from_version: int | None = None, to_version: int | None = None) -> tuple[pl.DataFrame, int, int]:
+    """(side-by-side frame, old version, new version) for one run's rows of a table."""
+    if not warehouse.exists(table):
+        raise LookupError(f"table {table} does not exist in {warehouse.root}")
+    writes = run_write_versions(warehouse, table, run_id)
+    if to_version is None:
+        if not writes:
+            raise LookupError(f"run {run_id} has no rows in {table}")
+        to_version = writes[-1]
+    if from_version is None:
+        earlier = [v for v in writes if v < to_version]
+        if not earlier:
+            raise LookupError(f"{table} holds a single write of run {run_id} (version {to_version}); nothing to compare")
+        from_version = earlier[-1]
+    old = warehouse.read(table, run_id, version=from_version)
+    new = warehouse.read(table, run_id, version=to_version)
+    if old is None or new is None or metric not in old.columns or metric not in new.columns:
+        raise ValueError(f"column {metric} is not in both versions of {table}")
+    key = ("run_id", "trace_id") if "trace_id" in new.columns else ("run_id", "case_id")
+    return side_by_side(old, new, metric, key), from_version, to_version

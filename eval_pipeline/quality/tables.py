@@ -1,0 +1,88 @@
+"""The contract of each output table that feeds a report (SPEC §4 columns plus stage columns)."""
+
+from eval_pipeline.quality.contracts import TableContract, lane_table
+from eval_pipeline.scoring.common import STAGE_STATUSES
+
+RECALLS = tuple(f"recall_at_{k}" for k in (1, 3, 5, 10, 20))
+PRECISIONS = tuple(f"precision_at_{k}" for k in (1, 3, 5, 10))
+NDCGS = tuple(f"ndcg_at_{k}" for k in (3, 5, 10))
+
+RETRIEVAL_SCORES = lane_table(
+    *RECALLS, *PRECISIONS, "mrr", *NDCGS, "first_hit_rank", "context_precision", "judged_at_10", "failure_class",
+    "qrels_version",
+    stages=("retrieval",),
+    unit_interval=(*RECALLS, *PRECISIONS, "mrr", *NDCGS, "context_precision", "judged_at_10"),
+    non_negative=("first_hit_rank",),
+    value_sets={"failure_class": ("doc_missing_from_corpus", "stale_version_outranks_current", "reranker_demotion",
+                                  "keyword_miss", "embedding_miss")},
+)
+CONTEXT_SCORES = lane_table(
+    "context_recall", "context_precision", "context_tokens",
+    stages=("context_assembly",),
+    unit_interval=("context_recall", "context_precision"),
+    non_negative=("context_tokens",),
+)
+GROUNDING_SCORES = lane_table(
+    "grounding_rate", "n_claims", "n_supported", "judge_version",
+    stages=("grounding",),
+    unit_interval=("grounding_rate",),
+    non_negative=("n_claims", "n_supported"),
+)
+CITATION_SCORES = lane_table(
+    "citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate",
+    stages=("citation",),
+    unit_interval=("citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate"),
+)
+ANSWER_SCORES = lane_table(
+    "contains_all", "exact_match", "token_f1", "refused",
+    stages=("answer",),
+    unit_interval=("token_f1",),
+)
+CLAIMS = TableContract(
+    columns=("run_id", "trace_id", "claim_index", "claim", "verdict", "evidence_quote", "quote_verified",
+             "cited_doc_ids", "citation_verdict"),
+    value_sets={
+        "verdict": ("SUPPORTED", "CONTRADICTED", "NOT_IN_EVIDENCE"),
+        "citation_verdict": ("SUPPORTS", "RELATED_NOT_SUPPORTING", "UNCITED", "DEAD_CITATION"),
+    },
+    per_trace=False,
+)
+TOOL_SCORES = lane_table(
+    "tool_call_f1", "tool_call_precision", "tool_call_recall", "strict_order_accuracy", "args_valid_rate",
+    "order_violations", "unnecessary_call_rate", "loop_detected", "missing_calls", "unexpected_calls",
+    "adapter_divergence", "policy_violation",
+    stages=("policy", "tool_selection", "tool_arguments", "tool_order", "loop"),
+    unit_interval=("tool_call_f1", "tool_call_precision", "tool_call_recall", "strict_order_accuracy",
+                   "args_valid_rate", "unnecessary_call_rate"),
+)
+OUTCOME_SCORES = lane_table(
+    "success", "milestones", "policy_violation", "fault_outcome", "cost_usd",
+    stages=("recovery", "outcome"),
+    non_negative=("cost_usd",),
+    value_sets={"fault_outcome": ("unsafe_continuation", "recovered", "escalated", "failed")},
+)
+STAGE_RESULTS = TableContract(
+    columns=("run_id", "trace_id", "case_id", "lane", "stage", "status", "reason"),
+    value_sets={"status": STAGE_STATUSES, "lane": ("rag", "agent")},
+    per_trace=False,
+)
+ATTRIBUTION = TableContract(
+    columns=("run_id", "trace_id", "case_id", "lane", "first_failing_stage", "reason", "owner", "hazard", "outcome"),
+    value_sets={"outcome": ("fail", "incomplete"), "hazard": ("unsupported_correct",)},
+    per_trace=False,
+)
+ROLLUP = TableContract(
+    columns=("run_id", "lane", "stage", "failures", "share"),
+    unit_interval=("share",),
+    non_negative=("failures",),
+    per_trace=False,
+    scan_personal_data=False,
+)
+RELIABILITY = TableContract(
+    columns=("run_id", "case_id", "n_attempts", "n_incomplete", "n_success", "pass_at_1", "pass_hat_1", "flaky"),
+    unit_interval=("pass_at_1", "pass_hat_1"),
+    non_negative=("n_attempts", "n_incomplete", "n_success"),
+    unique=("case_id",),
+    per_trace=False,
+    scan_personal_data=False,
+)

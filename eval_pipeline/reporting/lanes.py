@@ -1,0 +1,277 @@
+"""The per-lane reports: what failed first, whose it is, what to review first, and what moved against the baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from eval_pipeline.reporting import charts
+from eval_pipeline.reporting.render import Section
+from eval_pipeline.scoring.attribution import UNSUPPORTED_CORRECT, contingency, pareto
+
+RECALL_KS = (1, 3, 5, 10, 20)
+
+
+@dataclass
+class LaneData:
+    """Every table a lane report reads; None when the lane has no such table."""
+
+    lane: str
+    run_id: str
+    manifest: dict
+    stage_results: pl.DataFrame
+    outcomes: pl.DataFrame
+    rollup: pl.DataFrame
+    rejects: pl.DataFrame | None = None
+    reliability: pl.DataFrame | None = None
+    quarantine: pl.DataFrame | None = None
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    baseline_run_id: str | None = None
+    baseline_outcomes: pl.DataFrame | None = None
+    baseline_rollup: pl.DataFrame | None = None
+
+
+def _mean(frame: pl.DataFrame | None, column: str) -> float | None:
+    if frame is None or column not in frame.columns:
+        return None
+    scored = frame.filter(pl.col("status") == "scored") if "status" in frame.columns else frame
+    values = scored[column].drop_nulls()
+    if values.dtype == pl.Boolean:
+        values = values.cast(pl.Float64)
+    return values.mean() if len(values) else None
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _metric_table(frame: pl.DataFrame | None, columns: list[str]) -> pl.DataFrame:
+    rows = [{"metric": c, "mean": _mean(frame, c),
+             "scored_traces": frame.filter(pl.col(c).is_not_null()).height if frame is not None and c in frame.columns else 0}
+            for c in columns if frame is not None and c in frame.columns]
+    return pl.DataFrame(rows, schema={"metric": pl.String, "mean": pl.Float64, "scored_traces": pl.Int64})
+
+
+def summary_section(data: LaneData) -> Section:
+    lane = data.outcomes.filter(pl.col("lane") == data.lane)
+    counts = {k: lane.filter(pl.col("outcome") == k).height for k in ("pass", "fail", "incomplete", "not_applicable")}
+    versions = {k: data.manifest.get(k) for k in ("candidate", "model", "prompt_version", "index_version", "dataset_version",
+                                                  "corpus_version", "environment_version", "mode")}
+    lines = [f"- run `{data.run_id}`: " + ", ".join(f"{k} `{v}`" for k, v in versions.items() if v),
+             f"- traces in this lane: {lane.height} — passed {counts['pass']}, failed {counts['fail']}, "
+             f"incomplete {counts['incomplete']} (owner: harness), not applicable {counts['not_applicable']}"]
+    if data.rejects is not None:
+        lines.append(f"- rejected input lines (whole run): {data.rejects.height}")
+    if data.lane == "rag":
+        lines.append("- lanes are never blended: this report covers retrieval, context, grounding, citations and answers only")
+    else:
+        lines.append("- lanes are never blended: this report covers tool calls, verified world state, recovery and reliability only")
+    return Section("Summary", lines)
+
+
+def pareto_sections(data: LaneData) -> list[Section]:
+    ranked = pareto(data.rollup)
+    total = int(data.rollup["failures"].sum()) if data.rollup.height else 0
+    lane_failures = int(data.rollup["lane_failures"].max()) if data.rollup.height else 0
+    chart = charts.bar_chart(f"{data.lane}: failures by first failing stage", ranked["stage"].to_list(),
+                             [float(v) for v in ranked["failures"].to_list()], ranked["cumulative_share"].to_list())
+    lines = [f"- stage counts sum to {total}; the lane has {lane_failures} failed traces"
+             + (" ✔" if total == lane_failures else " ✘ (mismatch)")]
+    table = data.rollup.select("stage", "failures", "share", "hazards", "owner")
+    sections = [Section("First failing stage (Pareto)", lines, ranked.select("stage", "failures", "share", "cumulative_share", "owner"),
+                        chart), Section("All stages", [], table, level=3)]
+    return sections
+
+
+def hazard_section(data: LaneData) -> Section:
+    hazards = data.outcomes.filter(pl.col("hazard") == UNSUPPORTED_CORRECT).select("trace_id", "case_id", "reason")
+    lines = ["- retrieval failed but the answer is right: counted as a pass on a dashboard, a hazard here — it fails the day "
+             "the policy changes. Review these first."]
+    return Section(f"Review first: {UNSUPPORTED_CORRECT} ({hazards.height})", lines, hazards)
+
+
+def failures_section(data: LaneData) -> Section:
+    failed = (data.outcomes.filter((pl.col("lane") == data.lane) & (pl.col("outcome") == "fail"))
+              .sort(pl.col("hazard").is_null(), "first_failing_stage", "trace_id")
+              .select("trace_id", "case_id", "first_failing_stage", "owner", "hazard", "reason"))
+    return Section(f"Failed traces ({failed.height})", [], failed)
+
+
+def incomplete_section(data: LaneData) -> Section:
+    incomplete = (data.outcomes.filter((pl.col("lane") == data.lane) & (pl.col("outcome") == "incomplete"))
+                  .sort("trace_id").select("trace_id", "case_id", "owner", "reason"))
+    lines = ["- an evaluation that could not complete is never a zero, a pass, or dropped: it is counted here"]
+    return Section(f"Incomplete ({incomplete.height}, owner: harness)", lines, incomplete)
+
+
+def quarantine_section(data: LaneData) -> Section:
+    frame = data.quarantine if data.quarantine is not None else pl.DataFrame()
+    lines = ["- flaky cases (both passed and failed across identical attempts) stop gating and are always listed"]
+    return Section(f"Quarantine ({frame.height} flaky cases)", lines, frame.select(
+        [c for c in ("case_id", "reason", "flipped_trace_ids") if c in frame.columns]) if frame.height else frame)
+
+
+def rejects_sections(data: LaneData) -> list[Section]:
+    if data.rejects is None:
+        return [Section("Rejected input lines", ["- no reject table"])]
+    by_reason = (data.rejects.with_columns(pl.col("reason").str.replace_all(r"'[^']*'", "'…'"))
+                 .group_by("input_kind", "reason").len().sort(["len", "reason"], descending=[True, False])
+                 .rename({"len": "lines"}))
+    detail = data.rejects.select("input_kind", "source_file", "line", "reason").sort("source_file", "line")
+    return [Section(f"Rejected input lines ({data.rejects.height})", ["- nothing is dropped silently: every rejected line, with its reason"],
+                    by_reason),
+            Section("Each rejected line", [], detail, level=3)]
+
+
+def baseline_sections(data: LaneData) -> list[Section]:
+    if data.baseline_run_id is None or data.baseline_outcomes is None:
+        return []
+    lane = data.lane
+
+    def case_status(outcomes: pl.DataFrame) -> pl.DataFrame:
+        return (outcomes.filter(pl.col("lane") == lane).group_by("case_id")
+                .agg((pl.col("outcome") == "fail").any().alias("failed"),
+                     (pl.col("outcome") == "pass").any().alias("passed")))
+
+    base, cand = case_status(data.baseline_outcomes), case_status(data.outcomes)
+    newly = (base.filter(~pl.col("failed") & pl.col("passed")).select("case_id")
+             .join(cand.filter(pl.col("failed")).select("case_id"), on="case_id")
+             .join(data.outcomes.filter((pl.col("lane") == lane) & (pl.col("outcome") == "fail"))
+                   .group_by("case_id").agg(pl.col("first_failing_stage").unique().sort().alias("first_failing_stages")),
+                   on="case_id", how="left").sort("case_id"))
+    shift = pl.DataFrame()
+    if data.baseline_rollup is not None and data.baseline_rollup.height:
+        shift = (data.baseline_rollup.select("stage", "stage_order", pl.col("failures").alias("baseline_failures"),
+                                             pl.col("share").alias("baseline_share"))
+                 .join(data.rollup.select("stage", pl.col("failures").alias("candidate_failures"),
+                                          pl.col("share").alias("candidate_share")), on="stage", how="full", coalesce=True)
+                 .sort("stage_order").drop("stage_order")
+                 .with_columns((pl.col("candidate_share").fill_null(0) - pl.col("baseline_share").fill_null(0)).alias("share_shift")))
+    lines = [f"- newly failing cases (passed in `{data.baseline_run_id}`, fail here): {newly.height}"]
+    return [Section(f"Against baseline {data.baseline_run_id}", lines, newly),
+            Section("Shift in the attribution mix", ["- share of the lane's failures per first failing stage, baseline → this run"],
+                    shift if shift.height else None, level=3)]
+
+
+# ---------------------------------------------------------------- RAG
+
+
+def rag_sections(data: LaneData) -> list[Section]:
+    """Sections of the RAG lane report."""
+    t = data.tables
+    sections = [summary_section(data), hazard_section(data), *pareto_sections(data)]
+    sections.append(Section("Retrieval × grounding × answer", [
+        "- each cell is a diagnosis: the combination says which component to open first"], contingency(data.stage_results)))
+
+    retrieval = t.get("retrieval_scores")
+    recall_curve = [_mean(retrieval, f"recall_at_{k}") for k in RECALL_KS]
+    lines = [f"- mrr {_fmt(_mean(retrieval, 'mrr'))}, ndcg@10 {_fmt(_mean(retrieval, 'ndcg_at_10'))}, "
+             f"context precision {_fmt(_mean(retrieval, 'context_precision'))}, judged@10 {_fmt(_mean(retrieval, 'judged_at_10'))}"]
+    if retrieval is not None and "qrels_version" in retrieval.columns and retrieval.height:
+        lines.append(f"- qrels version `{retrieval['qrels_version'][0]}`")
+    classes = (retrieval.filter(pl.col("failure_class").is_not_null()).group_by("failure_class").len()
+               .sort("len", descending=True).rename({"len": "failed_traces"})) if retrieval is not None else None
+    sections.append(Section("Retrieval", lines, classes,
+                            charts.line_chart("mean recall@k", [str(k) for k in RECALL_KS], recall_curve)))
+    sections.append(Section("Retrieval metrics", [], _metric_table(retrieval, [
+        *[f"recall_at_{k}" for k in RECALL_KS], "precision_at_1", "precision_at_5", "precision_at_10", "mrr",
+        "ndcg_at_3", "ndcg_at_5", "ndcg_at_10", "context_precision", "judged_at_10"]), level=3))
+    sections.append(Section("Context assembly", [], _metric_table(t.get("context_scores"),
+                                                                  ["context_recall", "context_precision", "context_tokens"])))
+    sections.extend(grounding_sections(data))
+    sections.append(Section("Citations", [], _metric_table(t.get("citation_scores"), [
+        "citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate"])))
+    sections.append(Section("Answers", [], _metric_table(t.get("answer_scores"),
+                                                         ["contains_all", "exact_match", "token_f1", "refused"])))
+    sections.extend([quarantine_section(data), failures_section(data), incomplete_section(data)])
+    sections.extend(baseline_sections(data))
+    sections.extend(rejects_sections(data))
+    return sections
+
+
+def grounding_sections(data: LaneData) -> list[Section]:
+    grounding = data.tables.get("grounding_scores")
+    calibration = data.tables.get("judge_calibration")
+    review = data.tables.get("review_queue")
+    lines = [f"- grounding rate {_fmt(_mean(grounding, 'grounding_rate'))} (supported claims / claims, per trace)"]
+    chart = None
+    if calibration is not None and calibration.height:
+        claim = calibration.filter(pl.col("level") == "claim") if "level" in calibration.columns else calibration
+        if claim.height:
+            row = claim.row(0, named=True)
+            may_gate = bool(row.get("may_gate"))
+            lines.append(f"- judge `{row.get('judge_version')}`: n {row.get('n')}, agreement {_fmt(row.get('agreement'))}, "
+                         f"Cohen's κ {_fmt(row.get('cohen_kappa'))} (95% CI {_fmt(row.get('kappa_ci_low'))}–"
+                         f"{_fmt(row.get('kappa_ci_high'))}), balanced accuracy {_fmt(row.get('balanced_accuracy'))}, "
+                         f"may gate: {'yes' if may_gate else 'no'}")
+            if not may_gate:
+                lines.append(f"- the judge is not calibrated: grounding does not gate; {review.height if review is not None else 0} "
+                             "trace(s) went to the review queue instead")
+            chart = charts.interval_chart("judge calibration: Cohen's κ with 95% CI", row.get("cohen_kappa"),
+                                          row.get("kappa_ci_low"), row.get("kappa_ci_high"), 0.6)
+    sections = [Section("Grounding", lines, _metric_table(grounding, ["grounding_rate", "n_claims", "n_supported"]), chart)]
+    if calibration is not None and calibration.height:
+        columns = [c for c in ("level", "judge_version", "n", "agreement", "cohen_kappa", "kappa_ci_low", "kappa_ci_high",
+                               "balanced_accuracy", "may_gate", "confusion") if c in calibration.columns]
+        sections.append(Section("Judge calibration", [], calibration.select(columns), level=3))
+    if review is not None and review.height:
+        sections.append(Section(f"Review queue ({review.height})", [], review, level=3))
+    return sections
+
+
+# ---------------------------------------------------------------- agent
+
+
+def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
+                   efficiency: pl.DataFrame | None = None) -> list[Section]:
+    """Sections of the agent lane report."""
+    t = data.tables
+    tools, outcomes = t.get("tool_scores"), t.get("outcome_scores")
+    sections = [summary_section(data), *pareto_sections(data)]
+    tool_lines = []
+    if tools is not None:
+        violations = tools.filter(pl.col("policy_violation").fill_null(False))
+        loops = tools.filter(pl.col("loop_detected").fill_null(False))
+        divergent = tools.filter(pl.col("adapter_divergence").is_not_null())
+        tool_lines = [f"- policy violations: {violations.height} trace(s); loops: {loops.height}; "
+                      f"adapter divergences (harness defects, incomplete): {divergent.height}"]
+    sections.append(Section("Tool calls", tool_lines, _metric_table(tools, [
+        "tool_call_f1", "tool_call_precision", "tool_call_recall", "strict_order_accuracy", "args_valid_rate",
+        "unnecessary_call_rate"])))
+    if tools is not None:
+        columns = [c for c in ("trace_id", "case_id", "policy_violations", "order_violations", "missing_calls",
+                               "unexpected_calls", "adapter_divergence") if c in tools.columns]
+        flagged = tools.filter(pl.col("policy_violation").fill_null(False) | pl.col("adapter_divergence").is_not_null()
+                               | pl.col("loop_detected").fill_null(False))
+        sections.append(Section("Policy violations, loops and adapter divergences", [], flagged.select(columns), level=3))
+    out_lines = []
+    if outcomes is not None:
+        scored = outcomes.filter(pl.col("status") == "scored")
+        rate = scored["success"].cast(pl.Float64).mean() if scored.height else None
+        out_lines.append(f"- success (verified world state, never the final message): {_fmt(rate)} over {scored.height} scored traces")
+        if "milestones_failed" in outcomes.columns:
+            failed = (outcomes.select(pl.col("milestones_failed").explode().alias("milestone")).drop_nulls()
+                      .group_by("milestone").len().sort("len", descending=True).rename({"len": "failed_traces"}))
+            sections.append(Section("Outcome", out_lines, failed))
+        else:
+            sections.append(Section("Outcome", out_lines))
+    if efficiency is not None and efficiency.height:
+        sections.append(Section("Efficiency on successes", ["- cost, tokens and steps per successful attempt"],
+                                efficiency.drop("run_id", strict=False), level=3))
+    if fault_rates is not None and fault_rates.height:
+        sections.append(Section("Injected faults", ["- recovery, escalation and unsafe continuation per fault kind"],
+                                fault_rates.drop("run_id", strict=False)))
+    if data.reliability is not None and data.reliability.height:
+        ks = sorted((c for c in data.reliability.columns if c.startswith("pass_hat_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+        curve = [data.reliability[c].drop_nulls().mean() for c in ks]
+        lines = [f"- pass@1 {_fmt(data.reliability['pass_at_1'].drop_nulls().mean())}; "
+                 + ", ".join(f"pass^{c.rsplit('_', 1)[1]} {_fmt(v)}" for c, v in zip(ks, curve, strict=True))]
+        sections.append(Section("Reliability over repeated attempts", lines,
+                                data.reliability.select([c for c in ("case_id", "n_attempts", "n_incomplete", "n_success",
+                                                                     "pass_at_1", *ks, "flaky") if c in data.reliability.columns]),
+                                charts.line_chart("pass^k (all k attempts succeed)", [c.rsplit("_", 1)[1] for c in ks], curve)))
+    sections.extend([quarantine_section(data), failures_section(data), incomplete_section(data)])
+    sections.extend(baseline_sections(data))
+    sections.extend(rejects_sections(data))
+    return sections

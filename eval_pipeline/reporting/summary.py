@@ -1,0 +1,41 @@
+"""The command-line summary printed after `eval-pipeline run`: per run and lane, counts, top stage, gate, report paths."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from eval_pipeline.io.warehouse import Warehouse
+
+
+def _lane_lines(warehouse: Warehouse, run_id: str) -> list[str]:
+    rollup = warehouse.read("attribution_rollup", run_id)
+    if rollup is None or rollup.height == 0:
+        return ["  (no attribution: a lane did not reach its report)"]
+    lines = [f"  {'lane':<6} {'traces':>7} {'passed':>7} {'failed':>7} {'incomplete':>10}  top first failing stage"]
+    for lane in sorted(rollup["lane"].unique().to_list()):
+        rows = rollup.filter(pl.col("lane") == lane).sort(["failures", "stage_order"], descending=[True, False])
+        first = rows.row(0, named=True)
+        top = f"{first['stage']} ({first['failures']}/{first['lane_failures']})" if first["failures"] else "-"
+        lines.append(f"  {lane:<6} {first['lane_traces']:>7} {first['lane_passed']:>7} {first['lane_failures']:>7} "
+                     f"{first['lane_incomplete']:>10}  {top}")
+    return lines
+
+
+def print_summary(config, run_ids: list[str], out) -> None:
+    """Print the summary of each run from the warehouse tables."""
+    warehouse = config.warehouse()
+    reports = config.reports()
+    for run_id in run_ids:
+        print(f"\n== run {run_id}", file=out)
+        rejects = warehouse.read("trace_rejects", run_id)
+        if rejects is not None:
+            print(f"  rejected input lines: {rejects.height}", file=out)
+        for line in _lane_lines(warehouse, run_id):
+            print(line, file=out)
+        gates = warehouse.read("gate_results", run_id)
+        if gates is not None and gates.height:
+            statuses = gates.group_by("status").len().sort("status")
+            text = ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
+            print(f"  gates vs {gates['baseline_run_id'][0]}: {text}", file=out)
+        for name in reports.files(run_id):
+            print(f"  report: {reports.uri_of(run_id, name)}", file=out)

@@ -1,0 +1,139 @@
+"""`eval-pipeline run`: materialize the graph per run in-process on the persistent instance, then summarize."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.io.loaders import list_runs, load_manifest
+from eval_pipeline.io.storage import InputError, is_url, open_location
+
+
+class RunnerError(Exception):
+    """The run cannot start: the message says why, for the user."""
+
+
+def _resolve(path: str | None) -> str | None:
+    if path is None or is_url(path):
+        return path
+    return str(Path(path).resolve())
+
+
+def check_data_root(data: str) -> list[str]:
+    """Run ids under a usable data root, or RunnerError naming what is missing."""
+    location = open_location(_resolve(data))
+    if not location.is_dir():
+        raise RunnerError(f"data directory {location.uri} does not exist (pass --data DIR)")
+    if not location.is_dir("traces"):
+        raise RunnerError(f"{location.uri} has no traces/ folder: expected traces/<run_id>/run.yaml and *.jsonl")
+    runs = list_runs(location)
+    if not runs:
+        raise RunnerError(f"no trace batch under {location.uri_of('traces')}: expected traces/<run_id>/run.yaml")
+    return runs
+
+
+def order_runs(data: str, run_ids: list[str]) -> list[str]:
+    """Runs validated and ordered by manifest created_at (baselines usually first), then id."""
+    location = open_location(_resolve(data))
+    manifests = {}
+    for run_id in run_ids:
+        try:
+            manifests[run_id] = load_manifest(location, run_id)
+        except InputError as exc:
+            raise RunnerError(str(exc)) from exc
+    return sorted(run_ids, key=lambda r: (manifests[r].created_at or "", r))
+
+
+def run_pipeline(
+    data: str = "data",
+    run_ids: list[str] | None = None,
+    warehouse: str | None = None,
+    reports: str | None = None,
+    deid_demo: bool = False,
+    quiet: bool = False,
+    instance: dg.DagsterInstance | None = None,
+    stream=None,
+    executor: str = "in_process",
+    max_concurrent: int = 2,
+) -> int:
+    """Evaluate runs; 0 when every step and check succeeded, 1 otherwise (RunnerError for unusable input)."""
+    from eval_pipeline.cli import ensure_dagster_home
+    from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions, evaluate_run_job
+    from eval_pipeline.defs.partitions import runs_partitions
+    from eval_pipeline.defs.resources import EvalConfig
+    from eval_pipeline.reporting.summary import print_summary
+
+    out = stream or sys.stdout
+    available = check_data_root(data)
+    wanted = run_ids or available
+    unknown = [r for r in wanted if r not in available]
+    if unknown:
+        raise RunnerError(f"run(s) {', '.join(unknown)} not found under {data}/traces (known: {', '.join(available)})")
+    ordered = order_runs(data, wanted)
+
+    config = EvalConfig(
+        data_root=_resolve(data),
+        warehouse_root=_resolve(warehouse) or "",
+        reports_root=_resolve(reports) or "",
+        deid_demo=deid_demo,
+    )
+    preflight(config)
+    if instance is None:
+        home = ensure_dagster_home()
+        instance = dg.DagsterInstance.get()
+        print(f"Dagster instance: {home}", file=sys.stderr)
+    new_partitions = [r for r in ordered if not instance.has_dynamic_partition(runs_partitions.name, r)]
+    instance.add_dynamic_partitions(runs_partitions.name, new_partitions)
+
+    job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
+    total_steps = len(job.graph.node_dict)
+    run_config: dict = {"loggers": {} if quiet else {"progress": {"config": {"total_steps": total_steps}}}}
+    if executor == "multiprocess":
+        # Subprocesses rebuild the job from the environment, so the configuration travels there.
+        export_config(config)
+        run_config["execution"] = {"config": {"multiprocess": {"max_concurrent": max_concurrent}}}
+    failed_runs = []
+    for run_id in ordered:
+        started = time.perf_counter()
+        print(f"Evaluating run {run_id} ...", file=sys.stderr)
+        if executor == "multiprocess":
+            with dg.execute_job(dg.reconstructable(evaluate_run_job), instance=instance, run_config=run_config,
+                                tags={"dagster/partition": run_id}, raise_on_error=False) as result:
+                success, dagster_run = result.success, result.run_id
+        else:
+            result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False, run_config=run_config)
+            success, dagster_run = result.success, result.run_id
+        took = time.perf_counter() - started
+        if not success:
+            failed_runs.append(run_id)
+        print(f"run {run_id}: {'ok' if success else 'FAILED'} in {took:.1f}s (Dagster run {dagster_run})", file=sys.stderr)
+    print_summary(config, ordered, out)
+    if failed_runs:
+        print(f"\n{len(failed_runs)} run(s) had a failed step or a failed blocking check: {', '.join(failed_runs)}", file=out)
+        return 1
+    return 0
+
+
+def export_config(config) -> None:
+    """Put an EvalConfig into the EVAL_PIPELINE_* variables that build_definitions reads."""
+    os.environ["EVAL_PIPELINE_DATA"] = config.data_root
+    os.environ["EVAL_PIPELINE_WAREHOUSE"] = config.warehouse().root
+    os.environ["EVAL_PIPELINE_REPORTS"] = config.reports().uri
+    os.environ["EVAL_PIPELINE_DEID_DEMO"] = "1" if config.deid_demo else ""
+
+
+def preflight(config) -> None:
+    """Refuse to start without a de-identification key unless demo mode was chosen."""
+    from eval_pipeline.deid import DeidKeyError, resolve_key
+
+    try:
+        resolve_key(os.environ, demo=config.deid_demo)
+    except DeidKeyError as exc:
+        raise RunnerError(str(exc)) from exc
+    if config.deid_demo and not os.environ.get("EVAL_PIPELINE_DEID_KEY"):
+        print("WARNING: de-identification uses the fixed demo key (--deid-demo); set EVAL_PIPELINE_DEID_KEY "
+              "for real traces", file=sys.stderr)

@@ -1,0 +1,304 @@
+"""Judge calibration against human grounding labels, and the review queue for a judge that may not gate.
+
+Claim-level labels match judged claims by trace_id and claim text (inline markers removed, lower case, white
+space folded, trailing punctuation dropped); the first judged claim with that text wins, and a label repeated
+for the same claim counts once. Answer-level labels compare `answer_grounded` with the judge's reading of the
+answer: grounded when every claim is SUPPORTED (an answer without claims is grounded; one with an incomplete
+claim is left out and counted in n_judge_incomplete). Statistics treat the human label as the truth.
+κ is Cohen's kappa (null when undefined: both sides used one and the same category); its 95% interval is the
+percentile bootstrap (numpy default_rng(seed), resampling label pairs with replacement, undefined replicates
+skipped, linear-interpolated 2.5th and 97.5th percentiles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from eval_pipeline.contracts.frames import canonical_json
+from eval_pipeline.judge.base import VERDICTS
+from eval_pipeline.judge.text import normalize_ws, strip_doc_markers
+from eval_pipeline.settings import ScoringSettings
+
+CALIBRATION_SCHEMA: dict[str, pl.DataType] = {
+    "judge_version": pl.String,
+    "level": pl.String,
+    "n": pl.Int64,
+    "agreement": pl.Float64,
+    "cohen_kappa": pl.Float64,
+    "kappa_ci_low": pl.Float64,
+    "kappa_ci_high": pl.Float64,
+    "balanced_accuracy": pl.Float64,
+    "confusion": pl.String,
+    "may_gate": pl.Boolean,
+    "n_unmatched_labels": pl.Int64,
+    "n_judge_incomplete": pl.Int64,
+    "min_kappa": pl.Float64,
+    "min_n": pl.Int64,
+}
+
+REVIEW_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String,
+    "trace_id": pl.String,
+    "case_id": pl.String,
+    "attempt": pl.Int64,
+    "stage": pl.String,
+    "why": pl.String,
+    "judge_version": pl.String,
+    "grounding_rate": pl.Float64,
+    "detail": pl.String,
+}
+
+ANSWER_LABELS = ("grounded", "not_grounded")
+
+
+def _encode(a: Sequence[Any], b: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    left, right = list(a), list(b)
+    if len(left) != len(right):
+        raise ValueError(f"label sequences differ in length: {len(left)} vs {len(right)}")
+    categories = {value: i for i, value in enumerate(sorted(set(left) | set(right), key=str))}
+    return (
+        np.array([categories[v] for v in left], dtype=np.int64),
+        np.array([categories[v] for v in right], dtype=np.int64),
+        len(categories),
+    )
+
+
+def _kappa_from_counts(counts: np.ndarray) -> np.ndarray:
+    """Cohen's κ of confusion counts shaped (..., K, K); NaN where undefined."""
+    n = counts.sum(axis=(-2, -1))
+    observed = np.trace(counts, axis1=-2, axis2=-1) / n
+    expected = (counts.sum(axis=-1) * counts.sum(axis=-2)).sum(axis=-1) / n**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.isclose(expected, 1.0), np.nan, (observed - expected) / (1.0 - expected))
+
+
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+    """Cohen's κ = (p_o − p_e) / (1 − p_e) of two raters' labels; None when empty or undefined (p_e = 1)."""
+    x, y, k = _encode(a, b)
+    if x.size == 0:
+        return None
+    counts = np.bincount(x * k + y, minlength=k * k).reshape(k, k)
+    value = float(_kappa_from_counts(counts))
+    return None if np.isnan(value) else value
+
+
+def bootstrap_kappa_ci(
+    a: Sequence[Any], b: Sequence[Any], n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of Cohen's κ (module docstring); (None, None) when no replicate is defined."""
+    x, y, k = _encode(a, b)
+    n = x.size
+    if n == 0 or n_boot < 1:
+        return None, None
+    rng = np.random.default_rng(seed)
+    pair_codes = x * k + y
+    kappas = []
+    # Replicates in blocks bound memory at block × n indices.
+    block = max(1, min(n_boot, 2_000_000 // n))
+    for start in range(0, n_boot, block):
+        size = min(block, n_boot - start)
+        sample = pair_codes[rng.integers(0, n, size=(size, n))]
+        offsets = (np.arange(size) * k * k)[:, None]
+        counts = np.bincount((sample + offsets).ravel(), minlength=size * k * k).reshape(size, k, k)
+        kappas.append(_kappa_from_counts(counts))
+    values = np.concatenate(kappas)
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return None, None
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(values, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def balanced_accuracy(truth: Sequence[Any], predicted: Sequence[Any]) -> float | None:
+    """Mean over the true classes present of the share of that class predicted right; None when empty."""
+    pairs = list(zip(truth, predicted, strict=True))
+    if not pairs:
+        return None
+    recalls = []
+    for label in sorted({t for t, _ in pairs}, key=str):
+        rows = [p for t, p in pairs if t == label]
+        recalls.append(sum(p == label for p in rows) / len(rows))
+    return float(sum(recalls) / len(recalls))
+
+
+def confusion_matrix(truth: Sequence[Any], predicted: Sequence[Any], labels: Sequence[Any] | None = None) -> dict[str, dict[str, int]]:
+    """{true label: {predicted label: count}} over `labels` (default: every label seen), zeros included."""
+    pairs = list(zip(truth, predicted, strict=True))
+    names = list(labels) if labels is not None else sorted({v for pair in pairs for v in pair}, key=str)
+    matrix = {str(t): {str(p): 0 for p in names} for t in names}
+    for t, p in pairs:
+        matrix.setdefault(str(t), {str(q): 0 for q in names})
+        matrix[str(t)][str(p)] = matrix[str(t)].get(str(p), 0) + 1
+    return matrix
+
+
+def match_text(claim: pl.Expr) -> pl.Expr:
+    """The form claims are matched in: markers removed, lower case, white space folded, end punctuation dropped."""
+    return normalize_ws(strip_doc_markers(claim).str.to_lowercase()).str.replace(r"[\s.!?;:,]+$", "")
+
+
+def _statistics(
+    judge_version: str,
+    level: str,
+    human: list[Any],
+    judged: list[Any],
+    labels: Sequence[Any],
+    settings: ScoringSettings,
+    n_unmatched: int,
+    n_incomplete: int,
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    kappa = cohen_kappa(human, judged)
+    low, high = bootstrap_kappa_ci(human, judged, n_boot=n_boot, seed=seed)
+    n = len(human)
+    return {
+        "judge_version": judge_version,
+        "level": level,
+        "n": n,
+        "agreement": sum(h == j for h, j in zip(human, judged, strict=True)) / n if n else None,
+        "cohen_kappa": kappa,
+        "kappa_ci_low": low,
+        "kappa_ci_high": high,
+        "balanced_accuracy": balanced_accuracy(human, judged),
+        "confusion": canonical_json(confusion_matrix(human, judged, labels)),
+        "may_gate": kappa is not None and kappa >= settings.min_kappa and n >= settings.min_n,
+        "n_unmatched_labels": n_unmatched,
+        "n_judge_incomplete": n_incomplete,
+        "min_kappa": settings.min_kappa,
+        "min_n": settings.min_n,
+    }
+
+
+def _answer_labels(grounded: pl.Series) -> list[str]:
+    return [ANSWER_LABELS[0] if value else ANSWER_LABELS[1] for value in grounded.to_list()]
+
+
+def _judge_answers(judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame | None) -> pl.DataFrame:
+    """judge_version, trace_id, judge_grounded (null when a claim is incomplete) for every judged answer."""
+    from_claims = judged_claims.group_by("judge_version", "trace_id").agg(
+        judge_grounded=pl.when((pl.col("status") != "ok").any()).then(None).otherwise((pl.col("verdict") == "SUPPORTED").all())
+    )
+    if grounding_scores is None:
+        return from_claims
+    without_claims = grounding_scores.filter(
+        (pl.col("n_claims") == 0) & (pl.col("grounding_stage") != "incomplete") & pl.col("judge_version").is_not_null()
+    ).select("judge_version", "trace_id", pl.lit(True).alias("judge_grounded"))
+    return pl.concat([from_claims, without_claims.join(from_claims, on=["judge_version", "trace_id"], how="anti")])
+
+
+def calibrate(
+    judged_claims: pl.DataFrame,
+    labels: pl.DataFrame,
+    settings: ScoringSettings,
+    grounding_scores: pl.DataFrame | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """`judge_calibration`: one row per (judge_version, level) (CALIBRATION_SCHEMA).
+
+    A claim row for every judge version in `judged_claims`; an answer row where answer-level labels exist.
+    `grounding_scores` (optional) lets answers without claims count as judged grounded.
+    """
+    claim_labels = (
+        labels.filter(pl.col("claim").is_not_null() & pl.col("verdict").is_not_null())
+        .with_columns(_match=match_text(pl.col("claim")))
+        .unique(["trace_id", "_match"], keep="first", maintain_order=True)
+    )
+    answer_labels = labels.filter(pl.col("answer_grounded").is_not_null()).unique("trace_id", keep="first", maintain_order=True)
+    judged = (
+        judged_claims.with_columns(_match=match_text(pl.col("claim")))
+        .sort("claim_index")
+        .unique(["judge_version", "trace_id", "_match"], keep="first", maintain_order=True)
+    )
+    answers = _judge_answers(judged_claims, grounding_scores)
+    rows = []
+    for version in sorted(judged_claims["judge_version"].drop_nulls().unique().to_list()):
+        matched = claim_labels.join(judged.filter(pl.col("judge_version") == version), on=["trace_id", "_match"], suffix="_judge")
+        complete = matched.filter(pl.col("status") == "ok")
+        rows.append(
+            _statistics(
+                version,
+                "claim",
+                complete["verdict"].to_list(),
+                complete["verdict_judge"].to_list(),
+                VERDICTS,
+                settings,
+                claim_labels.height - matched.height,
+                matched.height - complete.height,
+                n_boot,
+                seed,
+            )
+        )
+        if answer_labels.is_empty():
+            continue
+        judged_answers = answer_labels.join(answers.filter(pl.col("judge_version") == version), on="trace_id")
+        done = judged_answers.filter(pl.col("judge_grounded").is_not_null())
+        rows.append(
+            _statistics(
+                version,
+                "answer",
+                _answer_labels(done["answer_grounded"]),
+                _answer_labels(done["judge_grounded"]),
+                ANSWER_LABELS,
+                settings,
+                answer_labels.height - judged_answers.height,
+                judged_answers.height - done.height,
+                n_boot,
+                seed,
+            )
+        )
+    return pl.DataFrame(rows, schema=CALIBRATION_SCHEMA)
+
+
+def judge_may_gate(calibration: pl.DataFrame, judge_version: str, level: str = "claim") -> bool:
+    """Whether the calibration lets this judge version gate (false when it has no calibration row)."""
+    row = calibration.filter((pl.col("judge_version") == judge_version) & (pl.col("level") == level))
+    return bool(row.height and row["may_gate"][0])
+
+
+def review_queue(
+    grounding_scores: pl.DataFrame, judged_claims: pl.DataFrame, calibration: pl.DataFrame, level: str = "claim"
+) -> pl.DataFrame:
+    """Grounding failures judged by a version that may not gate (REVIEW_SCHEMA), with the claims to check."""
+    gating = calibration.filter(pl.col("level") == level).select("judge_version", "may_gate", "cohen_kappa", "n", "min_kappa", "min_n")
+    failures = grounding_scores.filter(pl.col("grounding_stage") == "fail").join(gating, on="judge_version", how="left")
+    queued = failures.filter(~pl.col("may_gate").fill_null(False))
+    unsupported = (
+        judged_claims.filter(pl.col("verdict") != "SUPPORTED")
+        .sort("claim_index")
+        .group_by("run_id", "trace_id")
+        .agg(detail=pl.format("claim {} {}: {}", "claim_index", "verdict", "claim").str.join(" | "))
+    )
+    why = (
+        pl.when(pl.col("n").is_null())
+        .then(
+            pl.format(
+                "grounding failed (rate {}); judge {} has no calibration against human labels",
+                pl.col("grounding_rate").round(4),
+                pl.col("judge_version").fill_null("(unknown)"),
+            )
+        )
+        .otherwise(
+            pl.format(
+                "grounding failed (rate {}); judge {} may not gate: kappa {} (needs {}), n {} (needs {})",
+                pl.col("grounding_rate").round(4),
+                "judge_version",
+                pl.col("cohen_kappa").round(4).cast(pl.String).fill_null("undefined"),
+                "min_kappa",
+                "n",
+                "min_n",
+            )
+        )
+    )
+    return (
+        queued.join(unsupported, on=["run_id", "trace_id"], how="left")
+        .with_columns(stage=pl.lit("grounding"), why=why)
+        .select(list(REVIEW_SCHEMA))
+        .cast(REVIEW_SCHEMA)
+    )

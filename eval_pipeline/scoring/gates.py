@@ -1,0 +1,319 @@
+"""Release gates (SPEC §8, §11 'Gates'): candidate vs baseline, each gate on its own, never averaged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from eval_pipeline.contracts.frames import canonical_json
+from eval_pipeline.contracts.models import GatePolicy, GateSpec
+
+PASS, FAIL, INCOMPLETE, INCOMPARABLE, NOT_GATING = "pass", "fail", "incomplete", "incomparable", "not_gating"
+EXIT_PASS, EXIT_FAIL, EXIT_UNDECIDED = 0, 1, 2
+DEFAULT_OWNERS = {"rag": "retrieval and generation", "agent": "agent", "all": "release"}
+# Float noise must not turn a drop equal to the threshold into a failure.
+_EPSILON = 1e-9
+
+GATE_RESULTS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String,
+    "gate": pl.String,
+    "lane": pl.String,
+    "metric": pl.String,
+    "baseline_run_id": pl.String,
+    "baseline_value": pl.Float64,
+    "candidate_value": pl.Float64,
+    "delta": pl.Float64,
+    "threshold": pl.Float64,
+    "status": pl.String,
+    "blocking_cases": pl.List(pl.String),
+    "owner": pl.String,
+    "reason": pl.String,
+    "n_cases": pl.Int64,
+    "excluded_cases": pl.List(pl.String),
+    "beside": pl.String,
+}
+
+
+@dataclass
+class RunFacts:
+    """Everything the gates read about one run; a missing table (None) makes the gates that need it incomplete."""
+
+    run_id: str
+    manifest: dict
+    cases: pl.DataFrame
+    outcomes: pl.DataFrame | None = None
+    retrieval: pl.DataFrame | None = None
+    tools: pl.DataFrame | None = None
+    grounding: pl.DataFrame | None = None
+    reliability: pl.DataFrame | None = None
+    quarantine: pl.DataFrame | None = None
+    calibration: pl.DataFrame | None = None
+    qrels_version: str | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+def _flaky_cases(facts: RunFacts) -> set[str]:
+    flaky = set()
+    if facts.reliability is not None and facts.reliability.height:
+        flaky |= set(facts.reliability.filter(pl.col("flaky").fill_null(False))["case_id"].to_list())
+    if facts.quarantine is not None and facts.quarantine.height:
+        flaky |= set(facts.quarantine["case_id"].to_list())
+    return flaky
+
+
+def _multi_hop(facts: RunFacts) -> set[str]:
+    return set(facts.cases.filter(pl.col("multi_hop").fill_null(False))["case_id"].to_list())
+
+
+def _per_case_mean(frame: pl.DataFrame | None, column: str) -> dict[str, float]:
+    """Mean of a metric over each case's complete (scored, non-null) attempts."""
+    if frame is None or column not in frame.columns or frame.height == 0:
+        return {}
+    scored = frame.filter((pl.col("status") == "scored") & pl.col(column).is_not_null())
+    means = scored.group_by("case_id").agg(pl.col(column).cast(pl.Float64).mean())
+    return dict(means.iter_rows())
+
+
+def _metric_values(facts: RunFacts, spec: GateSpec) -> tuple[dict[str, float] | None, str | None]:
+    """Per-case values of a gate's metric, or (None, what is missing)."""
+    if spec.metric == "recall_at_10":
+        if facts.retrieval is None:
+            return None, "retrieval_scores"
+        return _per_case_mean(facts.retrieval, "recall_at_10"), None
+    if spec.metric == "args_valid_rate":
+        if facts.tools is None:
+            return None, "tool_scores"
+        return _per_case_mean(facts.tools, "args_valid_rate"), None
+    if spec.metric == "grounding_rate":
+        if facts.grounding is None:
+            return None, "grounding_scores"
+        return _per_case_mean(facts.grounding, "grounding_rate"), None
+    if spec.metric == "pass_at_1":
+        if facts.reliability is None:
+            return None, "reliability"
+        lane = facts.reliability.filter(pl.col("lane") == spec.lane) if spec.lane != "all" else facts.reliability
+        rows = lane.filter(pl.col("pass_at_1").is_not_null()).select("case_id", "pass_at_1")
+        return dict(rows.iter_rows()), None
+    raise ValueError(f"metric {spec.metric} is not a regression metric")
+
+
+def _case_passes(facts: RunFacts) -> dict[str, bool | None]:
+    """Per case: True when every complete attempt passes every lane it has, False when one fails, None with no complete attempt."""
+    if facts.outcomes is None or facts.outcomes.height == 0:
+        return {}
+    per_case = facts.outcomes.group_by("case_id").agg(
+        (pl.col("outcome") == "fail").any().alias("any_fail"),
+        pl.col("outcome").is_in(["pass", "not_applicable"]).any().alias("any_complete"),
+    )
+    return {case: (False if any_fail else (True if any_complete else None)) for case, any_fail, any_complete in per_case.iter_rows()}
+
+
+def _violating_cases(facts: RunFacts) -> set[str] | None:
+    if facts.tools is None:
+        return None
+    if facts.tools.height == 0:
+        return set()
+    return set(facts.tools.filter(pl.col("policy_violation").fill_null(False))["case_id"].to_list())
+
+
+def _beside(facts: RunFacts, spec: GateSpec) -> dict:
+    out = {}
+    if "pass_hat_k" in spec.report_beside and facts.reliability is not None:
+        lane = facts.reliability.filter(pl.col("lane") == spec.lane) if spec.lane != "all" else facts.reliability
+        for column in sorted(c for c in lane.columns if c.startswith("pass_hat_")):
+            value = lane[column].drop_nulls().mean()
+            out[column] = round(value, 6) if value is not None else None
+    return out
+
+
+def comparability(candidate: RunFacts, baseline: RunFacts) -> str | None:
+    """Why two runs cannot be compared at all, or None."""
+    if candidate.manifest.get("mode") == "exploratory" or baseline.manifest.get("mode") == "exploratory":
+        return "an exploratory run (live tools) is never compared against a gate baseline"
+    if candidate.manifest.get("dataset_version") != baseline.manifest.get("dataset_version"):
+        return (
+            f"dataset versions differ: baseline {baseline.manifest.get('dataset_version')}, "
+            f"candidate {candidate.manifest.get('dataset_version')}"
+        )
+    return None
+
+
+def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None) -> dict:
+    """One gate_results row."""
+    row = {
+        "run_id": candidate.run_id,
+        "gate": spec.name,
+        "lane": spec.lane,
+        "metric": spec.metric,
+        "baseline_run_id": baseline.run_id,
+        "baseline_value": None,
+        "candidate_value": None,
+        "delta": None,
+        "threshold": None,
+        "status": None,
+        "blocking_cases": [],
+        "owner": spec.owner or DEFAULT_OWNERS[spec.lane],
+        "reason": None,
+        "n_cases": None,
+        "excluded_cases": [],
+        "beside": None,
+    }
+    reason = comparability(candidate, baseline)
+    if reason is None and spec.metric == "recall_at_10" and candidate.qrels_version != baseline.qrels_version:
+        reason = f"qrels versions differ: baseline {baseline.qrels_version}, candidate {candidate.qrels_version}"
+    if reason is not None:
+        return {**row, "status": INCOMPARABLE, "reason": reason}
+
+    excluded = _flaky_cases(candidate) | _flaky_cases(baseline)
+    if "multi_hop" in spec.exclude:
+        excluded |= _multi_hop(candidate)
+    row["excluded_cases"] = sorted(excluded)
+
+    if spec.metric == "policy_violations":
+        new_cases, base_cases = _violating_cases(candidate), _violating_cases(baseline)
+        if new_cases is None or base_cases is None:
+            return {**row, "status": INCOMPLETE, "reason": "tool_scores missing for a run"}
+        new = sorted((new_cases - base_cases) - excluded)
+        limit = spec.max_new if spec.max_new is not None else 0
+        return {
+            **row,
+            "baseline_value": float(len(base_cases - excluded)),
+            "candidate_value": float(len(new_cases - excluded)),
+            "delta": float(len(new)),
+            "threshold": float(limit),
+            "n_cases": len(new),
+            "status": FAIL if len(new) > limit else PASS,
+            "blocking_cases": new if len(new) > limit else [],
+            "reason": f"{len(new)} case(s) with a new policy violation" if new else None,
+        }
+
+    if spec.metric == "no_new_failures":
+        base, cand = _case_passes(baseline), _case_passes(candidate)
+        if not base or not cand:
+            return {**row, "status": INCOMPLETE, "reason": "attribution missing for a run"}
+        previously_passing = {c for c, ok in base.items() if ok} - excluded
+        newly_failing = sorted(c for c in previously_passing if cand.get(c) is False)
+        unknown = sorted(c for c in previously_passing if cand.get(c) is None)
+        limit = spec.max_new_failures if spec.max_new_failures is not None else 0
+        out = {
+            **row,
+            "baseline_value": float(len(previously_passing)),
+            "candidate_value": float(len(previously_passing) - len(newly_failing) - len(unknown)),
+            "delta": float(len(newly_failing)),
+            "threshold": float(limit),
+            "n_cases": len(previously_passing),
+        }
+        if len(newly_failing) > limit:
+            return {
+                **out,
+                "status": FAIL,
+                "blocking_cases": newly_failing,
+                "reason": f"{len(newly_failing)} previously passing case(s) now fail",
+            }
+        if unknown:
+            return {
+                **out,
+                "status": INCOMPLETE,
+                "blocking_cases": unknown,
+                "reason": f"{len(unknown)} previously passing case(s) have no complete attempt in the candidate",
+            }
+        return {**out, "status": PASS}
+
+    base_values, missing_base = _metric_values(baseline, spec)
+    cand_values, missing_cand = _metric_values(candidate, spec)
+    if base_values is None or cand_values is None:
+        return {**row, "status": INCOMPLETE, "reason": f"{missing_base or missing_cand} missing"}
+    base_values = {c: v for c, v in base_values.items() if c not in excluded}
+    cand_values = {c: v for c, v in cand_values.items() if c not in excluded}
+    common = sorted(set(base_values) & set(cand_values))
+    lost = sorted(set(base_values) - set(cand_values))
+    beside = _beside(candidate, spec)
+    row["beside"] = canonical_json({"candidate": beside, "baseline": _beside(baseline, spec)}) if beside else None
+    if not common:
+        return {**row, "status": INCOMPLETE, "reason": "no case has a complete value in both runs", "blocking_cases": lost}
+    base_mean = sum(base_values[c] for c in common) / len(common)
+    cand_mean = sum(cand_values[c] for c in common) / len(common)
+    delta_points = (cand_mean - base_mean) * 100
+    threshold = spec.max_regression_points if spec.max_regression_points is not None else 0.0
+    dropped = sorted(c for c in common if cand_values[c] < base_values[c] - _EPSILON)
+    out = {
+        **row,
+        "baseline_value": base_mean,
+        "candidate_value": cand_mean,
+        "delta": delta_points,
+        "threshold": threshold,
+        "n_cases": len(common),
+    }
+    if spec.requires_calibrated_judge and not may_gate:
+        return {
+            **out,
+            "status": NOT_GATING,
+            "blocking_cases": [],
+            "reason": "the judge is not calibrated (may_gate is false): grounding goes to the review queue",
+        }
+    if -delta_points > threshold + _EPSILON:
+        return {
+            **out,
+            "status": FAIL,
+            "blocking_cases": dropped,
+            "reason": f"{spec.metric} dropped {-delta_points:.2f} points (allowed {threshold:g})",
+        }
+    if lost:
+        return {
+            **out,
+            "status": INCOMPLETE,
+            "blocking_cases": lost,
+            "reason": f"{len(lost)} case(s) have a baseline value but no complete attempt in the candidate",
+        }
+    return {**out, "status": PASS}
+
+
+def judge_may_gate(calibration: pl.DataFrame | None) -> bool:
+    """Whether the candidate's judge is calibrated at claim level."""
+    if calibration is None or calibration.height == 0 or "may_gate" not in calibration.columns:
+        return False
+    claim = calibration.filter(pl.col("level") == "claim") if "level" in calibration.columns else calibration
+    return bool(claim.height) and bool(claim["may_gate"].all())
+
+
+def evaluate_gates(policy: GatePolicy, candidate: RunFacts, baseline: RunFacts) -> pl.DataFrame:
+    """gate_results for a candidate against a baseline: one row per gate of the policy."""
+    may_gate = judge_may_gate(candidate.calibration)
+    rows = [evaluate_gate(spec, candidate, baseline, may_gate) for spec in policy.gates]
+    return pl.DataFrame(rows, schema=GATE_RESULTS_SCHEMA)
+
+
+def undecided_gates(policy: GatePolicy, candidate_run_id: str, baseline_run_id: str | None, status: str, reason: str) -> pl.DataFrame:
+    """gate_results where no comparison could run (no baseline, the run is its own baseline, tables missing)."""
+    rows = [
+        {
+            "run_id": candidate_run_id,
+            "gate": g.name,
+            "lane": g.lane,
+            "metric": g.metric,
+            "baseline_run_id": baseline_run_id,
+            "status": status,
+            "blocking_cases": [],
+            "owner": g.owner or DEFAULT_OWNERS[g.lane],
+            "reason": reason,
+            "excluded_cases": [],
+        }
+        for g in policy.gates
+    ]
+    return pl.DataFrame(rows, schema=GATE_RESULTS_SCHEMA)
+
+
+def exit_code(gate_results: pl.DataFrame) -> int:
+    """0 when every gate passes (not_gating included), 1 when one fails, 2 when one is incomplete or incomparable."""
+    statuses = set(gate_results["status"].to_list())
+    if FAIL in statuses:
+        return EXIT_FAIL
+    if statuses & {INCOMPLETE, INCOMPARABLE, "not_applicable"} or not statuses:
+        return EXIT_UNDECIDED
+    return EXIT_PASS
+
+
+def overall_status(gate_results: pl.DataFrame) -> str:
+    """pass, fail or undecided for the whole gate table."""
+    return {EXIT_PASS: PASS, EXIT_FAIL: FAIL, EXIT_UNDECIDED: INCOMPLETE}[exit_code(gate_results)]

@@ -1,0 +1,25 @@
+"""Shared test fixtures."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+
+
+@pytest.fixture(scope="session")
+def reference_data() -> Path:
+    """Folder holding trec_eval/, ragchecker/ and tau_bench/ reference files."""
+    configured = os.environ.get("EVAL_PIPELINE_REFERENCE_DATA")
+    path = Path(configured) if configured else TESTS_DIR / "reference_data"
+    if not (path / "trec_eval").is_dir():
+        pytest.skip(f"reference data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_data() -> Path:
+    """The committed sample data root."""
+    return REPO_ROOT / "data"

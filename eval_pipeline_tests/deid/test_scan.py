@@ -1,0 +1,61 @@
+"""The residual scan: one row per finding, naming table, column (leaf path) and row, never the raw value."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from eval_pipeline.deid.scan import FINDINGS_SCHEMA, scan_frame, scan_text
+
+
+def test_scan_names_table_column_and_row_inside_nested_columns():
+    frame = pl.DataFrame(
+        {
+            "trace_id": ["t-1", "t-2", "t-3"],
+            "notes": ["ok", "mail jane@x.com", None],
+            "steps": [
+                [{"tool": "send", "args_json": '{"to":"+1 415-555-0132"}'}],
+                [],
+                [{"tool": "send", "args_json": "{}"}, {"tool": "log", "args_json": '{"ip":"203.0.113.77"}'}],
+            ],
+            "tags": [["a"], ["4111 1111 1111 1111"], []],
+        }
+    )
+    found = scan_frame(frame, "deid_traces")
+    assert found.schema == pl.Schema(FINDINGS_SCHEMA)
+    # masks: 10-char email keeps 2+2, 15-char phone keeps 2+2, 12-char IP keeps 2+2, 19-char card keeps 2+2.
+    assert found.rows() == [
+        ("deid_traces", "notes", 1, "EMAIL", "ja******om"),
+        ("deid_traces", "steps.args_json", 0, "PHONE", "+1" + "*" * 11 + "32"),
+        ("deid_traces", "steps.args_json", 2, "IP", "20********77"),
+        ("deid_traces", "tags", 1, "CARD", "41" + "*" * 15 + "11"),
+    ]
+
+
+def test_person_under_a_name_key_is_found_without_a_name_list():
+    frame = pl.DataFrame(
+        {
+            "result_json": [
+                '{"customer_name":"Mia Li"}',
+                '{"customer_name":"<PERSON_3f9a2c1d>"}',
+                '{"tool_name":"Get Order"}',
+                '{"first_name":"mia_li_3668"}',
+            ]
+        }
+    )
+    assert scan_frame(frame, "x").select("row", "entity_type", "masked_excerpt").rows() == [(0, "PERSON", "M****i")]
+
+
+def test_known_names_are_found_in_free_text_only_when_given():
+    frame = pl.DataFrame({"answer_text": ["Hi Mia, done.", "Mial and Lisbon"]})
+    assert scan_frame(frame, "answers").height == 0
+    assert scan_frame(frame, "answers", names=["Mia", "Li"]).select("row", "entity_type").rows() == [(0, "PERSON")]
+
+
+def test_scan_text_reports_the_line():
+    report = "# Run report\n\nAll good for <EMAIL_3f9a2c1d>.\nEscalate to jane@x.com or 203.0.113.77\n"
+    found = scan_text(report, "report.md")
+    assert found.select("table", "column", "row", "entity_type").rows() == [
+        ("report.md", "text", 3, "EMAIL"),
+        ("report.md", "text", 3, "IP"),
+    ]
+    assert scan_text("# Clean\nnothing here: order 88131, 2026-03-01\n", "report.md").height == 0

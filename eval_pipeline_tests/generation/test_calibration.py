@@ -1,0 +1,146 @@
+"""Judge calibration: kappa by hand, the seeded bootstrap, judge_calibration rows, and the review queue."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from eval_pipeline.contracts.frames import (
+    grounding_labels_frame_from_records,
+    traces_frame_from_records,
+)
+from eval_pipeline.judge import make_judge
+from eval_pipeline.scoring.calibration import (
+    CALIBRATION_SCHEMA,
+    balanced_accuracy,
+    bootstrap_kappa_ci,
+    calibrate,
+    cohen_kappa,
+    confusion_matrix,
+    judge_may_gate,
+    review_queue,
+)
+from eval_pipeline.scoring.claims import CLAIMS_SCHEMA, judge_claims
+from eval_pipeline.settings import ScoringSettings
+
+HUMAN = ["S", "S", "S", "S", "S", "N", "N", "N", "C", "C"]
+JUDGE = ["S", "S", "S", "S", "N", "N", "N", "S", "C", "N"]
+LONG = {"S": "SUPPORTED", "N": "NOT_IN_EVIDENCE", "C": "CONTRADICTED"}
+
+
+def test_kappa_matches_the_hand_computation():
+    # p_o = 7/10; marginals human S5 N3 C2, judge S5 N4 C1: p_e = (25 + 12 + 2) / 100 = 0.39
+    # kappa = (0.7 - 0.39) / (1 - 0.39) = 0.31 / 0.61
+    assert cohen_kappa(HUMAN, JUDGE) == pytest.approx(0.31 / 0.61)
+    # recall per human class: S 4/5, N 2/3, C 1/2
+    assert balanced_accuracy(HUMAN, JUDGE) == pytest.approx((4 / 5 + 2 / 3 + 1 / 2) / 3)
+    assert confusion_matrix(HUMAN, JUDGE, ["S", "N", "C"]) == {
+        "S": {"S": 4, "N": 1, "C": 0}, "N": {"S": 1, "N": 2, "C": 0}, "C": {"S": 0, "N": 1, "C": 1}}
+    assert cohen_kappa(["S", "S"], ["S", "S"]) is None  # one shared category: p_e = 1, undefined
+    assert cohen_kappa([], []) is None
+    assert cohen_kappa(["S", "N"], ["N", "S"]) == pytest.approx(-1.0)  # p_o 0, p_e 0.5
+
+
+def test_bootstrap_interval_is_seeded_reproducible_and_the_plain_percentile_bootstrap():
+    first = bootstrap_kappa_ci(HUMAN, JUDGE, n_boot=500, seed=11)
+    assert first == bootstrap_kappa_ci(HUMAN, JUDGE, n_boot=500, seed=11)
+    assert first != bootstrap_kappa_ci(HUMAN, JUDGE, n_boot=500, seed=12)
+    # The same resamples drawn by hand: rng.integers(0, n, (n_boot, n)), kappa of each, undefined ones dropped.
+    rng = np.random.default_rng(11)
+    kappas = []
+    for rows in rng.integers(0, len(HUMAN), size=(500, len(HUMAN))):
+        value = cohen_kappa([HUMAN[i] for i in rows], [JUDGE[i] for i in rows])
+        if value is not None:
+            kappas.append(value)
+    low, high = np.percentile(kappas, [2.5, 97.5])
+    assert first == (pytest.approx(low), pytest.approx(high))
+    assert -1.0 <= first[0] < cohen_kappa(HUMAN, JUDGE) < first[1] <= 1.0
+
+
+def _judged(statuses=None):
+    statuses = statuses or {}
+    rows = []
+    for i, verdict in enumerate(JUDGE, start=1):
+        status = statuses.get(f"t{i}", "ok")
+        rows.append({"run_id": "r", "trace_id": f"t{i}", "case_id": "c1", "attempt": 1, "claim_index": 0,
+                     "claim": f"Claim number {i} holds [doc:d{i}].", "verdict": LONG[verdict] if status == "ok" else None,
+                     "judge_version": "v1", "status": status})
+    return pl.DataFrame(rows)
+
+
+def _labels(extra=()):
+    # Labels write the claim differently: no marker, other case, no final period.
+    claim_labels = [{"trace_id": f"t{i}", "claim": f"claim NUMBER {i}  holds", "verdict": LONG[v]} for i, v in enumerate(HUMAN, start=1)]
+    answer_labels = [{"trace_id": t, "answer_grounded": g} for t, g in (("t1", True), ("t5", True), ("t6", False), ("t9", False), ("t10", False))]
+    return grounding_labels_frame_from_records([*claim_labels, *answer_labels, *extra])
+
+
+def test_calibrate_gives_claim_and_answer_rows():
+    labels = _labels([{"trace_id": "t-unknown", "claim": "Nobody judged this.", "verdict": "SUPPORTED"}])
+    calibration = calibrate(_judged(), labels, ScoringSettings(min_kappa=0.6, min_n=10), n_boot=200, seed=3)
+    assert calibration.schema == pl.Schema(CALIBRATION_SCHEMA)
+    claim, answer = calibration.to_dicts()
+    assert (claim["judge_version"], claim["level"], claim["n"], claim["agreement"], claim["n_unmatched_labels"]) == ("v1", "claim", 10, 0.7, 1)
+    assert claim["cohen_kappa"] == pytest.approx(0.31 / 0.61)
+    assert (claim["kappa_ci_low"], claim["kappa_ci_high"]) == bootstrap_kappa_ci(
+        [LONG[h] for h in HUMAN], [LONG[j] for j in JUDGE], n_boot=200, seed=3)
+    assert json.loads(claim["confusion"])["SUPPORTED"] == {"SUPPORTED": 4, "CONTRADICTED": 0, "NOT_IN_EVIDENCE": 1}
+    # kappa 0.508 < 0.6: may not gate, although n = 10 meets min_n
+    assert claim["may_gate"] is False
+    # Answers: human g g ng ng ng (t1 t5 t6 t9 t10), judge (every claim SUPPORTED?) g ng ng ng ng.
+    # p_o 4/5; p_e = (2*1 + 3*4) / 25 = 0.56; kappa = 0.24 / 0.44; balanced accuracy (1/2 + 3/3) / 2
+    assert (answer["level"], answer["n"], answer["agreement"]) == ("answer", 5, 0.8)
+    assert answer["cohen_kappa"] == pytest.approx(0.24 / 0.44)
+    assert answer["balanced_accuracy"] == pytest.approx(0.75)
+    lenient = calibrate(_judged(), labels, ScoringSettings(min_kappa=0.5, min_n=10), n_boot=50)
+    assert judge_may_gate(lenient, "v1") is True
+    assert judge_may_gate(lenient, "v2") is False  # no calibration row: may not gate
+
+
+def test_incomplete_verdicts_are_counted_apart_and_too_few_labels_never_gate():
+    calibration = calibrate(_judged({"t2": "incomplete"}), _labels(), ScoringSettings(min_kappa=0.0, min_n=50), n_boot=50)
+    claim, answer = calibration.to_dicts()
+    assert (claim["n"], claim["n_judge_incomplete"], claim["n_unmatched_labels"], claim["may_gate"]) == (9, 1, 0, False)
+    assert (answer["n"], answer["n_judge_incomplete"]) == (5, 0)
+
+
+def test_review_queue_holds_grounding_failures_of_a_judge_that_may_not_gate():
+    judged = _judged()
+    scores = pl.DataFrame({
+        "run_id": ["r", "r", "r"], "trace_id": ["t5", "t1", "t-incomplete"], "case_id": ["c1"] * 3, "attempt": [1, 1, 1],
+        "grounding_rate": [0.0, 1.0, None], "grounding_stage": ["fail", "pass", "incomplete"], "judge_version": ["v1"] * 3,
+        "n_claims": [1, 1, 1],
+    })
+    strict = calibrate(judged, _labels(), ScoringSettings(min_kappa=0.6, min_n=10), n_boot=50)
+    queue = review_queue(scores, judged, strict)
+    assert queue.select("trace_id", "stage", "detail").rows() == [("t5", "grounding", "claim 0 NOT_IN_EVIDENCE: Claim number 5 holds [doc:d5].")]
+    assert queue["why"][0] == "grounding failed (rate 0.0); judge v1 may not gate: kappa 0.5082 (needs 0.6), n 10 (needs 10)"
+    lenient = calibrate(judged, _labels(), ScoringSettings(min_kappa=0.5, min_n=10), n_boot=50)
+    assert review_queue(scores, judged, lenient).height == 0
+    uncalibrated = review_queue(scores, judged, calibrate(judged.head(0), _labels(), ScoringSettings()))
+    assert uncalibrated["why"].to_list() == ["grounding failed (rate 0.0); judge v1 has no calibration against human labels"]
+
+
+def test_local_judge_calibrated_against_ragcheckers_recorded_verdicts(ragchecker_outputs):
+    results = json.loads(ragchecker_outputs.read_text())["results"]
+    traces, claims, labels = [], [], []
+    for item in results:
+        trace_id = f"ragchecker-{item['query_id']}"
+        traces.append({"trace_id": trace_id, "case_id": trace_id, "context": item["retrieved_context"], "answer": {"text": item["response"]}})
+        for index, (triplet, row) in enumerate(zip(item["response_claims"], item["retrieved2response"], strict=True)):
+            claims.append({"run_id": "rc", "trace_id": trace_id, "case_id": trace_id, "attempt": 1, "claim_index": index,
+                           "claim": " ".join(triplet), "inline_cited_doc_ids": []})
+            labels.append({"trace_id": trace_id, "claim": " ".join(triplet),
+                           "verdict": "SUPPORTED" if "Entailment" in row else "NOT_IN_EVIDENCE"})
+    frame = traces_frame_from_records(traces, run_id="rc")
+    judged = judge_claims(pl.DataFrame(claims, schema=CLAIMS_SCHEMA), frame, make_judge("local"))
+    row = calibrate(judged, grounding_labels_frame_from_records(labels), ScoringSettings(), n_boot=200).to_dicts()[0]
+    # RAGChecker: 9 supported, 7 not; the local judge: 5 supported, 11 not; they agree on 12 of 16 claims
+    # (it misses 4 entailments that need paraphrase). p_e = (9*5 + 7*11) / 256 = 122/256.
+    assert (row["judge_version"], row["n"], row["agreement"], row["n_unmatched_labels"]) == ("local-1.0", 16, 0.75, 0)
+    assert row["cohen_kappa"] == pytest.approx((0.75 - 122 / 256) / (1 - 122 / 256))
+    assert json.loads(row["confusion"])["SUPPORTED"] == {"SUPPORTED": 5, "CONTRADICTED": 0, "NOT_IN_EVIDENCE": 4}
+    assert row["may_gate"] is False

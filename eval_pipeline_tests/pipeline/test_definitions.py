@@ -1,0 +1,41 @@
+"""All definitions load: assets, checks, jobs, the schedule and the sensors, with no deprecated parameters."""
+
+import dagster as dg
+
+from eval_pipeline.definitions import defs
+
+LANE_TABLES = ["retrieval_scores", "context_scores", "claims", "grounding_scores", "citation_scores", "answer_scores",
+               "tool_scores", "outcome_scores"]
+
+
+def test_definitions_load_with_the_whole_graph():
+    defs.validate_loadable()
+    keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
+    for expected in ["run_manifest", "raw_traces", "traces", "trace_rejects", "cases", "corpus", "deid_traces", "deid_cases",
+                     "qrels", "judging_queue", *LANE_TABLES, "judge_calibration", "review_queue", "tool_call_diffs",
+                     "rag/stage_results", "agent/stage_results", "rag/attribution", "agent/attribution_rollup",
+                     "rag/reliability", "agent/quarantine", "rag/report", "agent/report", "gate_results", "gate_report"]:
+        assert expected in keys, expected
+
+
+def test_every_lane_table_has_blocking_error_checks():
+    graph = defs.resolve_asset_graph()
+    for table in LANE_TABLES:
+        specs = [graph.get_check_spec(k) for k in graph.asset_check_keys if k.asset_key == dg.AssetKey(table)]
+        names = {s.name for s in specs}
+        assert {"schema", "value_ranges", "no_personal_data"} <= names, table
+        assert all(s.blocking for s in specs), table
+
+
+def test_scorers_carry_code_versions_and_everything_is_partitioned_by_run():
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.partitions_def is not None and node.partitions_def.name == "evaluation_runs", key
+        assert node.code_version, key
+
+
+def test_jobs_schedule_and_sensors():
+    assert defs.resolve_job_def("evaluate_run") is not None
+    assert defs.resolve_schedule_def("nightly_full_suite").cron_schedule == "0 2 * * *"
+    assert {s.name for s in defs.sensors} == {"new_trace_batches", "rescore_on_version_bump"}
