@@ -102,11 +102,11 @@ def build_lane(lane: str) -> list:
         },
         check_specs=checks.specs(reliability_key, tables.RELIABILITY),
     )
-    def reliability(run_manifest: pl.DataFrame, stage_results: pl.DataFrame, deid_cases: pl.DataFrame,
-                    outcome_scores: pl.DataFrame | None = None):
+    def reliability(run_manifest: pl.DataFrame, stage_results: pl.DataFrame, deid_cases: pl.DataFrame, **agent_tables):
+        # only the agent lane has outcome_scores: a named parameter would make the RAG lane depend on it
         manifest = manifest_of(run_manifest)
         outcomes = attribution_scoring.lane_outcomes(stage_results)
-        success = attribution_scoring.attempt_success(outcomes, _lane_cases(deid_cases, lane), outcome_scores)
+        success = attribution_scoring.attempt_success(outcomes, _lane_cases(deid_cases, lane), agent_tables.get("outcome_scores"))
         success = success.filter(pl.col("lane") == lane).drop("lane")
         per_case = with_versions(reliability_scoring.reliability(success), manifest, CODE_VERSION)
         flaky = with_versions(reliability_scoring.quarantine(per_case, success), manifest, CODE_VERSION)

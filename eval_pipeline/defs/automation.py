@@ -48,9 +48,9 @@ def rescore_requests(previous: dict, current: dict, known_runs: set[str]) -> lis
 
 
 def _asset_graph():
-    from eval_pipeline.defs.build import all_assets_definitions
+    from eval_pipeline.defs.build import DOMAINS
 
-    return all_assets_definitions().resolve_asset_graph()
+    return [asset for domain in DOMAINS for asset in (domain.defs.assets or [])]
 
 
 @dg.sensor(name="rescore_on_version_bump", minimum_interval_seconds=60, target=QRELS_RESCORE | CORPUS_RESCORE,

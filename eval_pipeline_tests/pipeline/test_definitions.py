@@ -9,7 +9,7 @@ LANE_TABLES = ["retrieval_scores", "context_scores", "claims", "grounding_scores
 
 
 def test_definitions_load_with_the_whole_graph():
-    defs.validate_loadable()
+    dg.Definitions.validate_loadable(defs)
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
     for expected in ["run_manifest", "raw_traces", "traces", "trace_rejects", "cases", "corpus", "deid_traces", "deid_cases",
                      "qrels", "judging_queue", *LANE_TABLES, "judge_calibration", "review_queue", "tool_call_diffs",

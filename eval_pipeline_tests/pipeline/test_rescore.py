@@ -1,0 +1,60 @@
+"""A qrels bump re-scores retrieval and what depends on it as new table versions; answer and agent tables stay as they were."""
+
+import io
+import json
+import shutil
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.cli import main
+from eval_pipeline.defs.automation import rescore_on_version_bump
+from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
+from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline.runner import run_pipeline
+
+UNTOUCHED = ("answer_scores", "tool_scores", "outcome_scores", "claims", "deid_traces")
+RESCORED = ("qrels", "retrieval_scores", "context_scores", "stage_results", "gate_results")
+
+
+def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(sample_data, data, ignore=shutil.ignore_patterns("warehouse", "reports"))
+    instance = dg.DagsterInstance.ephemeral()
+    warehouse_root = tmp_path / "wh"
+    assert run_pipeline(data=str(data), run_ids=["base-41"], warehouse=str(warehouse_root), reports=str(tmp_path / "rp"),
+                        deid_demo=True, quiet=True, instance=instance, stream=io.StringIO()) == 0
+    warehouse = Warehouse.at(warehouse_root)
+    before = {table: warehouse.version(table) for table in (*UNTOUCHED, *RESCORED)}
+    recall_before = warehouse.read("retrieval_scores", "base-41").filter(pl.col("case_id") == "rag-001")["recall_at_10"][0]
+    config = EvalConfig(data_root=str(data), warehouse_root=str(warehouse_root), reports_root=str(tmp_path / "rp"), deid_demo=True)
+    first = rescore_on_version_bump(dg.build_sensor_context(instance=instance, resources={"eval_config": config}))
+
+    # a human re-grades rag-001's required document to 1 (related): it is no longer relevant
+    qrels = warehouse.read("qrels", "base-41")
+    required = qrels.filter((pl.col("query_id") == "rag-001") & (pl.col("grade") == 2))["doc_id"].to_list()
+    with (data / "labels" / "qrels" / "regrade.jsonl").open("w") as handle:
+        for doc_id in required:
+            handle.write(json.dumps({"query_id": "rag-001", "doc_id": doc_id, "grade": 1, "source": "human", "annotator": "t"}) + "\n")
+    tick = rescore_on_version_bump(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"eval_config": config}))
+    assert [r.partition_key for r in tick.run_requests] == ["base-41"]
+    request = tick.run_requests[0]
+
+    job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
+    result = job.execute_in_process(partition_key="base-41", instance=instance, asset_selection=request.asset_selection,
+                                    raise_on_error=False)
+    assert result.success
+    after = {table: warehouse.version(table) for table in (*UNTOUCHED, *RESCORED)}
+    assert {t: after[t] for t in UNTOUCHED} == {t: before[t] for t in UNTOUCHED}
+    assert all(after[t] > before[t] for t in RESCORED), (before, after)
+
+    rescored = warehouse.read("retrieval_scores", "base-41").filter(pl.col("case_id") == "rag-001").row(0, named=True)
+    assert recall_before == 1.0 and rescored["recall_at_10"] is None and rescored["retrieval_stage"] == "not_applicable"
+    old_version = warehouse.read("retrieval_scores", "base-41", version=before["retrieval_scores"])
+    assert old_version.filter(pl.col("case_id") == "rag-001")["recall_at_10"][0] == 1.0
+    assert old_version["qrels_version"][0] != rescored["qrels_version"]
+
+    code = main(["compare", "retrieval_scores", "recall_at_10", "--run", "base-41", "--warehouse", str(warehouse_root)])
+    out = capsys.readouterr().out
+    assert code == 0 and "base-41:rag-001#1" in out and "1 changed" in out
