@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+import polars as pl
 from pathlib import Path
 
 from eval_pipeline.io.storage import InputError, is_url, open_location
@@ -76,10 +78,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"eval-pipeline compare: error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.table}.{args.metric} for run {args.run}: version {old_version} → {new_version}")
-    changed = table.filter(table["changed"]).height
+    changed = table.filter(pl.col("changed")).height
     print(f"{table.height} rows, {changed} changed\n")
-    with __import__("polars").Config(tbl_rows=args.limit, tbl_cols=8, fmt_str_lengths=60):
-        print(table.head(args.limit))
+    with pl.Config(tbl_rows=args.limit, tbl_cols=8, fmt_str_lengths=60):
+        print(table.sort("changed", descending=True, maintain_order=True).head(args.limit))
     return 0
 
 

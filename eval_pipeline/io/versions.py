@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.io.warehouse import Warehouse, sql_literal
+from eval_pipeline.scoring.retrieval import side_by_side
 
 
 def run_write_versions(warehouse: Warehouse, table: str, run_id: str) -> list[int]:
@@ -22,16 +23,6 @@ def run_write_versions(warehouse: Warehouse, table: str, run_id: str) -> list[in
 def _has_run(warehouse: Warehouse, table: str, run_id: str, version: int) -> bool:
     frame = warehouse.read(table, run_id, version=version, columns=["run_id"])
     return frame is not None and frame.height > 0
-
-
-def side_by_side(old: pl.DataFrame, new: pl.DataFrame, metric: str, key: tuple[str, ...] = ("run_id", "trace_id")) -> pl.DataFrame:
-    """old and new values of a metric per key, with the change and whether it changed."""
-    joined = old.select(*key, pl.col(metric).alias("old")).join(new.select(*key, pl.col(metric).alias("new")), on=list(key),
-                                                                 how="full", coalesce=True)
-    numeric = joined.schema["old"].is_numeric() and joined.schema["new"].is_numeric()
-    delta = (pl.col("new") - pl.col("old")) if numeric else pl.lit(None, dtype=pl.Float64)
-    return joined.with_columns(delta.alias("delta"), pl.col("old").ne_missing(pl.col("new")).alias("changed")).sort(
-        "changed", *key, descending=[True, *([False] * len(key))])
 
 
 def metric_versions(warehouse: Warehouse, table: str, metric: str, run_id: str,

@@ -3,7 +3,8 @@
 import polars as pl
 import pytest
 
-from eval_pipeline.io.versions import metric_versions, side_by_side
+from eval_pipeline.io.versions import metric_versions
+from eval_pipeline.scoring.retrieval import side_by_side
 from eval_pipeline.io.warehouse import Warehouse
 
 
