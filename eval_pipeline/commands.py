@@ -120,11 +120,12 @@ def _register_compare(sub) -> None:
 
 
 def _helper_registrations() -> list:
+    from eval_pipeline.bench import register as register_bench
     from eval_pipeline.importers.cli import register as register_import
     from eval_pipeline.judge.cli import register as register_judge
     from eval_pipeline.trec.cli import register as register_trec
 
-    return [register_trec, register_import, register_judge]
+    return [register_trec, register_import, register_judge, register_bench]
 
 
 REGISTRATIONS: list = [_register_gate, _register_compare]
