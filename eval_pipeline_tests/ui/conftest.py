@@ -126,9 +126,10 @@ def _wait_until_serving(server: subprocess.Popen, url: str, log: Path) -> None:
     pytest.fail(f"dagster dev did not serve {url} within {SERVER_START_S}s:\n{_log_tail(log)}")
 
 
-def _group_alive(pgid: int) -> bool:
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send sig to a process group; False when none of its processes is left."""
     try:
-        os.killpg(pgid, 0)
+        os.killpg(pgid, sig)
     except ProcessLookupError:
         return False
     return True
@@ -136,15 +137,14 @@ def _group_alive(pgid: int) -> bool:
 
 def _stop(server: subprocess.Popen) -> None:
     """Terminate dagster dev and all it started (its own process group); SIGKILL whatever outlives the grace time."""
-    if _group_alive(server.pid):
-        os.killpg(server.pid, signal.SIGTERM)
+    _signal_group(server.pid, signal.SIGTERM)
     deadline = time.monotonic() + SERVER_STOP_S
-    # The webserver, daemon and code servers share the group and may outlive the parent.
-    while _group_alive(server.pid) and time.monotonic() < deadline:
-        server.poll()
+    # The webserver, daemon and code servers share the group and may outlive the parent, which is reaped here.
+    while server.poll() is None or _signal_group(server.pid, 0):
+        if time.monotonic() > deadline:
+            _signal_group(server.pid, signal.SIGKILL)
+            break
         time.sleep(0.5)
-    if _group_alive(server.pid):
-        os.killpg(server.pid, signal.SIGKILL)
     server.wait(timeout=10)
 
 
@@ -201,7 +201,7 @@ def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
 
 
 @pytest.fixture(scope="session")
-def browser(chromium):
+def browser_context(chromium):
     """One headless system Chromium context for the session (a fresh temporary profile), so the UI's bundle is cached."""
     from playwright.sync_api import expect, sync_playwright
 
@@ -223,9 +223,9 @@ def screenshots(tmp_path_factory) -> Path:
 
 
 @pytest.fixture()
-def page(browser, screenshots, request):
+def page(browser_context, screenshots, request):
     """A new page; its last view is saved as <test>.png (FAILED-<test>.png when the test failed)."""
-    opened = browser.new_page()
+    opened = browser_context.new_page()
     yield opened
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)
     prefix = "FAILED-" if getattr(request.node, "ui_failed", False) else ""
