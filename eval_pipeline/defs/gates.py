@@ -6,15 +6,19 @@ import polars as pl
 from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
+from eval_pipeline.defs.generation import JudgeConfig
 from eval_pipeline.defs.resources import EvalConfig
 from eval_pipeline.io.facts import run_facts
 from eval_pipeline.reporting.gate_report import gate_sections
 from eval_pipeline.reporting.render import render_html, render_markdown
 from eval_pipeline.scoring import gates as gate_scoring
 from eval_pipeline.scoring.attribution import lane_outcomes
+from eval_pipeline.scoring.common import lane_traces
+from eval_pipeline.scoring.pairwise import PAIRWISE_SCHEMA, pairwise_compare
 
 GROUP = "gates"
 CODE_VERSION = "gates-1"
+PAIRWISE_CODE_VERSION = "pairwise-1"
 
 GATE_INS = {
     "run_manifest": dg.AssetIn(),
@@ -71,13 +75,36 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
                         headline={"gates_failed": statuses.get("fail", 0), "exit_code": gate_scoring.exit_code(results)})
 
 
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=PAIRWISE_CODE_VERSION, io_manager_key="warehouse_io",
+          kinds={"polars", "deltalake"})
+def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConfig, judge: JudgeConfig,
+                        run_manifest: pl.DataFrame, deid_traces: pl.DataFrame, deid_cases: pl.DataFrame):
+    """Baseline vs candidate answers of each RAG case, judged twice with positions swapped; a win counts only in both orders."""
+    manifest = manifest_of(run_manifest)
+    baseline = eval_config.policy().baseline_run_id
+    candidate = lane_traces(deid_traces, deid_cases, "rag").select(deid_traces.columns)
+    warehouse = eval_config.warehouse()
+    baseline_traces = warehouse.read("deid_traces", baseline) if baseline and baseline != context.partition_key else None
+    if baseline_traces is None:
+        pairs, summary = pl.DataFrame(schema=PAIRWISE_SCHEMA), {"n_pairs": 0}
+        context.log.info("no other baseline run scored: nothing to compare pairwise")
+    else:
+        pairs, summary = pairwise_compare(baseline_traces.join(candidate.select("case_id").unique(), on="case_id", how="semi"),
+                                          candidate, judge.make(eval_config.data_root))
+    pairs = with_versions(pairs.with_columns(pl.lit(baseline, dtype=pl.String).alias("baseline_run_id")), manifest,
+                          PAIRWISE_CODE_VERSION)
+    return materialized(pairs, versions=manifest, headline={k: v for k, v in summary.items() if isinstance(v, int | float)},
+                        extra={"summary": dg.MetadataValue.json({k: v for k, v in summary.items() if v is not None})})
+
+
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, kinds={"markdown", "html"},
           description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*")
-def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate_results: pl.DataFrame):
-    """Render the gate table with blocking cases and owners."""
+def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate_results: pl.DataFrame,
+                pairwise_comparison: pl.DataFrame):
+    """Render the gate table with blocking cases and owners, and the pairwise answer comparison beside it."""
     run_id = context.partition_key
     baseline = gate_results["baseline_run_id"][0] if gate_results.height else None
-    sections = gate_sections(gate_results, run_id, baseline)
+    sections = gate_sections(gate_results, run_id, baseline, pairwise_comparison)
     title = f"Release gates — run {run_id}"
     markdown = render_markdown(title, sections)
     reports = eval_config.reports()
@@ -88,4 +115,4 @@ def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate
                                           "exit_code": gate_scoring.exit_code(gate_results)})
 
 
-defs = dg.Definitions(assets=[gate_results, gate_report])
+defs = dg.Definitions(assets=[gate_results, pairwise_comparison, gate_report])

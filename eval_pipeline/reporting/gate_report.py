@@ -23,7 +23,24 @@ def gate_table(gate_results: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> list[Section]:
+def pairwise_section(pairs: pl.DataFrame) -> Section:
+    """Candidate vs baseline answers judged in both orders: wins, losses, ties and position consistency."""
+    complete = pairs.filter(pl.col("status") == "scored") if "status" in pairs.columns else pairs.head(0)
+    if complete.height == 0:
+        return Section("Pairwise answers (baseline vs candidate)", ["- no pair of complete answers to compare"])
+    counts = dict(complete.group_by("outcome").len().iter_rows())
+    consistent = complete["position_consistent"].cast(pl.Float64).mean()
+    lines = [f"- {complete.height} answer pairs judged twice with positions swapped (a win counts only in both orders): "
+             + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+             + f"; position consistency {consistent:.4f}; incomplete {pairs.height - complete.height}",
+             "- reported beside the gates, never averaged into them"]
+    changed = complete.filter(pl.col("outcome") != "tie").select("case_id", "attempt", "outcome", "order1_preference",
+                                                                  "order2_preference").sort("case_id", "attempt")
+    return Section("Pairwise answers (baseline vs candidate)", lines, changed)
+
+
+def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | None,
+                  pairs: pl.DataFrame | None = None) -> list[Section]:
     """Sections of the gate report."""
     code = exit_code(gate_results)
     lines = [
@@ -39,6 +56,8 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     beside = gate_results.filter(pl.col("beside").is_not_null()).select("gate", "beside")
     if beside.height:
         sections.append(Section("Reported beside the gates", [], beside, level=3))
+    if pairs is not None:
+        sections.append(pairwise_section(pairs))
     return sections
 
 

@@ -104,6 +104,21 @@ def test_reports_exist_for_each_lane_and_list_every_stage(scored):
     assert "Against baseline base-41" in rag
     agent = (scored["reports"] / "cand-42" / "agent.md").read_text()
     assert "Quarantine (2 flaky cases)" in agent and "agent-014" in agent
+    gate = (scored["reports"] / "cand-42" / "gate.md").read_text()
+    assert "**fail** (exit code 1" in gate and "position consistency 1.0000" in gate
+
+
+def test_pairwise_comparison_judges_both_orders(scored):
+    pairs = scored["warehouse"].read("pairwise_comparison", "cand-42")
+    complete = pairs.filter(pl.col("status") == "scored")
+    assert complete.height == 59 and pairs.height - complete.height == 2
+    wins = complete.filter(pl.col("outcome") != "tie")
+    assert (wins["order1_preference"] == wins["order2_preference"]).all()
+    assert set(wins["outcome"].to_list()) == {"baseline_win", "candidate_win"}
+    assert scored["warehouse"].read("pairwise_comparison", "base-41").height == 0
+
+
+def test_html_reports_are_self_contained(scored):
     html = (scored["reports"] / "cand-42" / "rag.html").read_text()
     assert html.count("<svg") >= 3 and "<script" not in html
 
