@@ -78,10 +78,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"eval-pipeline compare: error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.table}.{args.metric} for run {args.run}: version {old_version} → {new_version}")
-    changed = table.filter(pl.col("changed")).height
-    print(f"{table.height} rows, {changed} changed\n")
-    with pl.Config(tbl_rows=args.limit, tbl_cols=8, fmt_str_lengths=60):
-        print(table.sort("changed", descending=True, maintain_order=True).head(args.limit))
+    changed = table.filter(pl.col("changed"))
+    print(f"{table.height} rows, {changed.height} changed\n")
+    key = [c for c in table.columns if c not in {"metric", "old", "new", "delta", "changed"} and not c.startswith(("old_", "new_"))][-1]
+    shown = pl.concat([changed, table.filter(~pl.col("changed"))]).head(args.limit)
+    print(f"{key:<40} {'old':>12} {'new':>12} {'delta':>10}  changed")
+    for row in shown.iter_rows(named=True):
+        def cell(value):
+            return "null" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value))
+        print(f"{row[key]:<40} {cell(row['old']):>12} {cell(row['new']):>12} {cell(row['delta']):>10}  {'yes' if row['changed'] else ''}")
     return 0
 
 

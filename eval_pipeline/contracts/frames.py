@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 import polars as pl
 
 from eval_pipeline.contracts.models import Case, CorpusDoc, GroundingLabel, QrelsJudgment, RunManifest, ToolRegistry, Trace
@@ -32,9 +33,27 @@ def _normalize(value: Any) -> Any:
     return value
 
 
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of a value: sorted keys, compact, 49.0 written as 49."""
-    return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text = orjson.dumps(value, option=_SORTED)
+        # Only integral floats need rewriting; most values have none, so the slow walk is skipped.
+        if b".0" in text:
+            text = orjson.dumps(_normalize(value), option=_SORTED)
+        return text.decode()
+    except (orjson.JSONEncodeError, TypeError):
+        # integers beyond 64 bits and other values orjson refuses
+        return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_json_text(text: str | None) -> str | None:
+    """The canonical form of a JSON text (None stays None)."""
+    if text is None:
+        return None
+    return canonical_json(orjson.loads(text))
 
 
 def call_key(name: str, args_json: str | None) -> str:

@@ -7,7 +7,7 @@ from eval_pipeline.defs import checks
 from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.resources import RETRIEVAL_COLUMNS, TEXT_COLUMNS, EvalConfig, traces_without
 from eval_pipeline.defs.retrieval import expected_traces
 from eval_pipeline.quality import tables
 from eval_pipeline.reporting.render import markdown_table
@@ -30,6 +30,7 @@ OUTCOME_CODE_VERSION = "outcome-1"
                                        description="Expected and actual calls side by side, per trace and position."),
     },
     check_specs=checks.specs("tool_scores", tables.TOOL_SCORES),
+    ins={"deid_traces": traces_without(TEXT_COLUMNS, RETRIEVAL_COLUMNS)},
 )
 def scored_tool_calls(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                       deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, tools: pl.DataFrame):
@@ -50,7 +51,8 @@ def scored_tool_calls(context: dg.AssetExecutionContext, eval_config: EvalConfig
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=OUTCOME_CODE_VERSION, io_manager_key="warehouse_io",
-          check_specs=checks.specs("outcome_scores", tables.OUTCOME_SCORES), kinds={"polars", "deltalake"})
+          check_specs=checks.specs("outcome_scores", tables.OUTCOME_SCORES), kinds={"polars", "deltalake"},
+          ins={"deid_traces": traces_without(TEXT_COLUMNS, RETRIEVAL_COLUMNS)})
 def outcome_scores(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, deid_traces: pl.DataFrame,
                    deid_cases: pl.DataFrame, tool_scores: pl.DataFrame):
     """Named milestones over the final state, success, and the outcome of injected faults."""

@@ -7,7 +7,7 @@ from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.generation import JudgeConfig
-from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.resources import AGENT_COLUMNS, RETRIEVAL_COLUMNS, EvalConfig, traces_without
 from eval_pipeline.io.facts import run_facts
 from eval_pipeline.reporting.gate_report import gate_sections
 from eval_pipeline.reporting.render import render_html, render_markdown
@@ -76,7 +76,7 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=PAIRWISE_CODE_VERSION, io_manager_key="warehouse_io",
-          kinds={"polars", "deltalake"})
+          kinds={"polars", "deltalake"}, ins={"deid_traces": traces_without(RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
 def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConfig, judge: JudgeConfig,
                         run_manifest: pl.DataFrame, deid_traces: pl.DataFrame, deid_cases: pl.DataFrame):
     """Baseline vs candidate answers of each RAG case, judged twice with positions swapped; a win counts only in both orders."""

@@ -9,7 +9,7 @@ from eval_pipeline.defs import checks
 from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.resources import AGENT_COLUMNS, RETRIEVAL_COLUMNS, TEXT_COLUMNS, EvalConfig, traces_without
 from eval_pipeline.defs.retrieval import expected_traces
 from eval_pipeline.io import loaders
 from eval_pipeline.judge import make_judge
@@ -81,6 +81,7 @@ def judge_config_from_env() -> JudgeConfig:
                                        description="Citation precision, recall, resolution and quotes found, per trace."),
     },
     check_specs=[*checks.specs("claims", tables.CLAIMS), *checks.specs("citation_scores", tables.CITATION_SCORES)],
+    ins={"deid_traces": traces_without(RETRIEVAL_COLUMNS, AGENT_COLUMNS)},
 )
 def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, judge: JudgeConfig,
                   run_manifest: pl.DataFrame, deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, deid_corpus: pl.DataFrame):
@@ -106,7 +107,8 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=GROUNDING_CODE_VERSION, io_manager_key="warehouse_io",
-          check_specs=checks.specs("grounding_scores", tables.GROUNDING_SCORES), kinds={"polars", "deltalake"})
+          check_specs=checks.specs("grounding_scores", tables.GROUNDING_SCORES), kinds={"polars", "deltalake"},
+          ins={"deid_traces": traces_without(("context", "citations", "input"), RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
 def grounding_scores(eval_config: EvalConfig, judge: JudgeConfig, run_manifest: pl.DataFrame, deid_traces: pl.DataFrame,
                      deid_cases: pl.DataFrame, claims: pl.DataFrame):
     """Supported claims over claims, per trace; every claim supported (by default) passes the grounding stage."""
@@ -122,7 +124,8 @@ def grounding_scores(eval_config: EvalConfig, judge: JudgeConfig, run_manifest: 
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=ANSWER_CODE_VERSION, io_manager_key="warehouse_io",
-          check_specs=checks.specs("answer_scores", tables.ANSWER_SCORES), kinds={"polars", "deltalake"})
+          check_specs=checks.specs("answer_scores", tables.ANSWER_SCORES), kinds={"polars", "deltalake"},
+          ins={"deid_traces": traces_without(("context", "citations"), RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
 def answer_scores(eval_config: EvalConfig, run_manifest: pl.DataFrame, deid_traces: pl.DataFrame,
                   deid_cases: pl.DataFrame):
     """contains_all, exact match, token F1 and refusal detection both ways, per trace."""

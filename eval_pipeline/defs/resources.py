@@ -14,7 +14,18 @@ from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.settings import ScoringSettings
 
 RESTRICTED_METADATA_KEY = "eval_pipeline/restricted"
+SKIP_COLUMNS_METADATA_KEY = "eval_pipeline/skip_columns"
 LANE_PREFIXES = ("rag", "agent")
+
+# The large columns of deid_traces; a scorer that does not read one leaves it on disk.
+TEXT_COLUMNS = ("context", "answer_text", "citations", "input")
+RETRIEVAL_COLUMNS = ("retrieval",)
+AGENT_COLUMNS = ("steps", "final_state_json")
+
+
+def traces_without(*groups: tuple[str, ...]) -> dg.AssetIn:
+    """An input of deid_traces that skips the given column groups (they are not read from the warehouse)."""
+    return dg.AssetIn(key="deid_traces", metadata={SKIP_COLUMNS_METADATA_KEY: [c for group in groups for c in group]})
 
 
 def resolve_root(path: str) -> str:
@@ -82,7 +93,10 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
         upstream = context.upstream_output
         table, within = table_of(context.asset_key)
         restricted = bool((upstream.definition_metadata or {}).get(RESTRICTED_METADATA_KEY)) if upstream else False
-        frame = self._warehouse().read(table, context.asset_partition_key, restricted=restricted, within=within or None)
+        skip = set((context.definition_metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
+        warehouse = self._warehouse()
+        columns = [c for c in warehouse.columns(table, restricted) if c not in skip] if skip else None
+        frame = warehouse.read(table, context.asset_partition_key, restricted=restricted, within=within or None, columns=columns)
         if frame is None:
             raise dg.Failure(f"table {table} has not been materialized for run {context.asset_partition_key}")
         return frame

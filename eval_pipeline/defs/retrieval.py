@@ -7,7 +7,7 @@ from eval_pipeline.defs import checks
 from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.resources import AGENT_COLUMNS, TEXT_COLUMNS, EvalConfig, traces_without
 from eval_pipeline.io import loaders
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import context as context_scoring
@@ -42,6 +42,7 @@ def sibling_traces(eval_config: EvalConfig, manifest: dict, run_id: str) -> pl.D
     partitions_def=runs_partitions,
     group_name=GROUP,
     code_version=QRELS_CODE_VERSION,
+    ins={"deid_traces": traces_without(TEXT_COLUMNS, AGENT_COLUMNS)},
     outs={
         "qrels": dg.AssetOut(io_manager_key="warehouse_io",
                              description="Frozen relevance judgments: case seeds, human judgments (always win), model pre-grades."),
@@ -73,7 +74,8 @@ def qrels_and_queue(context: dg.AssetExecutionContext, eval_config: EvalConfig, 
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=RETRIEVAL_CODE_VERSION, io_manager_key="warehouse_io",
-          check_specs=checks.specs("retrieval_scores", tables.RETRIEVAL_SCORES), kinds={"polars", "deltalake"})
+          check_specs=checks.specs("retrieval_scores", tables.RETRIEVAL_SCORES), kinds={"polars", "deltalake"},
+          ins={"deid_traces": traces_without(("context", "answer_text", "citations"), AGENT_COLUMNS)})
 def retrieval_scores(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                      deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, qrels: pl.DataFrame,
                      deid_corpus: pl.DataFrame):
@@ -92,7 +94,8 @@ def retrieval_scores(context: dg.AssetExecutionContext, eval_config: EvalConfig,
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CONTEXT_CODE_VERSION, io_manager_key="warehouse_io",
-          check_specs=checks.specs("context_scores", tables.CONTEXT_SCORES), kinds={"polars", "deltalake"})
+          check_specs=checks.specs("context_scores", tables.CONTEXT_SCORES), kinds={"polars", "deltalake"},
+          ins={"deid_traces": traces_without(("answer_text", "citations", "input"), AGENT_COLUMNS)})
 def context_scores(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                    deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, qrels: pl.DataFrame,
                    retrieval_scores: pl.DataFrame):

@@ -7,7 +7,6 @@ import time
 from dataclasses import dataclass, field
 
 import polars as pl
-import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
@@ -125,16 +124,19 @@ class Warehouse:
         columns: list[str] | None = None,
     ) -> pl.DataFrame | None:
         """Rows of a table (one run, or all), at the latest or a given version; None when the table does not exist."""
-        delta = self._table(table, restricted, version)
-        if delta is None:
+        if self._table(table, restricted, version) is None:
             return None
-        dataset = delta.to_pyarrow_dataset()
-        expression = None
+        scan = pl.scan_delta(self.uri(table, restricted), version=version, storage_options=self.storage_options or None)
         for column, value in {**({PARTITION_COLUMN: run_id} if run_id is not None else {}), **(within or {})}.items():
-            term = pc.field(column) == value
-            expression = term if expression is None else expression & term
-        arrow = dataset.to_table(filter=expression, columns=columns)
-        return pl.from_arrow(arrow)
+            scan = scan.filter(pl.col(column) == value)
+        if columns is not None:
+            scan = scan.select(columns)
+        return scan.collect()
+
+    def columns(self, table: str, restricted: bool = False) -> list[str]:
+        """Column names of a table ([] when it does not exist)."""
+        delta = self._table(table, restricted)
+        return [] if delta is None else [field.name for field in delta.schema().fields]
 
     def runs(self, table: str, restricted: bool = False) -> list[str]:
         """Run ids that have rows in a table."""
