@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,19 +35,28 @@ def _normalize(value: Any) -> Any:
 
 
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+# A JSON string (skipped whole) or a number with a fraction or exponent (rewritten when it is integral).
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?')
+
+
+def _integral(match: re.Match) -> bytes:
+    token = match.group(0)
+    if token[:1] == b'"' or not (b"." in token or b"e" in token or b"E" in token):
+        return token
+    value = float(token)
+    return str(int(value)).encode() if value.is_integer() and abs(value) < 2**63 else token
 
 
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of a value: sorted keys, compact, 49.0 written as 49."""
     try:
         text = orjson.dumps(value, option=_SORTED)
-        # Only integral floats need rewriting; most values have none, so the slow walk is skipped.
-        if b".0" in text:
-            text = orjson.dumps(_normalize(value), option=_SORTED)
-        return text.decode()
     except (orjson.JSONEncodeError, TypeError):
         # integers beyond 64 bits and other values orjson refuses
         return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if b"." in text or b"e" in text or b"E" in text:
+        text = _TOKEN.sub(_integral, text)
+    return text.decode()
 
 
 def canonical_json_text(text: str | None) -> str | None:

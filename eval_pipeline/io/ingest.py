@@ -1,15 +1,20 @@
 """Trace batches: raw lines into the restricted area, then validated traces and one reject row per bad line.
 
 Each line is validated against the Trace contract one by one (pydantic, in Rust); the accepted lines are then
-parsed together by polars' JSON reader into the canonical frame, so no trace is rebuilt in Python.
+parsed together by pyarrow's JSON reader, so only the free-form values (tool args, results, final state) pass
+through Python, where they are written in canonical form.
 """
 
 from __future__ import annotations
 
+import gc
 import io
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.json as pa_json
 from pydantic import ValidationError
 
 from eval_pipeline.contracts import frames
@@ -32,27 +37,25 @@ RAW_LINES_SCHEMA: dict[str, pl.DataType] = {
     "raw": pl.Binary,
 }
 
-_DOC = pl.Struct({"doc_id": pl.String, "score": pl.Float64})
-# A trace line as written; free-form values (args, results, final state) are read as their JSON text.
-LINE_SCHEMA: dict[str, pl.DataType] = {
-    "trace_id": pl.String,
-    "case_id": pl.String,
-    "case_revision": pl.Int64,
-    "attempt": pl.Int64,
-    "status": pl.String,
-    "error": pl.String,
-    "input": pl.String,
-    "retrieval": pl.List(pl.Struct({"round": pl.Int64, "tool": pl.String, "variant": pl.String, "query": pl.String,
-                                    "candidates": pl.List(_DOC), "hits": pl.List(_DOC)})),
-    "context": pl.List(pl.Struct({"doc_id": pl.String, "text": pl.String, "tokens": pl.Int64})),
-    "answer": pl.Struct({"text": pl.String, "refused": pl.Boolean,
-                         "citations": pl.List(pl.Struct({"doc_id": pl.String, "quote": pl.String, "claim_index": pl.Int64}))}),
-    "steps": pl.List(pl.Struct({"index": pl.Int64, "kind": pl.String, "tool": pl.String, "args": pl.String, "status": pl.String,
-                                "result": pl.String, "error": pl.String, "state_diff": pl.String,
-                                "dispatched": pl.Struct({"tool": pl.String, "args": pl.String}), "content": pl.String})),
-    "final_state": pl.String,
-    "usage": pl.Struct({"input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64, "latency_ms": pl.Float64}),
-}
+_DOC = pa.struct([("doc_id", pa.string()), ("score", pa.float64())])
+# A trace line as pyarrow's JSON reader parses it: every field but the free-form ones (args, results, state diffs,
+# final state), which come from the validated model in canonical form.
+LINE_SCHEMA = pa.schema([
+    ("trace_id", pa.string()), ("case_id", pa.string()), ("case_revision", pa.int64()), ("attempt", pa.int64()),
+    ("status", pa.string()), ("error", pa.string()), ("input", pa.string()),
+    ("retrieval", pa.list_(pa.struct([("round", pa.int64()), ("tool", pa.string()), ("variant", pa.string()),
+                                      ("query", pa.string()), ("candidates", pa.list_(_DOC)), ("hits", pa.list_(_DOC))]))),
+    ("context", pa.list_(pa.struct([("doc_id", pa.string()), ("text", pa.string()), ("tokens", pa.int64())]))),
+    ("answer", pa.struct([("text", pa.string()), ("refused", pa.bool_()),
+                          ("citations", pa.list_(pa.struct([("doc_id", pa.string()), ("quote", pa.string()),
+                                                            ("claim_index", pa.int64())])))])),
+    ("steps", pa.list_(pa.struct([("index", pa.int64()), ("kind", pa.string()), ("tool", pa.string()), ("status", pa.string()),
+                                  ("error", pa.string()), ("dispatched", pa.struct([("tool", pa.string())])),
+                                  ("content", pa.string())]))),
+    ("usage", pa.struct([("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("cost_usd", pa.float64()),
+                         ("latency_ms", pa.float64())])),
+])
+FREE_FORM_STEP_FIELDS = ("args_json", "result_json", "state_diff_json", "dispatched_args_json")
 
 
 def read_raw_lines(location: Location, run_id: str) -> pl.DataFrame:
@@ -106,9 +109,28 @@ def _explain(raw: bytes, max_line_bytes: int) -> tuple[str, str | None, str | No
     return "invalid", trace_id, case_id
 
 
-def _scalar_result(trace: Trace) -> bool:
-    """Whether a step result is a JSON scalar, whose text alone would not say string from number."""
-    return any(s.result is not None and not isinstance(s.result, dict | list) for s in trace.steps or ())
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector while many small objects are built (it rescans them all otherwise)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _free_form(trace: Trace) -> tuple[list[list[str | None]], str | None]:
+    """Per step: canonical args, result, state diff and dispatched args; and the canonical final state."""
+    columns: list[list[str | None]] = [[], [], [], []]
+    for step in trace.steps or ():
+        columns[0].append(frames.canonical_json(step.args) if step.args is not None else None)
+        columns[1].append(frames.canonical_json(step.result) if step.result is not None else None)
+        columns[2].append(frames.canonical_json([{"path": c.path, "before": c.before, "after": c.after} for c in step.state_diff])
+                          if step.state_diff is not None else None)
+        columns[3].append(frames.canonical_json(step.dispatched.args) if step.dispatched is not None else None)
+    return columns, frames.canonical_json(trace.final_state) if trace.final_state is not None else None
 
 
 def parse_traces(
@@ -119,89 +141,62 @@ def parse_traces(
 ) -> ParsedTraces:
     """Validate each raw line against the Trace contract and the run's cases (SPEC §11 'Trace files')."""
     revisions = dict(zip(cases["case_id"].to_list(), cases["case_revision"].to_list(), strict=True))
-    accepted, by_model, rejected, seen = [], [], [], set()
+    accepted: list[tuple[str, int, bytes]] = []
+    free_form: list[tuple[list[list[str | None]], str | None]] = []
+    rejected, seen = [], set()
     blank = 0
-    for source, number, raw in raw_lines.select("source_file", "line", "raw").iter_rows():
-        if not raw.strip():
-            blank += 1
-            continue
-        if len(raw) > max_line_bytes:
-            rejected.append(reject(run_id, "trace", source, number, f"line of {len(raw)} bytes exceeds the {max_line_bytes}-byte limit"))
-            continue
-        try:
-            trace = Trace.model_validate_json(raw)
-        except ValidationError:
-            reason, trace_id, case_id = _explain(raw, max_line_bytes)
-            rejected.append(reject(run_id, "trace", source, number, reason, trace_id=trace_id, case_id=case_id))
-            continue
-        keys = {"trace_id": trace.trace_id, "case_id": trace.case_id}
-        expected_revision = revisions.get(trace.case_id)
-        if expected_revision is None:
-            rejected.append(reject(run_id, "trace", source, number, f"unknown case_id {trace.case_id!r}", **keys))
-        elif trace.case_revision is not None and trace.case_revision != expected_revision:
-            rejected.append(reject(run_id, "trace", source, number,
-                                   f"case_revision {trace.case_revision} does not match case {trace.case_id!r} revision "
-                                   f"{expected_revision}", **keys))
-        elif trace.trace_id in seen:
-            rejected.append(reject(run_id, "trace", source, number,
-                                   f"duplicate trace_id {trace.trace_id!r} (first occurrence kept)", **keys))
-        else:
-            seen.add(trace.trace_id)
-            if _scalar_result(trace):
-                by_model.append(frames.trace_row(trace, run_id, source, number))
+    with _collector_paused():
+        for source, number, raw in raw_lines.select("source_file", "line", "raw").iter_rows():
+            if not raw.strip():
+                blank += 1
+                continue
+            if len(raw) > max_line_bytes:
+                rejected.append(reject(run_id, "trace", source, number,
+                                       f"line of {len(raw)} bytes exceeds the {max_line_bytes}-byte limit"))
+                continue
+            try:
+                trace = Trace.model_validate_json(raw)
+            except ValidationError:
+                reason, trace_id, case_id = _explain(raw, max_line_bytes)
+                rejected.append(reject(run_id, "trace", source, number, reason, trace_id=trace_id, case_id=case_id))
+                continue
+            keys = {"trace_id": trace.trace_id, "case_id": trace.case_id}
+            expected_revision = revisions.get(trace.case_id)
+            if expected_revision is None:
+                rejected.append(reject(run_id, "trace", source, number, f"unknown case_id {trace.case_id!r}", **keys))
+            elif trace.case_revision is not None and trace.case_revision != expected_revision:
+                rejected.append(reject(run_id, "trace", source, number,
+                                       f"case_revision {trace.case_revision} does not match case {trace.case_id!r} revision "
+                                       f"{expected_revision}", **keys))
+            elif trace.trace_id in seen:
+                rejected.append(reject(run_id, "trace", source, number,
+                                       f"duplicate trace_id {trace.trace_id!r} (first occurrence kept)", **keys))
             else:
+                seen.add(trace.trace_id)
                 accepted.append((source, number, raw))
-    parts = [lines_to_frame(accepted, run_id)]
-    if by_model:
-        parts.append(frames.traces_frame(by_model))
-    traces = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
-    traces = traces.sort("source_file", "source_line")
-    return ParsedTraces(traces, rejects_frame(rejected), blank)
+                free_form.append(_free_form(trace))
+    return ParsedTraces(lines_to_frame(accepted, free_form, run_id), rejects_frame(rejected), blank)
 
 
-def _canonical(column: pl.Expr) -> pl.Expr:
-    """JSON text in canonical form (sorted keys, compact, 49.0 as 49), computed once per distinct text."""
-    return column.map_batches(_canonical_series, return_dtype=pl.String)
-
-
-def _canonical_series(series: pl.Series) -> pl.Series:
-    distinct = series.drop_nulls().unique()
-    mapping = dict(zip(distinct.to_list(), [frames.canonical_json_text(t) for t in distinct.to_list()], strict=True))
-    return series.replace_strict(mapping, default=None, return_dtype=pl.String)
-
-
-def lines_to_frame(accepted: list[tuple[str, int, bytes]], run_id: str) -> pl.DataFrame:
-    """Validated trace lines as one canonical traces frame (TRACES_SCHEMA), parsed by polars in one pass."""
+def lines_to_frame(accepted: list[tuple[str, int, bytes]], free_form: list[tuple[list[list[str | None]], str | None]],
+                   run_id: str) -> pl.DataFrame:
+    """Validated trace lines as one canonical traces frame (TRACES_SCHEMA): pyarrow parses them in one pass."""
     if not accepted:
         return frames.empty(frames.TRACES_SCHEMA)
-    sources = pl.Series("source_file", [s for s, _, _ in accepted], dtype=pl.String)
-    numbers = pl.Series("source_line", [n for _, n, _ in accepted], dtype=pl.Int64)
-    parsed = pl.read_ndjson(io.BytesIO(b"\n".join(raw for _, _, raw in accepted)), schema=LINE_SCHEMA)
-    step = pl.element()
-    steps = pl.col("steps").list.eval(
-        pl.struct(
-            step.struct.field("index"),
-            step.struct.field("kind"),
-            step.struct.field("tool"),
-            step.struct.field("args").alias("args_json"),
-            step.struct.field("status"),
-            step.struct.field("result").alias("result_json"),
-            step.struct.field("error"),
-            step.struct.field("state_diff").alias("state_diff_json"),
-            step.struct.field("dispatched").struct.field("tool").alias("dispatched_tool"),
-            step.struct.field("dispatched").struct.field("args").fill_null(
-                pl.when(step.struct.field("dispatched").is_not_null()).then(pl.lit("{}"))
-            ).alias("dispatched_args_json"),
-            step.struct.field("content"),
-        )
+    table = pa_json.read_json(
+        io.BytesIO(b"\n".join(raw for _, _, raw in accepted)),
+        read_options=pa_json.ReadOptions(block_size=8 << 20),
+        parse_options=pa_json.ParseOptions(explicit_schema=LINE_SCHEMA, unexpected_field_behavior="ignore"),
     )
+    parsed = pl.from_arrow(table).with_row_index("_row")
     rounds = pl.col("retrieval").list.eval(
         pl.element().struct.with_fields(
-            pl.field("round").fill_null(1), pl.field("hits").fill_null(pl.lit([], dtype=pl.List(_DOC)))
+            pl.field("round").fill_null(1), pl.field("hits").fill_null(pl.lit([], dtype=pl.List(frames.RANKED_DOC)))
         )
     )
     answer = pl.col("answer")
     frame = parsed.select(
+        "_row",
         pl.lit(run_id, dtype=pl.String).alias("run_id"),
         "trace_id",
         "case_id",
@@ -216,30 +211,46 @@ def lines_to_frame(accepted: list[tuple[str, int, bytes]], run_id: str) -> pl.Da
         answer.struct.field("text").alias("answer_text"),
         answer.struct.field("refused").alias("answer_refused"),
         answer.struct.field("citations").fill_null(pl.lit([], dtype=frames.TRACES_SCHEMA["citations"])).alias("citations"),
-        steps.alias("steps"),
-        pl.col("final_state").alias("final_state_json"),
+        "steps",
+        pl.Series("final_state_json", [final for _, final in free_form], dtype=pl.String),
         pl.col("usage").struct.field("input_tokens"),
         pl.col("usage").struct.field("output_tokens"),
         pl.col("usage").struct.field("cost_usd"),
         pl.col("usage").struct.field("latency_ms"),
-    ).with_columns(sources, numbers)
-    return _canonicalize_free_form(frame).cast(frames.TRACES_SCHEMA)
+        pl.Series("source_file", [s for s, _, _ in accepted], dtype=pl.String),
+        pl.Series("source_line", [n for _, n, _ in accepted], dtype=pl.Int64),
+    )
+    return _with_step_free_form(frame, free_form).drop("_row").cast(frames.TRACES_SCHEMA)
 
 
-def _canonicalize_free_form(frame: pl.DataFrame) -> pl.DataFrame:
-    """Rewrite the free-form JSON texts of steps and the final state in canonical form."""
-    frame = frame.with_columns(_canonical(pl.col("final_state_json")).alias("final_state_json"))
-    frame = frame.with_row_index("_row")
-    with_steps = frame.select("_row", "steps").filter(pl.col("steps").list.len() > 0)
-    if with_steps.height == 0:
-        return frame.drop("_row")
-    fields = ["args_json", "result_json", "state_diff_json", "dispatched_args_json"]
-    exploded = with_steps.explode("steps").unnest("steps")
-    exploded = exploded.with_columns(_canonical(pl.col(f)).alias(f) for f in fields)
-    step_fields = list(frames.STEP.to_schema())
-    rebuilt = exploded.group_by("_row", maintain_order=True).agg(pl.struct(step_fields).alias("steps"))
+def _with_step_free_form(frame: pl.DataFrame, free_form: list[tuple[list[list[str | None]], str | None]]) -> pl.DataFrame:
+    """Steps in the canonical STEP shape, their free-form fields taken from the validated models."""
+    steps = frame.select("_row", "steps").filter(pl.col("steps").list.len() > 0)
+    if steps.height == 0:
+        return frame.with_columns(pl.col("steps").cast(frames.TRACES_SCHEMA["steps"]))
+    rows = steps["_row"].to_list()
+    texts = pl.DataFrame({
+        "_row": pl.Series([r for r in rows for _ in free_form[r][0][0]], dtype=pl.UInt32),
+        **{name: pl.Series([v for r in rows for v in free_form[r][0][i]], dtype=pl.String)
+           for i, name in enumerate(FREE_FORM_STEP_FIELDS)},
+    })
+    exploded = steps.explode("steps").unnest("steps")
+    exploded = pl.concat([exploded, texts.drop("_row")], how="horizontal").with_columns(
+        pl.col("dispatched").struct.field("tool").alias("dispatched_tool")
+    )
+    step_type = frames.TRACES_SCHEMA["steps"]
+    rebuilt = exploded.group_by("_row", maintain_order=True).agg(
+        pl.struct(list(frames.STEP.to_schema())).cast(step_type.inner).alias("_steps")
+    )
     return (
-        frame.join(rebuilt, on="_row", how="left", suffix="_canonical")
-        .with_columns(pl.coalesce("steps_canonical", "steps").alias("steps"))
-        .drop("_row", "steps_canonical")
+        frame.join(rebuilt, on="_row", how="left")
+        .with_columns(
+            pl.when(pl.col("steps").is_null())
+            .then(pl.lit(None, dtype=step_type))
+            .when(pl.col("steps").list.len() == 0)
+            .then(pl.lit([], dtype=step_type))
+            .otherwise(pl.col("_steps"))
+            .alias("steps")
+        )
+        .drop("_steps")
     )
