@@ -51,7 +51,3 @@ def build_definitions(eval_config: EvalConfig | None = None, judge_config: Judge
                        loggers={"console": dg.colored_console_logger, "progress": progress_logger}),
     )
 
-
-def evaluate_run_job() -> dg.JobDefinition:
-    """The evaluate_run job with resources from the environment (reconstructable for multiprocess executors)."""
-    return build_definitions().resolve_job_def(EVALUATE_RUN_JOB)

@@ -34,7 +34,8 @@ def storage_options_from_env() -> dict[str, str]:
     if options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
         options.setdefault("AWS_ALLOW_HTTP", "true")
     if "AWS_ENDPOINT_URL" in options:
-        # S3-compatible servers (MinIO, moto) have no DynamoDB lock; single-writer pipelines need none.
+        # S3-compatible servers have no DynamoDB lock. deltalake (1.6 checked) commits with a conditional put
+        # (If-None-Match), atomic on stores that honour it (AWS S3, MinIO, R2, moto): concurrent lane writers stay safe.
         options.setdefault("AWS_S3_ALLOW_UNSAFE_RENAME", "true")
     return options
 

@@ -100,14 +100,17 @@ class Warehouse:
         for attempt in range(5):
             try:
                 if self._table(table, restricted) is None:
+                    # Merge even here: the other lane may create the table between the check and this append.
                     write_deltalake(uri, frame.to_arrow(), partition_by=[PARTITION_COLUMN], mode="append",
-                                    storage_options=self.storage_options or None)
+                                    schema_mode="merge", storage_options=self.storage_options or None)
                 else:
                     write_deltalake(uri, frame.to_arrow(), partition_by=[PARTITION_COLUMN], mode="overwrite",
                                     predicate=predicate, schema_mode="merge", storage_options=self.storage_options or None)
                 break
             except CommitFailedError:
-                # Two lanes may replace their own rows of one table at once; Delta's optimistic commit retries.
+                # Two lanes may replace their own rows of one table at once. deltalake retries a commit whose
+                # version was taken by a non-conflicting writer itself; what reaches here is a logical conflict
+                # (metadata or protocol changed, e.g. both lanes creating the table), settled by writing again.
                 if attempt == 4:
                     raise
                 time.sleep(0.2 * (attempt + 1))

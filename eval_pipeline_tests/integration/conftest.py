@@ -83,7 +83,7 @@ def _server_account() -> tuple[list[str], int | None]:
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory) -> PostgresServer:
     """initdb a fresh cluster in a temporary folder, start it on a free loopback port, stop and delete it after."""
-    pytest.importorskip("dagster_postgres", reason="dagster-postgres is not installed (pip install -e '.[integration]')")
+    pytest.importorskip("dagster_postgres", reason="dagster-postgres is not installed (pip install 'dagster-postgres')")
     pytest.importorskip("psycopg2", reason="psycopg2 is not installed (a dependency of dagster-postgres)")
     bindir = postgres_bindir()
     if bindir is None:
@@ -170,7 +170,7 @@ def _listening(port: int, process: subprocess.Popen, timeout: float = 60) -> boo
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory) -> S3Server:
     """moto's S3 server in its own process (`python -m moto.server`), stopped after the session."""
-    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[integration]')")
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install 'moto[server]')")
     pytest.importorskip("boto3", reason="boto3 is not installed (a dependency of moto)")
     # A separate process, not moto's ThreadedMotoServer: deltalake holds the GIL during some HTTP calls
     # (DeltaTable.history), which deadlocks against a server thread in the same interpreter.
@@ -212,3 +212,11 @@ def bucket(s3_env, request) -> str:
     name = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:50].strip("-")
     s3_env.client().create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(scope="session")
+def sample_inputs(tmp_path_factory) -> Path:
+    """A private copy of the bundled sample inputs (data/ without outputs)."""
+    root = tmp_path_factory.mktemp("sample") / "data"
+    shutil.copytree(REPO_ROOT / "data", root, ignore=shutil.ignore_patterns("warehouse", "reports"))
+    return root
