@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import polars as pl
+import pyarrow as pa
 
 from eval_pipeline.contracts.models import Case, CorpusDoc, GroundingLabel, QrelsJudgment, RunManifest, ToolRegistry, Trace
 
@@ -37,6 +38,9 @@ def _normalize(value: Any) -> Any:
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 # A JSON string (skipped whole) or a number with a fraction or exponent (rewritten when it is integral).
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?')
+# A value like 49.0 in compact JSON: after ':', '[' or ',' and before ',', ']' or '}'.
+_INTEGRAL_VALUE = re.compile(rb"([:\[,]-?\d+)\.0+(?=[,\]}])")
+_EXPONENT = re.compile(rb"\d[eE][+-]?\d")
 
 
 def _integral(match: re.Match) -> bytes:
@@ -47,6 +51,24 @@ def _integral(match: re.Match) -> bytes:
     return str(int(value)).encode() if value.is_integer() and abs(value) < 2**63 else token
 
 
+def _integral_floats_as_ints(text: bytes) -> bytes:
+    """Compact JSON with integral floats written as integers (49.0 → 49), strings untouched."""
+    if b".0" not in text and b"e" not in text and b"E" not in text:
+        return text
+    if _EXPONENT.search(text):
+        return _TOKEN.sub(_integral, text)
+    if b".0" not in text:
+        return text
+    rewritten, count = _INTEGRAL_VALUE.subn(rb"\1", text)
+    if not count:
+        return text if not re.fullmatch(rb"-?\d+\.0+", text) else text.split(b".")[0]
+    # The fast rewrite cannot tell a number from the same characters inside a string: equal values prove it did not
+    # touch a string (49 == 49.0 in Python, while a changed string compares unequal).
+    if orjson.loads(rewritten) == orjson.loads(text):
+        return rewritten
+    return _TOKEN.sub(_integral, text)
+
+
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of a value: sorted keys, compact, 49.0 written as 49."""
     try:
@@ -54,9 +76,7 @@ def canonical_json(value: Any) -> str:
     except (orjson.JSONEncodeError, TypeError):
         # integers beyond 64 bits and other values orjson refuses
         return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    if b"." in text or b"e" in text or b"E" in text:
-        text = _TOKEN.sub(_integral, text)
-    return text.decode()
+    return _integral_floats_as_ints(text).decode()
 
 
 def canonical_json_text(text: str | None) -> str | None:
@@ -300,9 +320,30 @@ def trace_row(trace: Trace, run_id: str, source_file: str = "", source_line: int
     }
 
 
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    # pyarrow fills plain string and list arrays from Python values several times faster than large or view ones
+    if pa.types.is_large_string(arrow_type) or pa.types.is_string_view(arrow_type):
+        return pa.string()
+    if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
+        return pa.list_(_plain(arrow_type.value_type))
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([(f.name, _plain(f.type)) for f in arrow_type])
+    return arrow_type
+
+
+def _arrow_schema(schema: Mapping[str, pl.DataType]) -> pa.Schema:
+    arrow = pl.DataFrame(schema=dict(schema)).to_arrow().schema
+    return pa.schema([(f.name, _plain(f.type)) for f in arrow])
+
+
+def frame_from_rows(rows: Iterable[Mapping[str, Any]], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """A frame of the given schema from row dicts (through Arrow, several times faster than from dicts for nested rows)."""
+    return pl.from_arrow(pa.Table.from_pylist(list(rows), schema=_arrow_schema(schema))).cast(dict(schema))
+
+
 def traces_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     """A traces frame from canonical rows."""
-    return pl.DataFrame(list(rows), schema=TRACES_SCHEMA, strict=False)
+    return frame_from_rows(rows, TRACES_SCHEMA)
 
 
 def traces_frame_from_records(records: Iterable[Mapping[str, Any]], run_id: str = "test-run") -> pl.DataFrame:
@@ -351,7 +392,7 @@ def case_row(case: Case, dataset_version: str, source_file: str = "") -> dict[st
 
 def cases_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     """A cases frame from canonical rows."""
-    return pl.DataFrame(list(rows), schema=CASES_SCHEMA, strict=False)
+    return frame_from_rows(rows, CASES_SCHEMA)
 
 
 def cases_frame_from_records(records: Iterable[Mapping[str, Any]], dataset_version: str = "test-dataset") -> pl.DataFrame:

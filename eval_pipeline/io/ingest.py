@@ -7,9 +7,7 @@ through Python, where they are written in canonical form.
 
 from __future__ import annotations
 
-import gc
 import io
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import polars as pl
@@ -21,6 +19,7 @@ from eval_pipeline.contracts import frames
 from eval_pipeline.contracts.models import Trace
 from eval_pipeline.io.loaders import (
     DEFAULT_MAX_LINE_BYTES,
+    collector_paused,
     describe_validation_error,
     iter_lines,
     parse_json_line,
@@ -109,18 +108,6 @@ def _explain(raw: bytes, max_line_bytes: int) -> tuple[str, str | None, str | No
     return "invalid", trace_id, case_id
 
 
-@contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector while many small objects are built (it rescans them all otherwise)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _free_form(trace: Trace) -> tuple[list[list[str | None]], str | None]:
     """Per step: canonical args, result, state diff and dispatched args; and the canonical final state."""
     columns: list[list[str | None]] = [[], [], [], []]
@@ -145,7 +132,7 @@ def parse_traces(
     free_form: list[tuple[list[list[str | None]], str | None]] = []
     rejected, seen = [], set()
     blank = 0
-    with _collector_paused():
+    with collector_paused():
         for source, number, raw in raw_lines.select("source_file", "line", "raw").iter_rows():
             if not raw.strip():
                 blank += 1
