@@ -1,14 +1,14 @@
 """Canonical polars frames for traces, cases, corpus, tools and labels, and their builders from validated records.
 
-Free-form JSON (tool args, results, fixtures, final state, milestone operands) is carried as canonical JSON
-text: keys sorted, compact separators, integral floats written as integers, so equal values are equal strings.
+Free-form JSON is carried as JSON text with sorted keys and compact separators. Tool arguments, fixtures and
+milestone operands are canonical (integral floats written as integers), so equal arguments are equal strings and
+call keys compare; results, state diffs and the final state keep numbers as written and are compared by value.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -36,47 +36,28 @@ def _normalize(value: Any) -> Any:
 
 
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-# A JSON string (skipped whole) or a number with a fraction or exponent (rewritten when it is integral).
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?')
-# A value like 49.0 in compact JSON: after ':', '[' or ',' and before ',', ']' or '}'.
-_INTEGRAL_VALUE = re.compile(rb"([:\[,]-?\d+)\.0+(?=[,\]}])")
-_EXPONENT = re.compile(rb"\d[eE][+-]?\d")
 
 
-def _integral(match: re.Match) -> bytes:
-    token = match.group(0)
-    if token[:1] == b'"' or not (b"." in token or b"e" in token or b"E" in token):
-        return token
-    value = float(token)
-    return str(int(value)).encode() if value.is_integer() and abs(value) < 2**63 else token
-
-
-def _integral_floats_as_ints(text: bytes) -> bytes:
-    """Compact JSON with integral floats written as integers (49.0 → 49), strings untouched."""
-    if b".0" not in text and b"e" not in text and b"E" not in text:
-        return text
-    if _EXPONENT.search(text):
-        return _TOKEN.sub(_integral, text)
-    if b".0" not in text:
-        return text
-    rewritten, count = _INTEGRAL_VALUE.subn(rb"\1", text)
-    if not count:
-        return text if not re.fullmatch(rb"-?\d+\.0+", text) else text.split(b".")[0]
-    # The fast rewrite cannot tell a number from the same characters inside a string: equal values prove it did not
-    # touch a string (49 == 49.0 in Python, while a changed string compares unequal).
-    if orjson.loads(rewritten) == orjson.loads(text):
-        return rewritten
-    return _TOKEN.sub(_integral, text)
+def _json_bytes(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value, option=_SORTED)
+    except (orjson.JSONEncodeError, TypeError):
+        # integers beyond 64 bits and other values orjson refuses
+        return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of a value: sorted keys, compact, 49.0 written as 49."""
-    try:
-        text = orjson.dumps(value, option=_SORTED)
-    except (orjson.JSONEncodeError, TypeError):
-        # integers beyond 64 bits and other values orjson refuses
-        return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return _integral_floats_as_ints(text).decode()
+    text = _json_bytes(value)
+    # Only a text holding a written float can hold an integral one; the walk that rewrites them is skipped otherwise.
+    if b".0" in text or b"e+" in text or b"E+" in text:
+        text = _json_bytes(_normalize(value))
+    return text.decode()
+
+
+def sorted_json(value: Any) -> str:
+    """JSON text with sorted keys, compact; numbers as written (for large free-form values compared by value, not text)."""
+    return _json_bytes(value).decode()
 
 
 def canonical_json_text(text: str | None) -> str | None:
@@ -268,9 +249,9 @@ def trace_row(trace: Trace, run_id: str, source_file: str = "", source_line: int
                 "tool": s.tool,
                 "args_json": canonical_json(s.args) if s.args is not None else None,
                 "status": s.status,
-                "result_json": canonical_json(s.result) if s.result is not None else None,
+                "result_json": sorted_json(s.result) if s.result is not None else None,
                 "error": s.error,
-                "state_diff_json": canonical_json([c.model_dump() for c in s.state_diff]) if s.state_diff is not None else None,
+                "state_diff_json": sorted_json([c.model_dump() for c in s.state_diff]) if s.state_diff is not None else None,
                 "dispatched_tool": s.dispatched.tool if s.dispatched is not None else None,
                 "dispatched_args_json": canonical_json(s.dispatched.args) if s.dispatched is not None else None,
                 "content": s.content,
@@ -310,7 +291,7 @@ def trace_row(trace: Trace, run_id: str, source_file: str = "", source_line: int
         if answer is None
         else [{"doc_id": c.doc_id, "quote": c.quote, "claim_index": c.claim_index} for c in answer.citations],
         "steps": steps,
-        "final_state_json": canonical_json(trace.final_state) if trace.final_state is not None else None,
+        "final_state_json": sorted_json(trace.final_state) if trace.final_state is not None else None,
         "input_tokens": usage.input_tokens if usage else None,
         "output_tokens": usage.output_tokens if usage else None,
         "cost_usd": usage.cost_usd if usage else None,

@@ -8,6 +8,8 @@ through Python, where they are written in canonical form.
 from __future__ import annotations
 
 import io
+import multiprocessing as mp
+import os
 from dataclasses import dataclass
 
 import polars as pl
@@ -109,15 +111,63 @@ def _explain(raw: bytes, max_line_bytes: int) -> tuple[str, str | None, str | No
 
 
 def _free_form(trace: Trace) -> tuple[list[list[str | None]], str | None]:
-    """Per step: canonical args, result, state diff and dispatched args; and the canonical final state."""
+    """Per step: args, result, state diff and dispatched args as JSON text; and the final state.
+
+    Arguments are canonical (49.0 written as 49) because call keys compare them as text; results, state diffs and
+    the final state keep numbers as written, since milestones and checks compare their values, not their text.
+    """
     columns: list[list[str | None]] = [[], [], [], []]
     for step in trace.steps or ():
         columns[0].append(frames.canonical_json(step.args) if step.args is not None else None)
-        columns[1].append(frames.canonical_json(step.result) if step.result is not None else None)
-        columns[2].append(frames.canonical_json([{"path": c.path, "before": c.before, "after": c.after} for c in step.state_diff])
+        columns[1].append(frames.sorted_json(step.result) if step.result is not None else None)
+        columns[2].append(frames.sorted_json([{"path": c.path, "before": c.before, "after": c.after} for c in step.state_diff])
                           if step.state_diff is not None else None)
         columns[3].append(frames.canonical_json(step.dispatched.args) if step.dispatched is not None else None)
-    return columns, frames.canonical_json(trace.final_state) if trace.final_state is not None else None
+    return columns, frames.sorted_json(trace.final_state) if trace.final_state is not None else None
+
+
+# A validated line: ("ok", trace_id, case_id, case_revision, free-form texts) or ("reject", reason, trace_id, case_id).
+Checked = tuple
+
+
+def _check_line(raw: bytes, max_line_bytes: int) -> Checked | None:
+    """None for a blank line; else the line validated against the Trace contract."""
+    if not raw.strip():
+        return None
+    if len(raw) > max_line_bytes:
+        return ("reject", f"line of {len(raw)} bytes exceeds the {max_line_bytes}-byte limit", None, None)
+    try:
+        trace = Trace.model_validate_json(raw)
+    except ValidationError:
+        return ("reject", *_explain(raw, max_line_bytes))
+    return ("ok", trace.trace_id, trace.case_id, trace.case_revision, _free_form(trace))
+
+
+_PARALLEL_LINES = 40_000
+_lines_for_workers: list[bytes] = []
+
+
+def _check_range(bounds: tuple[int, int, int]) -> list[Checked | None]:
+    start, stop, max_line_bytes = bounds
+    with collector_paused():
+        return [_check_line(raw, max_line_bytes) for raw in _lines_for_workers[start:stop]]
+
+
+def _check_lines(raws: list[bytes], max_line_bytes: int) -> list[Checked | None]:
+    """Every line checked; large batches on every core (forked workers read the lines they inherit)."""
+    workers = min(os.cpu_count() or 1, 8)
+    if len(raws) < _PARALLEL_LINES or workers < 2 or "fork" not in mp.get_all_start_methods():
+        with collector_paused():
+            return [_check_line(raw, max_line_bytes) for raw in raws]
+    global _lines_for_workers
+    _lines_for_workers = raws
+    try:
+        size = -(-len(raws) // (workers * 4))
+        bounds = [(i, min(i + size, len(raws)), max_line_bytes) for i in range(0, len(raws), size)]
+        with mp.get_context("fork").Pool(workers) as pool:
+            return [checked for part in pool.map(_check_range, bounds) for checked in part]
+    finally:
+        _lines_for_workers = []
 
 
 def parse_traces(
@@ -128,40 +178,36 @@ def parse_traces(
 ) -> ParsedTraces:
     """Validate each raw line against the Trace contract and the run's cases (SPEC §11 'Trace files')."""
     revisions = dict(zip(cases["case_id"].to_list(), cases["case_revision"].to_list(), strict=True))
+    sources, numbers, raws = (raw_lines[c].to_list() for c in ("source_file", "line", "raw"))
     accepted: list[tuple[str, int, bytes]] = []
     free_form: list[tuple[list[list[str | None]], str | None]] = []
     rejected, seen = [], set()
     blank = 0
     with collector_paused():
-        for source, number, raw in raw_lines.select("source_file", "line", "raw").iter_rows():
-            if not raw.strip():
+        for source, number, raw, checked in zip(sources, numbers, raws, _check_lines(raws, max_line_bytes), strict=True):
+            if checked is None:
                 blank += 1
                 continue
-            if len(raw) > max_line_bytes:
-                rejected.append(reject(run_id, "trace", source, number,
-                                       f"line of {len(raw)} bytes exceeds the {max_line_bytes}-byte limit"))
-                continue
-            try:
-                trace = Trace.model_validate_json(raw)
-            except ValidationError:
-                reason, trace_id, case_id = _explain(raw, max_line_bytes)
+            if checked[0] == "reject":
+                _, reason, trace_id, case_id = checked
                 rejected.append(reject(run_id, "trace", source, number, reason, trace_id=trace_id, case_id=case_id))
                 continue
-            keys = {"trace_id": trace.trace_id, "case_id": trace.case_id}
-            expected_revision = revisions.get(trace.case_id)
+            _, trace_id, case_id, case_revision, texts = checked
+            keys = {"trace_id": trace_id, "case_id": case_id}
+            expected_revision = revisions.get(case_id)
             if expected_revision is None:
-                rejected.append(reject(run_id, "trace", source, number, f"unknown case_id {trace.case_id!r}", **keys))
-            elif trace.case_revision is not None and trace.case_revision != expected_revision:
+                rejected.append(reject(run_id, "trace", source, number, f"unknown case_id {case_id!r}", **keys))
+            elif case_revision is not None and case_revision != expected_revision:
                 rejected.append(reject(run_id, "trace", source, number,
-                                       f"case_revision {trace.case_revision} does not match case {trace.case_id!r} revision "
+                                       f"case_revision {case_revision} does not match case {case_id!r} revision "
                                        f"{expected_revision}", **keys))
-            elif trace.trace_id in seen:
+            elif trace_id in seen:
                 rejected.append(reject(run_id, "trace", source, number,
-                                       f"duplicate trace_id {trace.trace_id!r} (first occurrence kept)", **keys))
+                                       f"duplicate trace_id {trace_id!r} (first occurrence kept)", **keys))
             else:
-                seen.add(trace.trace_id)
+                seen.add(trace_id)
                 accepted.append((source, number, raw))
-                free_form.append(_free_form(trace))
+                free_form.append(texts)
     return ParsedTraces(lines_to_frame(accepted, free_form, run_id), rejects_frame(rejected), blank)
 
 
