@@ -48,6 +48,7 @@ def measure(data: Path, work: Path) -> dict:
     from eval_pipeline.defs.resources import EvalConfig
     from eval_pipeline.io.loaders import list_runs
     from eval_pipeline.io.storage import open_location
+    from eval_pipeline.quality.contracts import warm_up_in_background
 
     run_id = list_runs(open_location(data))[0]
     config = EvalConfig(data_root=str(data), warehouse_root=str(work / "warehouse"), reports_root=str(work / "reports"), deid_demo=True)
@@ -56,6 +57,7 @@ def measure(data: Path, work: Path) -> dict:
     job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
     traces = sum(1 for name in os.listdir(data / "traces" / run_id) if name.endswith(".jsonl") for _ in open(data / "traces" / run_id / name, "rb"))
 
+    warm_up_in_background()
     ok, dagster_run, full_seconds = _execute(job, instance, run_id)
     steps = step_seconds(instance, dagster_run)
     peak_after_full = _peak_rss_mib()

@@ -12,6 +12,7 @@ import dagster as dg
 
 from eval_pipeline.io.loaders import list_runs, load_manifest
 from eval_pipeline.io.storage import InputError, is_url, open_location
+from eval_pipeline.quality.contracts import warm_up_in_background
 
 if TYPE_CHECKING:
     from dagster._core.definitions.reconstruct import ReconstructableJob
@@ -88,6 +89,7 @@ def run_pipeline(
         deid_demo=deid_demo,
     )
     preflight(config)
+    warm_up_in_background()
     if instance is None:
         home = ensure_dagster_home()
         instance = dg.DagsterInstance.get()

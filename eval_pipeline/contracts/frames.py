@@ -1,8 +1,8 @@
 """Canonical polars frames for traces, cases, corpus, tools and labels, and their builders from validated records.
 
-Free-form JSON is carried as JSON text with sorted keys and compact separators. Tool arguments, fixtures and
+Free-form JSON is carried as JSON text with sorted keys and compact separators. Tool arguments, scopes and
 milestone operands are canonical (integral floats written as integers), so equal arguments are equal strings and
-call keys compare; results, state diffs and the final state keep numbers as written and are compared by value.
+call keys compare; results, state diffs, fixtures and the final state keep numbers as written (compared by value).
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ def case_row(case: Case, dataset_version: str, source_file: str = "") -> dict[st
         "tool_match": case.tool_match,
         "alternatives": [_calls(path) for path in case.alternatives],
         "dependencies": [list(edge) for edge in case.dependencies],
-        "fixtures_json": canonical_json(case.fixtures),
+        "fixtures_json": sorted_json(case.fixtures),
         "clock": case.clock,
         "milestones": [
             {"name": name, "path": m.path, "op": m.operator, "value_json": canonical_json(m.operand)}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -41,8 +41,26 @@ def lane_table(*columns: str, stages: tuple[str, ...] = (), unit_interval: tuple
     )
 
 
-@functools.cache
+_GE_LOCK = threading.Lock()
+
+
+def warm_up_in_background() -> None:
+    """Import Great Expectations on a daemon thread: the first check needs it, and the import takes seconds."""
+    threading.Thread(target=_ge_context, name="great-expectations-import", daemon=True).start()
+
+
+_GE_CONTEXT: list = []
+
+
 def _ge_context():
+    """(great_expectations module, batch definition), built once per process."""
+    with _GE_LOCK:
+        if not _GE_CONTEXT:
+            _GE_CONTEXT.append(_new_ge_context())
+        return _GE_CONTEXT[0]
+
+
+def _new_ge_context():
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
