@@ -5,20 +5,41 @@ import os
 import dagster as dg
 import polars as pl
 
+from eval_pipeline.contracts import frames
 from eval_pipeline.defs import checks
 from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized
-from eval_pipeline.defs.resources import EvalConfig
-from eval_pipeline.deid import DeidKeyError, deidentify, resolve_key
-from eval_pipeline.quality.contracts import TableContract
+from eval_pipeline.defs.resources import EvalConfig, in_batches
+from eval_pipeline.deid import DeidKeyError, Deidentifier, case_names, merge_reports, name_words, resolve_key, scan_frame, trace_names
+from eval_pipeline.io.warehouse import FrameBatches, TableBatches
+from eval_pipeline.quality.contracts import NO_PERSONAL_DATA, SCHEMA, TableContract
 
 GROUP = "deidentification"
 CODE_VERSION = "deid-1"
+NAME_COLUMNS = ("steps", "final_state_json")
 
 DEID_TRACES_CONTRACT = TableContract(columns=("run_id", "trace_id", "case_id", "attempt", "status"), unique=("trace_id",),
                                      per_trace=False)
 DEID_CASES_CONTRACT = TableContract(columns=("case_id", "case_revision", "lanes"), unique=("case_id",), per_trace=False)
+
+
+def _batch_checks(findings: int, sample: list[str], duplicates: int, rows: int, missing_columns: list[str]) -> list[dg.AssetCheckResult]:
+    """The deid_traces checks, gathered over every batch (the table is never held whole)."""
+    key = dg.AssetKey("deid_traces")
+    return [
+        dg.AssetCheckResult(asset_key=key, check_name=SCHEMA, passed=not missing_columns, severity=dg.AssetCheckSeverity.ERROR,
+                            metadata={"missing_columns": ", ".join(missing_columns) or "none"}),
+        dg.AssetCheckResult(asset_key=key, check_name="value_ranges", passed=duplicates == 0,
+                            severity=dg.AssetCheckSeverity.ERROR, metadata={"rows": rows, "duplicate_trace_ids": duplicates}),
+        dg.AssetCheckResult(asset_key=key, check_name=NO_PERSONAL_DATA, passed=findings == 0,
+                            severity=dg.AssetCheckSeverity.ERROR, description=f"{findings} residual personal data finding(s)",
+                            metadata={"findings": findings, "sample": "\n".join(sample[:10]) or "none"}),
+    ]
+
+
+TRACE_CHECK_SPECS = [dg.AssetCheckSpec(name, asset="deid_traces", blocking=True, description=checks.CHECK_DESCRIPTIONS[name])
+                     for name in (SCHEMA, "value_ranges", NO_PERSONAL_DATA)]
 
 
 @dg.multi_asset(
@@ -26,43 +47,79 @@ DEID_CASES_CONTRACT = TableContract(columns=("case_id", "case_revision", "lanes"
     group_name=GROUP,
     code_version=CODE_VERSION,
     can_subset=True,
+    ins={"traces": in_batches("traces")},
     outs={
-        "deid_traces": dg.AssetOut(io_manager_key="warehouse_io", is_required=False, description="Traces with personal data replaced by keyed pseudonyms."),
-        "deid_cases": dg.AssetOut(io_manager_key="warehouse_io", is_required=False, description="Cases (fixtures, reference calls) with the same pseudonyms."),
+        "deid_traces": dg.AssetOut(io_manager_key="warehouse_io", is_required=False,
+                                   description="Traces with personal data replaced by keyed pseudonyms."),
+        "deid_cases": dg.AssetOut(io_manager_key="warehouse_io", is_required=False,
+                                  description="Cases (fixtures, reference calls) with the same pseudonyms."),
         "deid_corpus": dg.AssetOut(io_manager_key="warehouse_io", is_required=False, description="Corpus text with the same pseudonyms."),
-        "deid_report": dg.AssetOut(io_manager_key="warehouse_io", is_required=False, description="Replacements counted by table, field and type."),
+        "deid_report": dg.AssetOut(io_manager_key="warehouse_io", is_required=False,
+                                   description="Replacements counted by table, field and type."),
     },
-    check_specs=[*checks.specs("deid_traces", DEID_TRACES_CONTRACT), *checks.specs("deid_cases", DEID_CASES_CONTRACT)],
+    check_specs=[*TRACE_CHECK_SPECS, *checks.specs("deid_cases", DEID_CASES_CONTRACT)],
 )
 def deidentified(
     context: dg.AssetExecutionContext,
     eval_config: EvalConfig,
     run_manifest: pl.DataFrame,
-    traces: pl.DataFrame,
+    traces: TableBatches,
     cases: pl.DataFrame,
     corpus: pl.DataFrame,
 ):
-    """Replace personal data everywhere with HMAC pseudonyms so equal values stay equal (joins and tool arguments survive)."""
+    """Replace personal data everywhere with HMAC pseudonyms so equal values stay equal (joins and tool arguments survive).
+
+    Traces are read and written a batch at a time; the names of people are gathered from every batch first, so the
+    same name becomes the same token in every batch."""
     manifest = manifest_of(run_manifest)
     try:
         key = resolve_key(os.environ, demo=eval_config.deid_demo)
     except DeidKeyError as exc:
         raise dg.Failure(description=str(exc)) from exc
-    result = deidentify(traces, cases, corpus, key)
-    by_type = result.report.group_by("entity_type").agg(pl.col("replacements").sum()).sort("entity_type")
-    context.log.info("replacements by type: " + ", ".join(f"{t}={n}" for t, n in by_type.iter_rows()))
+    names = case_names(cases)
+    for batch in traces.select(*NAME_COLUMNS):
+        names |= trace_names(batch)
+    deid = Deidentifier(key, name_words(names))
     selected = context.selected_output_names
+    reports: list[pl.DataFrame] = []
+    tally = {"findings": 0, "rows": 0, "duplicates": 0}
+    sample: list[str] = []
+    seen: set[str] = set()
+    missing_columns = [c for c in DEID_TRACES_CONTRACT.columns if c not in frames.TRACES_SCHEMA]
+
+    def deid_batches():
+        for batch in traces:
+            out, report = deid.traces(batch.select(list(frames.TRACES_SCHEMA)))
+            reports.append(report)
+            findings = scan_frame(out, "deid_traces")
+            tally["findings"] += findings.height
+            sample.extend(f"{r['column']} row {tally['rows'] + r['row']}: {r['entity_type']} {r['masked_excerpt']}"
+                          for r in findings.head(10).iter_rows(named=True))
+            ids = out["trace_id"].to_list()
+            tally["duplicates"] += len(ids) - len(set(ids)) + len(seen.intersection(ids))
+            seen.update(ids)
+            tally["rows"] += out.height
+            yield out
+
     if "deid_traces" in selected:
-        yield materialized(result.traces, asset_key="deid_traces", versions=manifest, headline={"traces": result.traces.height},
-                           check_results=checks.results("deid_traces", DEID_TRACES_CONTRACT, result.traces))
+        yield materialized(FrameBatches(deid_batches(), frames.TRACES_SCHEMA), asset_key="deid_traces", versions=manifest)
+        yield from _batch_checks(tally["findings"], sample, tally["duplicates"], tally["rows"], missing_columns)
+    elif "deid_report" in selected:
+        for _ in deid_batches():
+            pass
+    deid_cases, cases_report = deid.cases(cases)
+    deid_corpus, corpus_report = deid.corpus(corpus)
+    report = merge_reports([*reports, cases_report, corpus_report])
+    by_type = report.group_by("entity_type").agg(pl.col("replacements").sum()).sort("entity_type")
+    context.log.info("replacements by type: " + ", ".join(f"{t}={n}" for t, n in by_type.iter_rows()))
     if "deid_cases" in selected:
-        yield materialized(result.cases, asset_key="deid_cases", versions=manifest, headline={"cases": result.cases.height},
-                           check_results=checks.results("deid_cases", DEID_CASES_CONTRACT, result.cases))
+        yield materialized(deid_cases, asset_key="deid_cases", versions=manifest, headline={"cases": deid_cases.height},
+                           check_results=checks.results("deid_cases", DEID_CASES_CONTRACT, deid_cases))
     if "deid_corpus" in selected:
-        yield materialized(result.corpus, asset_key="deid_corpus", versions=manifest, headline={"documents": result.corpus.height})
+        yield materialized(deid_corpus, asset_key="deid_corpus", versions=manifest, headline={"documents": deid_corpus.height})
     if "deid_report" in selected:
-        yield materialized(result.report, asset_key="deid_report", versions=manifest,
-                           headline={"replacements": int(result.report["replacements"].sum()) if result.report.height else 0})
+        yield materialized(report, asset_key="deid_report", versions=manifest,
+                           headline={"replacements": int(report["replacements"].sum()) if report.height else 0})
 
 
 defs = dg.Definitions(assets=[deidentified])

@@ -10,6 +10,7 @@ from eval_pipeline.io.storage import InputError
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import RESTRICTED_METADATA_KEY, EvalConfig
+from eval_pipeline.io.warehouse import FrameBatches
 
 GROUP = "ingestion"
 CODE_VERSION = "ingest-1"
@@ -44,13 +45,13 @@ def run_manifest(context: dg.AssetExecutionContext, eval_config: EvalConfig):
           metadata=RESTRICTED, kinds={"polars", "deltalake"}, deps=[run_manifest])
 def raw_traces(context: dg.AssetExecutionContext, eval_config: EvalConfig):
     """Every line of the run's trace files as written, kept only in the restricted area."""
-    try:
-        frame = ingest.read_raw_lines(eval_config.location(), context.partition_key)
-    except InputError as exc:
-        raise _input_error(exc) from exc
-    files = frame["source_file"].n_unique() if frame.height else 0
-    context.log.info(f"read {frame.height} lines from {files} trace files of run {context.partition_key}")
-    return materialized(frame, preview=False, headline={"files": files, "lines": frame.height})
+    location, run_id = eval_config.location(), context.partition_key
+    if not location.is_dir("traces", run_id):
+        raise dg.Failure(description=f"run {run_id!r} not found: no directory {location.uri_of('traces', run_id)}")
+    files = loaders.trace_files(location, run_id)
+    context.log.info(f"copying {len(files)} trace files of run {run_id} into the restricted area")
+    return materialized(FrameBatches(ingest.iter_raw_lines(location, run_id), ingest.RAW_LINES_SCHEMA),
+                        headline={"files": len(files)})
 
 
 @dg.multi_asset(
@@ -102,6 +103,7 @@ def run_inputs(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
     partitions_def=runs_partitions,
     group_name=GROUP,
     code_version=CODE_VERSION,
+    deps=[raw_traces],
     outs={
         "traces": dg.AssetOut(io_manager_key="warehouse_io", metadata=RESTRICTED,
                               description="Validated traces of the run, before de-identification."),
@@ -117,45 +119,48 @@ def run_inputs(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
 )
 def parsed_traces(
     context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
     run_manifest: pl.DataFrame,
-    raw_traces: pl.DataFrame,
     cases: pl.DataFrame,
     input_rejects: pl.DataFrame,
 ):
-    """Validate each raw line against the trace contract and the run's cases; bad lines become trace_rejects rows."""
+    """Validate the run's lines (the raw_traces copy, read in file order a chunk at a time) against the trace contract
+    and the run's cases; bad lines become trace_rejects rows."""
     manifest = manifest_of(run_manifest)
-    parsed = ingest.parse_traces(raw_traces, cases, context.partition_key)
-    rejects = pl.concat([parsed.rejects, input_rejects.select(parsed.rejects.columns)], how="vertical_relaxed")
-    non_blank = raw_traces.height - parsed.blank_lines
-    accounted = parsed.traces.height + parsed.rejects.height
-    if parsed.traces.height == 0:
-        context.log.warning(f"run {context.partition_key}: no valid trace; {parsed.rejects.height} lines rejected")
-    context.log.info(
-        f"{parsed.traces.height} traces accepted, {parsed.rejects.height} trace lines rejected, {parsed.blank_lines} blank lines skipped"
+    run_id = context.partition_key
+    revisions = ingest.case_revisions(cases)
+    seen: set[str] = set()
+    rejects: list[pl.DataFrame] = []
+    counts = {"lines": 0, "blank": 0}
+
+    def parsed_chunks():
+        for chunk in ingest.iter_raw_lines(eval_config.location(), run_id):
+            parsed = ingest.parse_traces(chunk, revisions, run_id, seen=seen)
+            counts["lines"] += chunk.height
+            counts["blank"] += parsed.blank_lines
+            rejects.append(parsed.rejects)
+            context.log.info(f"{counts['lines']} lines read, {len(seen)} traces accepted")
+            yield parsed.traces
+
+    yield materialized(FrameBatches(parsed_chunks(), frames.TRACES_SCHEMA), asset_key="traces", versions=manifest,
+                       preview=False)
+    line_rejects = pl.concat(rejects) if rejects else loaders.rejects_frame([])
+    accounted, non_blank = len(seen) + line_rejects.height, counts["lines"] - counts["blank"]
+    if not seen:
+        context.log.warning(f"run {run_id}: no valid trace; {line_rejects.height} lines rejected")
+    context.log.info(f"{len(seen)} traces accepted, {line_rejects.height} trace lines rejected, {counts['blank']} blank lines skipped")
+    yield dg.AssetCheckResult(
+        check_name=NOTHING_LOST_CHECK, asset_key="traces", passed=non_blank == accounted, severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"non_blank_lines": non_blank, "traces": len(seen), "rejects": line_rejects.height, "blank_lines": counts["blank"]},
     )
+    rejects_frame = pl.concat([line_rejects, input_rejects.select(line_rejects.columns)], how="vertical_relaxed")
+    missing = rejects_frame.filter(pl.col("source_file").is_null() | pl.col("line").is_null() | pl.col("reason").is_null()).height
+    reasons = rejects_frame.group_by("reason").len().sort("len", descending=True).head(10)
     yield materialized(
-        parsed.traces,
-        asset_key="traces",
-        versions=manifest,
-        preview=False,
-        headline={"traces": parsed.traces.height, "rejected_lines": parsed.rejects.height, "blank_lines": parsed.blank_lines},
-        check_results=[
-            dg.AssetCheckResult(
-                check_name=NOTHING_LOST_CHECK,
-                asset_key="traces",
-                passed=non_blank == accounted,
-                severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"non_blank_lines": non_blank, "traces": parsed.traces.height, "rejects": parsed.rejects.height},
-            )
-        ],
-    )
-    missing = rejects.filter(pl.col("source_file").is_null() | pl.col("line").is_null() | pl.col("reason").is_null()).height
-    reasons = rejects.group_by("reason").len().sort("len", descending=True).head(10)
-    yield materialized(
-        rejects,
+        rejects_frame,
         asset_key="trace_rejects",
         versions=manifest,
-        headline={"rejected": rejects.height},
+        headline={"rejected": rejects_frame.height, "traces": len(seen), "blank_lines": counts["blank"]},
         extra={"top_reasons": dg.MetadataValue.md("\n".join(f"- {r} ({n})" for r, n in reasons.iter_rows()) or "none")},
         check_results=[
             dg.AssetCheckResult(

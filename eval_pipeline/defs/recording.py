@@ -8,6 +8,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from eval_pipeline.io.warehouse import FrameBatches
+
 VERSION_COLUMNS = ("dataset_version", "corpus_version", "environment_version", "index_version", "candidate", "model", "prompt_version")
 
 
@@ -18,9 +20,9 @@ def with_versions(frame: pl.DataFrame, manifest: Mapping[str, Any], code_version
     return frame.with_columns(**stamps)
 
 
-def table_schema(frame: pl.DataFrame) -> dg.TableSchema:
-    """The frame's columns as a Dagster table schema."""
-    return dg.TableSchema(columns=[dg.TableColumn(name=n, type=str(t)) for n, t in frame.schema.items()])
+def table_schema(schema: dict) -> dg.TableSchema:
+    """Columns as a Dagster table schema."""
+    return dg.TableSchema(columns=[dg.TableColumn(name=n, type=str(t)) for n, t in schema.items()])
 
 
 def _cell(value: Any, width: int = 40) -> str:
@@ -48,8 +50,18 @@ def content_hash(frame: pl.DataFrame) -> str:
     return f"{frame.height}:{digest:x}" if isinstance(digest, int) else f"{frame.height}:{digest}"
 
 
+def _versions_and_headline(versions: Mapping[str, Any] | None, headline: Mapping[str, Any] | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    if versions:
+        metadata["versions"] = dg.MetadataValue.json({k: v for k, v in versions.items() if v is not None})
+    for name, value in (headline or {}).items():
+        if value is not None:
+            metadata[name] = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    return metadata
+
+
 def materialized(
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | FrameBatches,
     *,
     asset_key: str | dg.AssetKey | None = None,
     versions: Mapping[str, Any] | None = None,
@@ -58,18 +70,20 @@ def materialized(
     check_results: list[dg.AssetCheckResult] | None = None,
     preview: bool = True,
 ):
-    """A MaterializeResult carrying the frame and what the UI should show about it (no preview of restricted data)."""
+    """A MaterializeResult carrying the frame and what the UI should show about it (no preview of restricted data).
+
+    Batches are counted by the IO manager as it writes them, so their row count comes from it."""
+    if isinstance(frame, FrameBatches):
+        return dg.MaterializeResult(asset_key=asset_key, value=frame, check_results=check_results,
+                                    metadata={"dagster/column_schema": table_schema(frame.schema),
+                                              **_versions_and_headline(versions, headline), **(extra or {})})
     metadata: dict[str, Any] = {
         "dagster/row_count": frame.height,
-        "dagster/column_schema": table_schema(frame),
+        "dagster/column_schema": table_schema(dict(frame.schema)),
+        **_versions_and_headline(versions, headline),
     }
     if preview:
         metadata["preview"] = dg.MetadataValue.md(markdown_preview(frame))
-    if versions:
-        metadata["versions"] = dg.MetadataValue.json({k: v for k, v in versions.items() if v is not None})
-    for name, value in (headline or {}).items():
-        if value is not None:
-            metadata[name] = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
     metadata.update(extra or {})
     return dg.MaterializeResult(
         asset_key=asset_key,

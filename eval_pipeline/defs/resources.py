@@ -10,17 +10,23 @@ import polars as pl
 from eval_pipeline.contracts.models import GatePolicy, RunManifest
 from eval_pipeline.io.loaders import load_gate_policy, load_manifest
 from eval_pipeline.io.storage import Location, is_url, open_location
-from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline.io.warehouse import FrameBatches, TableBatches, Warehouse
 from eval_pipeline.settings import ScoringSettings
 
 RESTRICTED_METADATA_KEY = "eval_pipeline/restricted"
 SKIP_COLUMNS_METADATA_KEY = "eval_pipeline/skip_columns"
+BATCHES_METADATA_KEY = "eval_pipeline/batch_rows"
 LANE_PREFIXES = ("rag", "agent")
 
 # The large columns of deid_traces; a scorer that does not read one leaves it on disk.
 TEXT_COLUMNS = ("context", "answer_text", "citations", "input")
 RETRIEVAL_COLUMNS = ("retrieval",)
 AGENT_COLUMNS = ("steps", "final_state_json")
+
+
+def in_batches(key: str, rows: int = 100_000) -> dg.AssetIn:
+    """An input read batch by batch (a TableBatches), for tables too large to hold at once."""
+    return dg.AssetIn(key=key, metadata={BATCHES_METADATA_KEY: rows})
 
 
 def traces_without(*groups: tuple[str, ...]) -> dg.AssetIn:
@@ -77,24 +83,28 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
     def _warehouse(self) -> Warehouse:
         return Warehouse.at(resolve_root(self.warehouse_root))
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | FrameBatches) -> None:
         table, within = table_of(context.asset_key)
         restricted = bool((context.definition_metadata or {}).get(RESTRICTED_METADATA_KEY))
-        if within:
+        if within and isinstance(obj, pl.DataFrame):
             obj = obj.with_columns(**{k: pl.lit(v) for k, v in within.items()})
         version = self._warehouse().write_partition(
             table, obj, context.partition_key, restricted=restricted, within=within or None
         )
-        context.add_output_metadata(
-            {"delta_table": self._warehouse().uri(table, restricted), "delta_version": version}
-        )
+        metadata = {"delta_table": self._warehouse().uri(table, restricted), "delta_version": version}
+        if isinstance(obj, FrameBatches):
+            metadata["dagster/row_count"] = obj.rows
+        context.add_output_metadata(metadata)
 
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame | TableBatches:
         upstream = context.upstream_output
         table, within = table_of(context.asset_key)
         restricted = bool((upstream.definition_metadata or {}).get(RESTRICTED_METADATA_KEY)) if upstream else False
-        skip = set((context.definition_metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
         warehouse = self._warehouse()
+        batch_rows = (context.definition_metadata or {}).get(BATCHES_METADATA_KEY)
+        if batch_rows:
+            return TableBatches(warehouse, table, context.asset_partition_key, restricted, batch_rows=int(batch_rows))
+        skip = set((context.definition_metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
         columns = [c for c in warehouse.columns(table, restricted) if c not in skip] if skip else None
         frame = warehouse.read(table, context.asset_partition_key, restricted=restricted, within=within or None, columns=columns)
         if frame is None:

@@ -2,7 +2,17 @@
 
 from eval_pipeline.deid.pseudonymize import DEMO_KEY, KEY_ENV_VAR, DeidKeyError, Pseudonymizer, resolve_key
 from eval_pipeline.deid.scan import FINDINGS_SCHEMA, scan_frame, scan_text
-from eval_pipeline.deid.tables import REPORT_SCHEMA, DeidResult, collect_names, deidentify
+from eval_pipeline.deid.tables import (
+    REPORT_SCHEMA,
+    DeidResult,
+    Deidentifier,
+    case_names,
+    collect_names,
+    deidentify,
+    merge_reports,
+    name_words,
+    trace_names,
+)
 
 __all__ = [
     "DEMO_KEY",
@@ -11,10 +21,15 @@ __all__ = [
     "REPORT_SCHEMA",
     "DeidKeyError",
     "DeidResult",
+    "Deidentifier",
     "Pseudonymizer",
+    "case_names",
     "collect_names",
     "deidentify",
+    "merge_reports",
+    "name_words",
     "resolve_key",
     "scan_frame",
     "scan_text",
+    "trace_names",
 ]

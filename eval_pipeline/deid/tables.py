@@ -139,18 +139,34 @@ def _milestone_names(cases: pl.DataFrame) -> set[str]:
     return names
 
 
+def _field_names(frame: pl.DataFrame, paths: tuple[LeafPath, ...]) -> set[str]:
+    names = set()
+    for match in _unique_matches(frame, paths, NAME_FIELD_PATTERN):
+        name = names_from_field_match(match)
+        if name:
+            names.add(name)
+    return names
+
+
+def trace_names(traces: pl.DataFrame) -> set[str]:
+    """Names of people under name-like keys in a traces frame's tool arguments, results, state diffs and final state."""
+    return _field_names(traces, TRACE_JSON_PATHS) | _state_diff_names(traces)
+
+
+def case_names(cases: pl.DataFrame) -> set[str]:
+    """Names of people under name-like keys in the cases' fixtures, reference calls and milestones."""
+    return _field_names(cases, CASE_JSON_PATHS) | _milestone_names(cases)
+
+
+def name_words(names: Iterable[str]) -> list[str]:
+    """The words to replace for these names (see detectors.name_variants)."""
+    return sorted({v for n in names for v in name_variants(n)})
+
+
 def collect_names(traces: pl.DataFrame, cases: pl.DataFrame) -> list[str]:
     """Words of the names of people found under name-like keys in fixtures, tool arguments and results, final
     states and milestones: each is replaced wherever it stands as a whole word (see detectors.name_variants)."""
-    names: set[str] = set()
-    for frame, paths in ((traces, TRACE_JSON_PATHS), (cases, CASE_JSON_PATHS)):
-        for match in _unique_matches(frame, paths, NAME_FIELD_PATTERN):
-            name = names_from_field_match(match)
-            if name:
-                names.add(name)
-    names |= _state_diff_names(traces)
-    names |= _milestone_names(cases)
-    return sorted({v for n in names for v in name_variants(n)})
+    return name_words(trace_names(traces) | case_names(cases))
 
 
 def _pick_sentinels(columns: Iterable[pl.Series], count: int) -> list[str]:
@@ -254,6 +270,35 @@ def _deidentify_until_stable(
     return frame, summed
 
 
+class Deidentifier:
+    """One key and one set of names for a whole run, so traces de-identified batch by batch share every pseudonym."""
+
+    def __init__(self, key: bytes, names: Iterable[str], hex_chars: int = 8) -> None:
+        self.pseudonymizer = Pseudonymizer(key, hex_chars)
+        self.names = frozenset(names)
+
+    def traces(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """A traces frame (or one batch of it) de-identified, with its replacement counts."""
+        return _deidentify_until_stable(frame, "traces", TRACE_TEXT_PATHS, self.names, self.pseudonymizer)
+
+    def cases(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The cases de-identified, with their replacement counts."""
+        return _deidentify_until_stable(frame, "cases", CASE_TEXT_PATHS, self.names, self.pseudonymizer)
+
+    def corpus(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The corpus de-identified, with its replacement counts."""
+        return _deidentify_until_stable(frame, "corpus", CORPUS_TEXT_PATHS, self.names, self.pseudonymizer)
+
+
+def merge_reports(reports: Iterable[pl.DataFrame]) -> pl.DataFrame:
+    """Replacement counts of several tables or batches, summed by table, field and type (REPORT_SCHEMA)."""
+    frames = [r for r in reports if r.height]
+    if not frames:
+        return pl.DataFrame(schema=REPORT_SCHEMA)
+    summed = pl.concat(frames).group_by("table", "field", "entity_type").agg(pl.col("replacements").sum())
+    return summed.cast(REPORT_SCHEMA).select(list(REPORT_SCHEMA)).sort("table", "field", "entity_type")  # type: ignore[arg-type]
+
+
 def deidentify(
     traces: pl.DataFrame,
     cases: pl.DataFrame,
@@ -262,14 +307,12 @@ def deidentify(
     hex_chars: int = 8,
 ) -> DeidResult:
     """Replace personal data in every free-text and JSON-text field of traces, cases and corpus with keyed tokens."""
-    pseudonymizer = Pseudonymizer(key, hex_chars)
-    names = frozenset(collect_names(traces, cases))
-    out_traces, traces_report = _deidentify_until_stable(traces, "traces", TRACE_TEXT_PATHS, names, pseudonymizer)
-    out_cases, cases_report = _deidentify_until_stable(cases, "cases", CASE_TEXT_PATHS, names, pseudonymizer)
+    deid = Deidentifier(key, collect_names(traces, cases), hex_chars)
+    out_traces, traces_report = deid.traces(traces)
+    out_cases, cases_report = deid.cases(cases)
     reports = [traces_report, cases_report]
     out_corpus = None
     if corpus is not None:
-        out_corpus, corpus_report = _deidentify_until_stable(corpus, "corpus", CORPUS_TEXT_PATHS, names, pseudonymizer)
+        out_corpus, corpus_report = deid.corpus(corpus)
         reports.append(corpus_report)
-    report = pl.concat(reports).cast(REPORT_SCHEMA).sort("table", "field", "entity_type")  # type: ignore[arg-type]
-    return DeidResult(out_traces, out_cases, out_corpus, report)
+    return DeidResult(out_traces, out_cases, out_corpus, merge_reports(reports))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import multiprocessing as mp
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
@@ -23,7 +24,6 @@ from eval_pipeline.io.loaders import (
     DEFAULT_MAX_LINE_BYTES,
     collector_paused,
     describe_validation_error,
-    iter_lines,
     parse_json_line,
     reject,
     rejects_frame,
@@ -59,32 +59,49 @@ LINE_SCHEMA = pa.schema([
 FREE_FORM_STEP_FIELDS = ("args_json", "result_json", "state_diff_json", "dispatched_args_json")
 
 
-def read_raw_lines(location: Location, run_id: str) -> pl.DataFrame:
-    """Every line of every JSONL file of a run, bytes as written (blank lines included)."""
+RAW_CHUNK_LINES = 100_000
+
+
+def iter_raw_lines(location: Location, run_id: str, chunk_lines: int = RAW_CHUNK_LINES) -> Iterator[pl.DataFrame]:
+    """The run's lines (every JSONL file, bytes as written, blank lines included) in file order, a chunk at a time."""
     if not location.is_dir("traces", run_id):
         raise InputError(f"run {run_id!r} not found: no directory {location.uri_of('traces', run_id)}")
-    parts = []
     for name in trace_files(location, run_id):
-        data = location.read_bytes("traces", run_id, name)
-        if data.endswith(b"\n"):
-            data = data[:-1]
-        if not data:
-            continue
-        lines = [raw for _, raw in iter_lines(data)]
-        parts.append(
-            pl.DataFrame(
-                {
-                    "run_id": run_id,
-                    "source_file": f"traces/{run_id}/{name}",
-                    "line": pl.int_range(1, len(lines) + 1, eager=True),
-                    "raw": pl.Series(lines, dtype=pl.Binary),
-                },
-                schema=RAW_LINES_SCHEMA,
-            )
-        )
-    if not parts:
-        return frames.empty(RAW_LINES_SCHEMA)
-    return pl.concat(parts)
+        source = f"traces/{run_id}/{name}"
+        pending: list[bytes] = []
+        first_line = 1
+        tail = b""
+        for block in location.iter_blocks("traces", run_id, name):
+            pieces = (tail + block).split(b"\n")
+            tail = pieces.pop()
+            pending.extend(pieces)
+            while len(pending) >= chunk_lines:
+                yield _raw_frame(run_id, source, first_line, pending[:chunk_lines])
+                first_line += chunk_lines
+                pending = pending[chunk_lines:]
+        if tail:
+            pending.append(tail)
+        if pending:
+            yield _raw_frame(run_id, source, first_line, pending)
+
+
+def _raw_frame(run_id: str, source: str, first_line: int, lines: list[bytes]) -> pl.DataFrame:
+    lines = [raw[:-1] if raw.endswith(b"\r") else raw for raw in lines]
+    return pl.DataFrame(
+        {
+            "run_id": run_id,
+            "source_file": source,
+            "line": pl.int_range(first_line, first_line + len(lines), eager=True),
+            "raw": pl.Series(lines, dtype=pl.Binary),
+        },
+        schema=RAW_LINES_SCHEMA,
+    )
+
+
+def read_raw_lines(location: Location, run_id: str) -> pl.DataFrame:
+    """Every line of every JSONL file of a run, bytes as written (blank lines included)."""
+    chunks = list(iter_raw_lines(location, run_id))
+    return pl.concat(chunks) if chunks else frames.empty(RAW_LINES_SCHEMA)
 
 
 @dataclass
@@ -170,18 +187,28 @@ def _check_lines(raws: list[bytes], max_line_bytes: int) -> list[Checked | None]
         _lines_for_workers = []
 
 
+def case_revisions(cases: pl.DataFrame) -> dict[str, int]:
+    """case_id → case_revision."""
+    return dict(zip(cases["case_id"].to_list(), cases["case_revision"].to_list(), strict=True))
+
+
 def parse_traces(
     raw_lines: pl.DataFrame,
-    cases: pl.DataFrame,
+    cases: pl.DataFrame | dict[str, int],
     run_id: str,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    seen: set[str] | None = None,
 ) -> ParsedTraces:
-    """Validate each raw line against the Trace contract and the run's cases (SPEC §11 'Trace files')."""
-    revisions = dict(zip(cases["case_id"].to_list(), cases["case_revision"].to_list(), strict=True))
+    """Validate each raw line against the Trace contract and the run's cases (SPEC §11 'Trace files').
+
+    Chunks of one run are parsed in file order with the same `seen` set, so a duplicate in a later chunk is caught.
+    """
+    revisions = cases if isinstance(cases, dict) else case_revisions(cases)
+    seen = set() if seen is None else seen
     sources, numbers, raws = (raw_lines[c].to_list() for c in ("source_file", "line", "raw"))
     accepted: list[tuple[str, int, bytes]] = []
     free_form: list[tuple[list[list[str | None]], str | None]] = []
-    rejected, seen = [], set()
+    rejected = []
     blank = 0
     with collector_paused():
         for source, number, raw, checked in zip(sources, numbers, raws, _check_lines(raws, max_line_bytes), strict=True):

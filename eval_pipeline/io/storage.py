@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -86,6 +87,12 @@ class Location:
     def read_bytes(self, *parts: str) -> bytes:
         with self.fs.open_input_stream(self.join(*parts)) as stream:
             return stream.readall()
+
+    def iter_blocks(self, *parts: str, block_bytes: int = 64 << 20) -> Iterator[bytes]:
+        """A file's bytes in blocks of about `block_bytes` (bounded memory for large files)."""
+        with self.fs.open_input_stream(self.join(*parts)) as stream:
+            while block := stream.read(block_bytes):
+                yield block
 
     def read_text(self, *parts: str) -> str:
         return self.read_bytes(*parts).decode("utf-8")

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
@@ -37,6 +42,79 @@ def _writable(frame: pl.DataFrame) -> pl.DataFrame:
 
     casts = {name: fix(dtype) for name, dtype in frame.schema.items() if fix(dtype) != dtype}
     return frame.cast(casts) if casts else frame
+
+
+_DONE = object()
+
+
+def _prefetched(batches: Iterable, depth: int = 2) -> Iterator:
+    """The items of `batches`, produced on a worker thread a few ahead of the consumer.
+
+    Delta's writer pulls batches from inside its async runtime, where reading another Delta table (its runtime
+    again) is refused; produced on a thread of their own, batches may read any table, and compute overlaps the write.
+    """
+    pending: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in batches:
+                while not stop.is_set():
+                    try:
+                        pending.put(item, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            pending.put(_DONE)
+        except BaseException as exc:  # handed to the consumer, which raises it
+            pending.put(exc)
+
+    worker = threading.Thread(target=produce, name="warehouse-batches", daemon=True)
+    worker.start()
+    try:
+        while (item := pending.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+
+
+class FrameBatches:
+    """A table produced batch after batch (bounded memory); written as one commit. `rows` counts what was consumed."""
+
+    def __init__(self, batches: Iterable[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> None:
+        self._batches = batches
+        self.schema = dict(schema)
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        for batch in self._batches:
+            self.rows += batch.height
+            yield batch
+
+
+@dataclass(frozen=True)
+class TableBatches:
+    """One run's rows of a table, read batch after batch each time it is iterated."""
+
+    warehouse: Warehouse
+    table: str
+    run_id: str
+    restricted: bool = False
+    columns: tuple[str, ...] | None = None
+    batch_rows: int = 100_000
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        return self.warehouse.read_batches(self.table, self.run_id, restricted=self.restricted,
+                                           columns=list(self.columns) if self.columns else None, batch_rows=self.batch_rows)
+
+    def select(self, *columns: str) -> TableBatches:
+        """The same batches with only these columns read."""
+        return TableBatches(self.warehouse, self.table, self.run_id, self.restricted, columns, self.batch_rows)
 
 
 @dataclass(frozen=True)
@@ -80,13 +158,15 @@ class Warehouse:
     def write_partition(
         self,
         table: str,
-        frame: pl.DataFrame,
+        frame: pl.DataFrame | FrameBatches,
         run_id: str,
         *,
         restricted: bool = False,
         within: dict[str, str] | None = None,
     ) -> int:
         """Replace the rows of one run (and, with `within`, of one value of other columns) as a new table version."""
+        if isinstance(frame, FrameBatches):
+            return self._write_batches(table, frame, run_id, restricted, within)
         if PARTITION_COLUMN not in frame.columns:
             frame = frame.with_columns(pl.lit(run_id, dtype=pl.String).alias(PARTITION_COLUMN))
         frame = _writable(frame)
@@ -115,6 +195,48 @@ class Warehouse:
                     raise
                 time.sleep(0.2 * (attempt + 1))
         return self.version(table, restricted)
+
+    def _write_batches(self, table: str, batches: FrameBatches, run_id: str, restricted: bool,
+                       within: dict[str, str] | None) -> int:
+        """Stream batches into one commit; a generator cannot be replayed, so a conflicting commit is not retried."""
+        stamps = {PARTITION_COLUMN: run_id, **(within or {})}
+        template = pl.DataFrame(schema=batches.schema)
+        template = template.with_columns(pl.lit(v, dtype=pl.String).alias(k) for k, v in stamps.items() if k not in template.columns)
+        arrow_schema = _writable(template).to_arrow().schema
+
+        def arrow_batches() -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                batch = batch.with_columns(pl.lit(v, dtype=pl.String).alias(k) for k, v in stamps.items())
+                yield from _writable(batch).select(template.columns).to_arrow().cast(arrow_schema).to_batches()
+
+        reader = pa.RecordBatchReader.from_batches(arrow_schema, _prefetched(arrow_batches()))
+        predicate = " AND ".join(f"{column} = {sql_literal(value)}" for column, value in stamps.items())
+        options = self.storage_options or None
+        if self._table(table, restricted) is None:
+            write_deltalake(self.uri(table, restricted), reader, partition_by=[PARTITION_COLUMN], mode="append",
+                            schema_mode="merge", storage_options=options)
+        else:
+            write_deltalake(self.uri(table, restricted), reader, partition_by=[PARTITION_COLUMN], mode="overwrite",
+                            predicate=predicate, schema_mode="merge", storage_options=options)
+        return self.version(table, restricted)
+
+    def read_batches(self, table: str, run_id: str, *, restricted: bool = False, columns: list[str] | None = None,
+                     batch_rows: int = 100_000) -> Iterator[pl.DataFrame]:
+        """One run's rows of a table as frames of about `batch_rows` rows, in the order they were written."""
+        delta = self._table(table, restricted)
+        if delta is None:
+            return
+        dataset = delta.to_pyarrow_dataset()
+        pending: list[pa.RecordBatch] = []
+        size = 0
+        for batch in dataset.to_batches(filter=pc.field(PARTITION_COLUMN) == run_id, columns=columns, batch_size=batch_rows):
+            pending.append(batch)
+            size += batch.num_rows
+            if size >= batch_rows:
+                yield pl.from_arrow(pa.Table.from_batches(pending))
+                pending, size = [], 0
+        if pending:
+            yield pl.from_arrow(pa.Table.from_batches(pending))
 
     def read(
         self,
