@@ -104,12 +104,7 @@ def run_pipeline(
                else {"progress": {"config": {"total_steps": total_steps}}})
     run_config: dict = {"loggers": loggers}
     if executor == "multiprocess":
-        run_config["execution"] = {"config": {"multiprocess": {
-            "max_concurrent": max_concurrent,
-            # Spawned step processes would each re-import dagster, polars and Great Expectations (5-10 s of CPU in
-            # each of the ~25 steps of a run); forked from a server that preloaded them, they start in about a second.
-            "start_method": {"forkserver": {"preload_modules": [*FORKSERVER_PRELOAD, *storage_modules(instance)]}},
-        }}}
+        run_config["execution"] = multiprocess_execution(instance, max_concurrent)
     failed_runs = []
     for run_id in ordered:
         started = time.perf_counter()
@@ -133,6 +128,16 @@ def run_pipeline(
 
 
 FORKSERVER_PRELOAD = ("eval_pipeline.runner", "eval_pipeline.defs.build", "great_expectations")
+
+
+def multiprocess_execution(instance: dg.DagsterInstance, max_concurrent: int = 2) -> dict:
+    """Run config of the multiprocess executor: one process per step, forked from a server that preloaded the code."""
+    return {"config": {"multiprocess": {
+        "max_concurrent": max_concurrent,
+        # Spawned step processes would each re-import dagster, polars and Great Expectations (5-10 s of CPU in
+        # each of the ~25 steps of a run); forked from a server that preloaded them, they start in about a second.
+        "start_method": {"forkserver": {"preload_modules": [*FORKSERVER_PRELOAD, *storage_modules(instance)]}},
+    }}}
 
 
 def storage_modules(instance: dg.DagsterInstance) -> list[str]:

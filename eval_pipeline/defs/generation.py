@@ -9,23 +9,28 @@ from eval_pipeline.defs import checks
 from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import AGENT_COLUMNS, RETRIEVAL_COLUMNS, TEXT_COLUMNS, EvalConfig, traces_without
+from eval_pipeline.defs.resources import (
+    AGENT_COLUMNS,
+    RETRIEVAL_COLUMNS,
+    EvalConfig,
+    traces_without,
+)
 from eval_pipeline.defs.retrieval import expected_traces
 from eval_pipeline.io import loaders
 from eval_pipeline.judge import make_judge
+from eval_pipeline.judge.reuse import ReusingJudge
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import answer as answer_scoring
 from eval_pipeline.scoring import calibration as calibration_scoring
 from eval_pipeline.scoring import citations as citation_scoring
-from eval_pipeline.scoring import claims as claim_scoring
 from eval_pipeline.scoring import grounding as grounding_scoring
-from eval_pipeline.scoring.common import lane_traces
 
 GROUP = "generation"
 CLAIMS_CODE_VERSION = "claims-1"
 GROUNDING_CODE_VERSION = "grounding-1"
 ANSWER_CODE_VERSION = "answer-1"
 CALIBRATION_CODE_VERSION = "calibration-1"
+VERDICT_STORE = "judge_verdicts"
 
 
 class JudgeConfig(dg.ConfigurableResource):
@@ -44,12 +49,13 @@ class JudgeConfig(dg.ConfigurableResource):
     price_output_per_1k: float = 0.0
     seed: int = 0
     batch: bool = False
+    reuse_verdicts: bool = True
 
     def make(self, data_root: str = "data"):
         """The judge; the OpenAI backend caches verdicts under DATA/.judge_cache unless cache_path says otherwise."""
         if self.backend == "local":
             return make_judge("local")
-        options = {k: v for k, v in self.model_dump().items() if k != "backend" and v not in ("", None)}
+        options = {k: v for k, v in self.model_dump().items() if k not in ("backend", "reuse_verdicts") and v not in ("", None)}
         options.setdefault("cache_path", f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite")
         return make_judge(self.backend, **options)
 
@@ -88,17 +94,20 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
     """Split answers into claims, judge each against the context the answer was given, and check its citations."""
     manifest = manifest_of(run_manifest)
     settings = eval_config.settings(manifest)
-    judge_backend = judge.make(eval_config.data_root)
-    rag = lane_traces(deid_traces, deid_cases, "rag").select(deid_traces.columns)
-    extracted = claim_scoring.extract_claims(rag, settings.refusal_phrases)
-    judged = claim_scoring.judge_claims(extracted, rag, judge_backend)
-    claims, citations = citation_scoring.score_citations(judged, rag, deid_corpus, judge_backend, settings, cases=deid_cases)
+    warehouse = eval_config.warehouse()
+    judge_backend = ReusingJudge(judge.make(eval_config.data_root),
+                                 warehouse.scan(VERDICT_STORE) if judge.reuse_verdicts else None)
+    claims, citations = citation_scoring.claims_and_citations(deid_traces, deid_corpus, deid_cases, judge_backend, settings)
     claims = with_versions(claims, manifest, CLAIMS_CODE_VERSION)
     citations = with_versions(citations, manifest, CLAIMS_CODE_VERSION)
+    if judge.reuse_verdicts:
+        warehouse.append(VERDICT_STORE, judge_backend.fresh.with_columns(run_id=pl.lit(context.partition_key)))
     verdicts = claims.group_by("verdict").len()
     context.log.info("claim verdicts: " + ", ".join(f"{v}={n}" for v, n in verdicts.iter_rows()))
+    context.log.info(f"judge {judge_backend.version}: {judge_backend.judged} judged, {judge_backend.reused} reused from earlier runs")
     yield materialized(claims, asset_key="claims", versions={**manifest, "judge_version": judge_backend.version},
-                       headline={"claims": claims.height, "incomplete": claims.filter(pl.col("status") == "incomplete").height},
+                       headline={"claims": claims.height, "incomplete": claims.filter(pl.col("status") == "incomplete").height,
+                                 "judge_calls": judge_backend.judged, "judge_reused": judge_backend.reused},
                        check_results=checks.results("claims", tables.CLAIMS, claims))
     yield materialized(citations, asset_key="citation_scores", versions=manifest,
                        headline={"mean_citation_precision": citations["citation_precision"].drop_nulls().mean()},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import multiprocessing as mp
 import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -170,6 +171,12 @@ def _check_range(bounds: tuple[int, int, int]) -> list[Checked | None]:
         return [_check_line(raw, max_line_bytes) for raw in _lines_for_workers[start:stop]]
 
 
+def _worker_signals() -> None:
+    # Forked inside a Dagster step, a worker inherits the handler with which Dagster defers SIGTERM: it would
+    # survive Pool.terminate(). The default action makes it stoppable again.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _check_lines(raws: list[bytes], max_line_bytes: int) -> list[Checked | None]:
     """Every line checked; large batches on every core (forked workers read the lines they inherit)."""
     workers = min(os.cpu_count() or 1, 8)
@@ -181,8 +188,16 @@ def _check_lines(raws: list[bytes], max_line_bytes: int) -> list[Checked | None]
     try:
         size = -(-len(raws) // (workers * 4))
         bounds = [(i, min(i + size, len(raws)), max_line_bytes) for i in range(0, len(raws), size)]
-        with mp.get_context("fork").Pool(workers) as pool:
-            return [checked for part in pool.map(_check_range, bounds) for checked in part]
+        pool = mp.get_context("fork").Pool(workers, initializer=_worker_signals)
+        try:
+            checked = [checked for part in pool.map(_check_range, bounds) for checked in part]
+            pool.close()  # workers leave on their own once the queue is drained; no signal is needed
+            return checked
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
     finally:
         _lines_for_workers = []
 

@@ -52,6 +52,7 @@ def _prefetched(batches: Iterable, depth: int = 2) -> Iterator:
 
     Delta's writer pulls batches from inside its async runtime, where reading another Delta table (its runtime
     again) is refused; produced on a thread of their own, batches may read any table, and compute overlaps the write.
+    The thread starts here, when called, so the first batches are ready before the writer asks for them.
     """
     pending: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -73,14 +74,18 @@ def _prefetched(batches: Iterable, depth: int = 2) -> Iterator:
 
     worker = threading.Thread(target=produce, name="warehouse-batches", daemon=True)
     worker.start()
-    try:
-        while (item := pending.get()) is not _DONE:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join(timeout=5)
+
+    def consume() -> Iterator:
+        try:
+            while (item := pending.get()) is not _DONE:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            worker.join(timeout=5)
+
+    return consume()
 
 
 class FrameBatches:
@@ -219,6 +224,28 @@ class Warehouse:
             write_deltalake(self.uri(table, restricted), reader, partition_by=[PARTITION_COLUMN], mode="overwrite",
                             predicate=predicate, schema_mode="merge", storage_options=options)
         return self.version(table, restricted)
+
+    def append(self, table: str, frame: pl.DataFrame) -> int | None:
+        """Add rows to a table that is not split by run (a store shared by runs); None when there was nothing to add."""
+        if frame.is_empty():
+            return None
+        for attempt in range(5):
+            try:
+                write_deltalake(self.uri(table), _writable(frame).to_arrow(), mode="append", schema_mode="merge",
+                                storage_options=self.storage_options or None)
+                break
+            except CommitFailedError:
+                # Appends do not conflict logically; what reaches here is two runs creating the table at once.
+                if attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        return self.version(table)
+
+    def scan(self, table: str) -> pl.LazyFrame | None:
+        """A lazy scan of a whole table at its latest version; None when it does not exist."""
+        if self._table(table) is None:
+            return None
+        return pl.scan_delta(self.uri(table), storage_options=self.storage_options or None)
 
     def read_batches(self, table: str, run_id: str, *, restricted: bool = False, columns: list[str] | None = None,
                      batch_rows: int = 100_000) -> Iterator[pl.DataFrame]:

@@ -19,7 +19,12 @@ import polars as pl
 
 from eval_pipeline.judge.base import EVIDENCE, Judge
 from eval_pipeline.judge.text import content_word_set, doc_markers, normalize_ws
-from eval_pipeline.scoring.claims import claim_key, unanswered
+from eval_pipeline.scoring.claims import (
+    claim_key,
+    extract_claims,
+    judge_claims,
+    unanswered,
+)
 from eval_pipeline.scoring.common import (
     KEY_COLUMNS,
     harness_incomplete,
@@ -384,3 +389,26 @@ def score_citations(
         .cast(CITATION_SCORES_SCHEMA)
     )
     return claims_out, scores
+
+
+def claims_and_citations(
+    traces: pl.DataFrame,
+    corpus: pl.DataFrame,
+    cases: pl.DataFrame,
+    judge: Judge,
+    settings: ScoringSettings,
+    batch_traces: int = 100_000,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(judged claims with citations, `citation_scores`) of the rag-lane traces, `batch_traces` traces at a time.
+
+    Every step is per trace, so batches only bound memory: the judge's working set grows with the claims it holds.
+    """
+    rag = lane_traces(traces, cases, "rag").select(traces.columns)
+    claim_parts, score_parts = [], []
+    for start in range(0, max(rag.height, 1), batch_traces):
+        batch = rag.slice(start, batch_traces)
+        judged = judge_claims(extract_claims(batch, settings.refusal_phrases), batch, judge)
+        claims, scores = score_citations(judged, batch, corpus, judge, settings, cases=cases)
+        claim_parts.append(claims)
+        score_parts.append(scores)
+    return pl.concat(claim_parts, how="vertical_relaxed"), pl.concat(score_parts, how="vertical_relaxed")

@@ -1,6 +1,8 @@
 """Bad input never crashes a run and is never lost: each bad line is a reject row with file, line and reason."""
 
 import json
+import subprocess
+import sys
 
 import polars as pl
 import pytest
@@ -111,3 +113,20 @@ def test_bad_case_files_become_rejects(tmp_path):
     assert reasons["cases/ds/b.yaml"].startswith("invalid YAML")
     assert reasons["cases/ds/c.yaml"].startswith("lanes.0: Input should be 'rag' or 'agent'")
     assert reasons["cases/ds/d.yaml"] == "duplicate case_id 'rag-1'"
+
+
+HANDLER_THAT_DEFERS_SIGTERM = """
+import json, signal
+from eval_pipeline.io import ingest
+signal.signal(signal.SIGTERM, lambda *_: None)  # what Dagster does while a step runs
+raws = [json.dumps({"trace_id": f"t{i}", "case_id": "c"}).encode() for i in range(ingest._PARALLEL_LINES + 10)]
+print(sum(len(ingest._check_lines(raws, 1 << 24)) for _ in range(6)))
+"""
+
+
+def test_the_parallel_line_check_finishes_inside_a_process_that_defers_sigterm():
+    """Workers forked inside a Dagster step inherit its SIGTERM handler; the check must not wait on them forever."""
+    result = subprocess.run([sys.executable, "-c", HANDLER_THAT_DEFERS_SIGTERM], capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout) == 6 * (ingest._PARALLEL_LINES + 10)

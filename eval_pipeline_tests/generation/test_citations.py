@@ -7,7 +7,7 @@ import pytest
 
 from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.judge import make_judge
-from eval_pipeline.scoring.citations import CITATION_SCORES_SCHEMA, score_citations
+from eval_pipeline.scoring.citations import CITATION_SCORES_SCHEMA, claims_and_citations, score_citations
 from eval_pipeline.scoring.claims import extract_claims, judge_claims
 from eval_pipeline.settings import ScoringSettings
 
@@ -99,3 +99,16 @@ def test_harness_errors_are_incomplete_and_the_schema_holds(context, corpus, rag
     assert claims.height == 0
     assert scores.schema == pl.Schema(CITATION_SCORES_SCHEMA)
     assert scores.select("status", "citation_stage", "citation_reason").rows() == [("incomplete", "incomplete", "harness status error: crash")]
+
+
+def test_batches_of_traces_give_the_same_claims_and_scores_as_one_batch(context, corpus, rag_cases):
+    traces = traces_frame_from_records([
+        {"case_id": "c1", "context": context, "trace_id": "t1", "answer": {"text": f"{WINDOW} [doc:policy/refunds-2025]."}},
+        {"case_id": "c1", "context": context, "trace_id": "t2", "answer": {"text": f"{PROCESSING} [doc:ghost/doc]. No fee."}},
+        {"case_id": "c-agent", "context": context, "trace_id": "t-agent", "answer": {"text": WINDOW}},
+        {"case_id": "c1", "context": context, "trace_id": "t3", "answer": {"text": f"{WINDOW} [doc:billing/faq]."}},
+    ])
+    whole = claims_and_citations(traces, corpus, rag_cases, make_judge("local"), ScoringSettings())
+    batched = claims_and_citations(traces, corpus, rag_cases, make_judge("local"), ScoringSettings(), batch_traces=1)
+    assert whole[0].height == 4 and whole[1]["trace_id"].to_list() == ["t1", "t2", "t3"]
+    assert batched[0].equals(whole[0]) and batched[1].equals(whole[1])

@@ -58,3 +58,30 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     code = main(["compare", "retrieval_scores", "recall_at_10", "--run", "base-41", "--warehouse", str(warehouse_root)])
     out = capsys.readouterr().out
     assert code == 0 and "base-41:rag-001#1" in out and "1 changed" in out
+
+
+def test_a_second_run_over_unchanged_inputs_makes_zero_judge_calls(scored, tmp_path):
+    warehouse_root = tmp_path / "warehouse"
+    shutil.copytree(scored["warehouse"].root, warehouse_root)
+    warehouse = Warehouse.at(warehouse_root)
+    before = warehouse.read("claims", "base-41").sort("trace_id", "claim_index")
+    stored = warehouse.read("judge_verdicts")
+    assert before.height > 0 and stored.height > 0
+
+    config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(warehouse_root),
+                        reports_root=str(tmp_path / "reports"), deid_demo=True)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("evaluation_runs", ["base-41"])
+    job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
+    result = job.execute_in_process(partition_key="base-41", instance=instance, raise_on_error=False,
+                                    asset_selection=[dg.AssetKey("claims"), dg.AssetKey("citation_scores")])
+    assert result.success
+    [claims_event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("claims")]
+    metadata = claims_event.materialization.metadata
+    assert metadata["judge_calls"].value == 0 and metadata["judge_reused"].value > 0
+
+    after = warehouse.read("claims", "base-41").sort("trace_id", "claim_index")
+    same = ["trace_id", "claim_index", "claim", "verdict", "evidence_quote", "evidence_doc_id", "quote_verified", "status"]
+    assert after.select(same).equals(before.select(same))
+    assert after.filter(pl.col("status") == "ok")["cached"].all()
+    assert warehouse.read("judge_verdicts").height == stored.height

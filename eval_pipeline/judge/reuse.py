@@ -1,0 +1,107 @@
+"""Verdicts reused for unchanged requests: a claim with the same evidence, under the same judge version, is judged once.
+
+A request's digest is two seeded 64-bit polars hashes of (claim, evidence) — 128 bits, computed in columns. Hash
+values are only stable within one polars release, so stored rows carry `hash_scheme` and a polars upgrade simply
+judges again. Requests that share a digest within one batch are also sent once. Only completed verdicts are stored:
+an incomplete call is asked again next time, never replayed.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from eval_pipeline.judge.base import RAW_RESULT_SCHEMA, Judge, conform
+
+HASH_SCHEME = f"polars-{pl.__version__}/struct-hash-1"
+DIGEST = ("digest_a", "digest_b")
+COSTS = {"input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64, "latency_ms": pl.Float64}
+_SEEDS = (0x5EED_A, 0x5EED_B)
+STORED_SCHEMA: dict[str, pl.DataType] = {
+    "judge_version": pl.String,
+    "hash_scheme": pl.String,
+    "digest_a": pl.Int64,
+    "digest_b": pl.Int64,
+    **{name: dtype for name, dtype in RAW_RESULT_SCHEMA.items() if name not in ("request_key", "cached")},
+}
+
+
+def with_digests(requests: pl.DataFrame) -> pl.DataFrame:
+    """The requests with digest_a, digest_b; evidence is hashed once per evidence_key."""
+    evidence = requests.select("evidence_key", "evidence").unique("evidence_key", keep="first").select(
+        "evidence_key", *(pl.col("evidence").hash(seed).alias(f"_ev{i}") for i, seed in enumerate(_SEEDS))
+    )
+    keyed = pl.struct("claim", "_ev0", "_ev1")
+    return (
+        requests.join(evidence, on="evidence_key", how="left")
+        # Delta has no unsigned integers: the same 64 bits, read as signed.
+        .with_columns(*(keyed.hash(seed).reinterpret(signed=True).alias(name) for name, seed in zip(DIGEST, _SEEDS, strict=True)))
+        .drop("_ev0", "_ev1")
+    )
+
+
+class ReusingJudge(Judge):
+    """`inner` behind a store of earlier verdicts; `fresh` holds the verdicts judged here, to be stored."""
+
+    def __init__(self, inner: Judge, known: pl.LazyFrame | None = None) -> None:
+        self.inner = inner
+        self.version = inner.version
+        self.model = inner.model
+        self._known = known
+        self.fresh = pl.DataFrame(schema=STORED_SCHEMA)
+        self.judged = 0
+        self.reused = 0
+
+    def _stored_for(self, digests: pl.DataFrame) -> pl.DataFrame:
+        """Stored verdicts for these digests: earlier runs' and those judged earlier in this one."""
+        columns = [*DIGEST, *self._result_columns]
+        if digests.is_empty():
+            return pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in columns})
+        scheme = (pl.col("judge_version") == self.version) & (pl.col("hash_scheme") == HASH_SCHEME)
+        sources = [self.fresh.lazy(), *([self._known] if self._known is not None else [])]
+        stored = pl.concat(
+            [source.filter(scheme & (pl.col("status") == "ok")).join(digests.lazy(), on=list(DIGEST), how="semi").select(columns)
+             for source in sources]
+        ).collect()
+        return stored.unique(list(DIGEST), keep="first")
+
+    @property
+    def _result_columns(self) -> list[str]:
+        return [name for name in RAW_RESULT_SCHEMA if name not in ("request_key", "cached")]
+
+    def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
+        keyed = with_digests(requests)
+        distinct = keyed.unique(list(DIGEST), keep="first", maintain_order=True)
+        stored = self._stored_for(distinct.select(*DIGEST))
+        todo = distinct.join(stored, on=list(DIGEST), how="anti")
+        judged = pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in (*DIGEST, *self._result_columns)})
+        if todo.height:
+            judged = conform(self.inner._judge_claims(todo.drop(*DIGEST)), RAW_RESULT_SCHEMA)
+            judged = judged.join(todo.select("request_key", *DIGEST), on="request_key").select(*DIGEST, *self._result_columns)
+            done = judged.filter(pl.col("status") == "ok").with_columns(
+                judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)
+            )
+            self.fresh = pl.concat([self.fresh, conform(done, STORED_SCHEMA)])
+        self.judged += todo.height
+        self.reused += distinct.height - todo.height
+        answers = pl.concat(
+            [stored.with_columns(cached=pl.lit(True)), judged.with_columns(cached=pl.lit(False))],
+            how="vertical_relaxed",
+        )
+        # A request sharing its digest with the one that was judged is an answer given again, not a call.
+        first_of_digest = distinct.select("request_key").with_columns(_first=pl.lit(True))
+        return (
+            keyed.select("request_key", *DIGEST)
+            .join(answers, on=list(DIGEST), how="left")
+            .join(first_of_digest, on="request_key", how="left")
+            .with_columns(cached=pl.col("cached") | pl.col("_first").is_null())
+            # As with the OpenAI backend's own cache: an answer given again cost nothing this time.
+            .with_columns(
+                *(pl.when(pl.col("cached")).then(pl.lit(0, dtype=dtype)).otherwise(pl.col(name)).alias(name)
+                  for name, dtype in COSTS.items())
+            )
+            .drop("_first")
+            .pipe(conform, RAW_RESULT_SCHEMA)
+        )
+
+    def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
+        return self.inner._judge_pairs(requests)
