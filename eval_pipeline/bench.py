@@ -238,7 +238,7 @@ def markdown(results: list[dict]) -> str:
                      f"{r['rescore_seconds']:.1f} ({r['rescore_share']:.0%}) | {r['judge_calls']:,} | "
                      f"{r['judge_calls_again']:,} ({r['judge_again_seconds']:.1f}) | {r['peak_tree_pss_mib'] / 1024:.2f} |")
     sizes = [f"{r['traces']:,}" for r in results]
-    lines += ["", "Seconds per step, then traces/s and peak resident memory during the step at the largest size, "
+    lines += ["", "Seconds per step, then traces/s and peak memory during the step (PSS of the process tree) at the largest size, "
               "slowest first:", "",
               "| step | " + " | ".join(f"s at {n}" for n in sizes) + " | traces/s | peak memory GiB |",
               "|---|" + "---:|" * (len(results) + 2)]
