@@ -11,7 +11,16 @@ from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import EvalConfig, in_batches
-from eval_pipeline.deid import DeidKeyError, Deidentifier, case_names, merge_reports, name_words, resolve_key, scan_frame, trace_names
+from eval_pipeline.deid import (
+    Deidentifier,
+    DeidKeyError,
+    case_names,
+    merge_reports,
+    name_words,
+    resolve_key,
+    scan_frame,
+    trace_names,
+)
 from eval_pipeline.io.warehouse import FrameBatches, TableBatches
 from eval_pipeline.quality.contracts import NO_PERSONAL_DATA, SCHEMA, TableContract
 
@@ -85,7 +94,7 @@ def deidentified(
     tally = {"findings": 0, "rows": 0, "duplicates": 0}
     sample: list[str] = []
     seen: set[str] = set()
-    missing_columns = [c for c in DEID_TRACES_CONTRACT.columns if c not in frames.TRACES_SCHEMA]
+    missing_columns: set[str] = set()
 
     def deid_batches():
         for batch in traces:
@@ -95,6 +104,7 @@ def deidentified(
             tally["findings"] += findings.height
             sample.extend(f"{r['column']} row {tally['rows'] + r['row']}: {r['entity_type']} {r['masked_excerpt']}"
                           for r in findings.head(10).iter_rows(named=True))
+            missing_columns.update(c for c in DEID_TRACES_CONTRACT.columns if c not in out.columns)
             ids = out["trace_id"].to_list()
             tally["duplicates"] += len(ids) - len(set(ids)) + len(seen.intersection(ids))
             seen.update(ids)
@@ -103,7 +113,7 @@ def deidentified(
 
     if "deid_traces" in selected:
         yield materialized(FrameBatches(deid_batches(), frames.TRACES_SCHEMA), asset_key="deid_traces", versions=manifest)
-        yield from _batch_checks(tally["findings"], sample, tally["duplicates"], tally["rows"], missing_columns)
+        yield from _batch_checks(tally["findings"], sample, tally["duplicates"], tally["rows"], sorted(missing_columns))
     elif "deid_report" in selected:
         for _ in deid_batches():
             pass

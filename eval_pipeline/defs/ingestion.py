@@ -5,11 +5,11 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.io import ingest, loaders
-from eval_pipeline.io.storage import InputError
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import RESTRICTED_METADATA_KEY, EvalConfig
+from eval_pipeline.io import ingest, loaders
+from eval_pipeline.io.storage import InputError
 from eval_pipeline.io.warehouse import FrameBatches
 
 GROUP = "ingestion"
@@ -46,8 +46,10 @@ def run_manifest(context: dg.AssetExecutionContext, eval_config: EvalConfig):
 def raw_traces(context: dg.AssetExecutionContext, eval_config: EvalConfig):
     """Every line of the run's trace files as written, kept only in the restricted area."""
     location, run_id = eval_config.location(), context.partition_key
-    if not location.is_dir("traces", run_id):
-        raise dg.Failure(description=f"run {run_id!r} not found: no directory {location.uri_of('traces', run_id)}")
+    try:
+        ingest.require_run(location, run_id)
+    except InputError as exc:
+        raise _input_error(exc) from exc
     files = loaders.trace_files(location, run_id)
     context.log.info(f"copying {len(files)} trace files of run {run_id} into the restricted area")
     return materialized(FrameBatches(ingest.iter_raw_lines(location, run_id), ingest.RAW_LINES_SCHEMA),

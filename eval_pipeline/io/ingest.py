@@ -63,10 +63,15 @@ FREE_FORM_STEP_FIELDS = ("args_json", "result_json", "state_diff_json", "dispatc
 RAW_CHUNK_LINES = 100_000
 
 
-def iter_raw_lines(location: Location, run_id: str, chunk_lines: int = RAW_CHUNK_LINES) -> Iterator[pl.DataFrame]:
-    """The run's lines (every JSONL file, bytes as written, blank lines included) in file order, a chunk at a time."""
+def require_run(location: Location, run_id: str) -> None:
+    """InputError unless the run has a traces folder."""
     if not location.is_dir("traces", run_id):
         raise InputError(f"run {run_id!r} not found: no directory {location.uri_of('traces', run_id)}")
+
+
+def iter_raw_lines(location: Location, run_id: str, chunk_lines: int = RAW_CHUNK_LINES) -> Iterator[pl.DataFrame]:
+    """The run's lines (every JSONL file, bytes as written, blank lines included) in file order, a chunk at a time."""
+    require_run(location, run_id)
     for name in trace_files(location, run_id):
         source = f"traces/{run_id}/{name}"
         pending: list[bytes] = []

@@ -6,7 +6,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -42,6 +42,18 @@ def _writable(frame: pl.DataFrame) -> pl.DataFrame:
 
     casts = {name: fix(dtype) for name, dtype in frame.schema.items() if fix(dtype) != dtype}
     return frame.cast(casts) if casts else frame
+
+
+def _retry_conflicts(write: Callable[[], object], tries: int = 5) -> None:
+    """Run a Delta write, writing again (after a short pause) when its commit lost a logical conflict."""
+    for attempt in range(tries):
+        try:
+            write()
+            return
+        except CommitFailedError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 _DONE = object()
@@ -181,25 +193,19 @@ class Warehouse:
         predicate = " AND ".join(
             f"{column} = {sql_literal(value)}" for column, value in {PARTITION_COLUMN: run_id, **(within or {})}.items()
         )
-        uri = self.uri(table, restricted)
-        for attempt in range(5):
-            try:
-                if self._table(table, restricted) is None:
-                    # Merge even here: the other lane may create the table between the check and this append.
-                    write_deltalake(uri, frame.to_arrow(), partition_by=[PARTITION_COLUMN], mode="append",
-                                    schema_mode="merge", storage_options=self.storage_options or None)
-                else:
-                    write_deltalake(uri, frame.to_arrow(), partition_by=[PARTITION_COLUMN], mode="overwrite",
-                                    predicate=predicate, schema_mode="merge", storage_options=self.storage_options or None)
-                break
-            except CommitFailedError:
-                # Two lanes may replace their own rows of one table at once. deltalake retries a commit whose
-                # version was taken by a non-conflicting writer itself; what reaches here is a logical conflict
-                # (metadata or protocol changed, e.g. both lanes creating the table), settled by writing again.
-                if attempt == 4:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
+        # Two lanes may replace their own rows of one table at once. deltalake retries a commit whose version was
+        # taken by a non-conflicting writer itself; what reaches here is a logical conflict (metadata or protocol
+        # changed, e.g. both lanes creating the table), settled by writing again.
+        _retry_conflicts(lambda: self._replace(table, frame.to_arrow(), restricted, predicate))
         return self.version(table, restricted)
+
+    def _replace(self, table: str, data, restricted: bool, predicate: str) -> None:
+        """Append to a new table, else replace the rows matching `predicate`; new columns are merged into the schema."""
+        # Merge even when appending: the other lane may create the table between the check and this write.
+        exists = self._table(table, restricted) is not None
+        write_deltalake(self.uri(table, restricted), data, partition_by=[PARTITION_COLUMN],
+                        mode="overwrite" if exists else "append", predicate=predicate if exists else None,
+                        schema_mode="merge", storage_options=self.storage_options or None)
 
     def _write_batches(self, table: str, batches: FrameBatches, run_id: str, restricted: bool,
                        within: dict[str, str] | None) -> int:
@@ -216,29 +222,16 @@ class Warehouse:
 
         reader = pa.RecordBatchReader.from_batches(arrow_schema, _prefetched(arrow_batches()))
         predicate = " AND ".join(f"{column} = {sql_literal(value)}" for column, value in stamps.items())
-        options = self.storage_options or None
-        if self._table(table, restricted) is None:
-            write_deltalake(self.uri(table, restricted), reader, partition_by=[PARTITION_COLUMN], mode="append",
-                            schema_mode="merge", storage_options=options)
-        else:
-            write_deltalake(self.uri(table, restricted), reader, partition_by=[PARTITION_COLUMN], mode="overwrite",
-                            predicate=predicate, schema_mode="merge", storage_options=options)
+        self._replace(table, reader, restricted, predicate)
         return self.version(table, restricted)
 
     def append(self, table: str, frame: pl.DataFrame) -> int | None:
         """Add rows to a table that is not split by run (a store shared by runs); None when there was nothing to add."""
         if frame.is_empty():
             return None
-        for attempt in range(5):
-            try:
-                write_deltalake(self.uri(table), _writable(frame).to_arrow(), mode="append", schema_mode="merge",
-                                storage_options=self.storage_options or None)
-                break
-            except CommitFailedError:
-                # Appends do not conflict logically; what reaches here is two runs creating the table at once.
-                if attempt == 4:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
+        # Appends do not conflict logically; a conflict here is two runs creating the table at once.
+        _retry_conflicts(lambda: write_deltalake(self.uri(table), _writable(frame).to_arrow(), mode="append",
+                                                 schema_mode="merge", storage_options=self.storage_options or None))
         return self.version(table)
 
     def scan(self, table: str) -> pl.LazyFrame | None:

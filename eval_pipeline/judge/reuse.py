@@ -16,12 +16,13 @@ HASH_SCHEME = f"polars-{pl.__version__}/struct-hash-1"
 DIGEST = ("digest_a", "digest_b")
 COSTS = {"input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64, "latency_ms": pl.Float64}
 _SEEDS = (0x5EED_A, 0x5EED_B)
+RESULT_COLUMNS = tuple(name for name in RAW_RESULT_SCHEMA if name not in ("request_key", "cached"))
 STORED_SCHEMA: dict[str, pl.DataType] = {
     "judge_version": pl.String,
     "hash_scheme": pl.String,
     "digest_a": pl.Int64,
     "digest_b": pl.Int64,
-    **{name: dtype for name, dtype in RAW_RESULT_SCHEMA.items() if name not in ("request_key", "cached")},
+    **{name: RAW_RESULT_SCHEMA[name] for name in RESULT_COLUMNS},
 }
 
 
@@ -53,7 +54,7 @@ class ReusingJudge(Judge):
 
     def _stored_for(self, digests: pl.DataFrame) -> pl.DataFrame:
         """Stored verdicts for these digests: earlier runs' and those judged earlier in this one."""
-        columns = [*DIGEST, *self._result_columns]
+        columns = [*DIGEST, *RESULT_COLUMNS]
         if digests.is_empty():
             return pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in columns})
         scheme = (pl.col("judge_version") == self.version) & (pl.col("hash_scheme") == HASH_SCHEME)
@@ -64,19 +65,15 @@ class ReusingJudge(Judge):
         ).collect()
         return stored.unique(list(DIGEST), keep="first")
 
-    @property
-    def _result_columns(self) -> list[str]:
-        return [name for name in RAW_RESULT_SCHEMA if name not in ("request_key", "cached")]
-
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
         keyed = with_digests(requests)
         distinct = keyed.unique(list(DIGEST), keep="first", maintain_order=True)
         stored = self._stored_for(distinct.select(*DIGEST))
         todo = distinct.join(stored, on=list(DIGEST), how="anti")
-        judged = pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in (*DIGEST, *self._result_columns)})
+        judged = pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in (*DIGEST, *RESULT_COLUMNS)})
         if todo.height:
             judged = conform(self.inner._judge_claims(todo.drop(*DIGEST)), RAW_RESULT_SCHEMA)
-            judged = judged.join(todo.select("request_key", *DIGEST), on="request_key").select(*DIGEST, *self._result_columns)
+            judged = judged.join(todo.select("request_key", *DIGEST), on="request_key").select(*DIGEST, *RESULT_COLUMNS)
             done = judged.filter(pl.col("status") == "ok").with_columns(
                 judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)
             )
