@@ -137,7 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `eval-pipeline` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except BrokenPipeError:
+        # The reader of our output went away (`… | head`): stop quietly, as command-line tools do.
+        sys.stderr.close()
+        return EXIT_OK
 
 
 if __name__ == "__main__":

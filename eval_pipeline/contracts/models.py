@@ -335,7 +335,16 @@ class JudgePolicy(_Strict):
 
     min_kappa: float = 0.6
     min_n: int = 50
+    # A judge profile (thresholds of the local or model judge), relative to the data root; default: the shipped one.
+    profile: str | None = None
     model_config = ConfigDict(strict=False, extra="forbid")
+
+    @field_validator("profile")
+    @classmethod
+    def _relative_inside(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith(("/", "\\")) or ".." in value.replace("\\", "/").split("/")):
+            raise ValueError("judge.profile is a path inside the data root (no leading / and no ..)")
+        return value
 
 
 GATE_METRICS = (

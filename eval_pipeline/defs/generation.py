@@ -1,7 +1,5 @@
 """Generation lane: claims judged against the context, grounding, citations, answers, judge calibration, review queue."""
 
-import os
-
 import dagster as dg
 import polars as pl
 
@@ -17,26 +15,31 @@ from eval_pipeline.defs.resources import (
 )
 from eval_pipeline.defs.retrieval import expected_traces
 from eval_pipeline.io import loaders
-from eval_pipeline.judge import make_judge
+from eval_pipeline.judge import judge_options_from_env, make_judge
+from eval_pipeline.judge.profile import JudgeProfile
 from eval_pipeline.judge.reuse import ReusingJudge
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import answer as answer_scoring
 from eval_pipeline.scoring import calibration as calibration_scoring
 from eval_pipeline.scoring import citations as citation_scoring
 from eval_pipeline.scoring import grounding as grounding_scoring
+from eval_pipeline.scoring.claims import claim_key, grounding_requests
 
 GROUP = "generation"
-CLAIMS_CODE_VERSION = "claims-1"
+CLAIMS_CODE_VERSION = "claims-2"
 GROUNDING_CODE_VERSION = "grounding-1"
 ANSWER_CODE_VERSION = "answer-1"
-CALIBRATION_CODE_VERSION = "calibration-1"
+CALIBRATION_CODE_VERSION = "calibration-2"
 VERDICT_STORE = "judge_verdicts"
 
 
 class JudgeConfig(dg.ConfigurableResource):
-    """Which judge grades claims: the offline local judge (default) or any OpenAI-compatible server."""
+    """Which judge grades claims: the offline local judge (default), an NLI model in a local folder, or any
+    OpenAI-compatible server; `profile` overrides the gate policy's judge profile."""
 
     backend: str = "local"
+    profile: str = ""
+    model_dir: str = ""
     model: str = ""
     base_url: str = ""
     api_key_env: str = "OPENAI_API_KEY"
@@ -50,30 +53,31 @@ class JudgeConfig(dg.ConfigurableResource):
     seed: int = 0
     batch: bool = False
     reuse_verdicts: bool = True
+    self_consistency_sample: int = 50
 
-    def make(self, data_root: str = "data"):
+    def make(self, data_root: str = "data", policy_profile: JudgeProfile | None = None):
         """The judge; the OpenAI backend caches verdicts under DATA/.judge_cache unless cache_path says otherwise."""
+        profile = self.profile or policy_profile
         if self.backend == "local":
-            return make_judge("local")
-        options = {k: v for k, v in self.model_dump().items() if k not in ("backend", "reuse_verdicts") and v not in ("", None)}
+            return make_judge("local", profile=profile)
+        if self.backend == "model":
+            return make_judge("model", profile=profile, model_dir=self.model_dir)
+        skip = ("backend", "reuse_verdicts", "profile", "model_dir", "self_consistency_sample")
+        options = {k: v for k, v in self.model_dump().items() if k not in skip and v not in ("", None)}
         options.setdefault("cache_path", f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite")
         return make_judge(self.backend, **options)
 
 
 def judge_config_from_env() -> JudgeConfig:
-    """JudgeConfig from EVAL_PIPELINE_JUDGE_* variables (backend, model, base URL, cache path)."""
-    env = os.environ
-    return JudgeConfig(
-        backend=env.get("EVAL_PIPELINE_JUDGE_BACKEND", "local"),
-        model=env.get("EVAL_PIPELINE_JUDGE_MODEL", ""),
-        base_url=env.get("EVAL_PIPELINE_JUDGE_BASE_URL", ""),
-        api_key_env=env.get("EVAL_PIPELINE_JUDGE_API_KEY_ENV", "OPENAI_API_KEY"),
-        cache_path=env.get("EVAL_PIPELINE_JUDGE_CACHE", ""),
-        concurrency=int(env.get("EVAL_PIPELINE_JUDGE_CONCURRENCY", "8")),
-        price_input_per_1k=float(env.get("EVAL_PIPELINE_JUDGE_PRICE_INPUT_PER_1K", "0")),
-        price_output_per_1k=float(env.get("EVAL_PIPELINE_JUDGE_PRICE_OUTPUT_PER_1K", "0")),
-        batch=env.get("EVAL_PIPELINE_JUDGE_BATCH", "").lower() in {"1", "true", "yes"},
-    )
+    """JudgeConfig from the EVAL_PIPELINE_JUDGE_* variables (backend, profile, model folder, model, base URL, cache)."""
+    backend, profile, options = judge_options_from_env()
+    fields = {k: v for k, v in options.items() if k in JudgeConfig.model_fields and v is not None}
+    return JudgeConfig(backend=backend, profile=profile or "", **fields)
+
+
+def make_run_judge(judge: JudgeConfig, eval_config: EvalConfig):
+    """The judge of a run: the resource's backend with the profile it or the gate policy names."""
+    return judge.make(eval_config.data_root, eval_config.judge_profile())
 
 
 @dg.multi_asset(
@@ -95,7 +99,7 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
     manifest = manifest_of(run_manifest)
     settings = eval_config.settings(manifest)
     warehouse = eval_config.warehouse()
-    judge_backend = ReusingJudge(judge.make(eval_config.data_root),
+    judge_backend = ReusingJudge(make_run_judge(judge, eval_config),
                                  warehouse.scan(VERDICT_STORE) if judge.reuse_verdicts else None)
     claims, citations = citation_scoring.claims_and_citations(deid_traces, deid_corpus, deid_cases, judge_backend, settings)
     claims = with_versions(claims, manifest, CLAIMS_CODE_VERSION)
@@ -123,7 +127,7 @@ def grounding_scores(eval_config: EvalConfig, judge: JudgeConfig, run_manifest: 
     """Supported claims over claims, per trace; every claim supported (by default) passes the grounding stage."""
     manifest = manifest_of(run_manifest)
     scores = grounding_scoring.score_grounding(claims, deid_traces, deid_cases, eval_config.settings(manifest),
-                                               judge_version=judge.make(eval_config.data_root).version)
+                                               judge_version=make_run_judge(judge, eval_config).version)
     scores = with_versions(scores, manifest, GROUNDING_CODE_VERSION)
     return materialized(scores, versions=manifest,
                         headline={"mean_grounding_rate": scores["grounding_rate"].drop_nulls().mean(),
@@ -171,22 +175,30 @@ def labelled_claims(eval_config: EvalConfig, run_id: str, claims: pl.DataFrame, 
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CALIBRATION_CODE_VERSION, io_manager_key="warehouse_io",
-          kinds={"polars", "deltalake"})
-def judge_calibration(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
-                      claims: pl.DataFrame, grounding_scores: pl.DataFrame):
-    """Agreement of the judge with human grounding labels: κ with a bootstrap interval; may the judge gate?"""
+          kinds={"polars", "deltalake"},
+          ins={"deid_traces": traces_without(("citations", "input"), RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
+def judge_calibration(context: dg.AssetExecutionContext, eval_config: EvalConfig, judge: JudgeConfig, run_manifest: pl.DataFrame,
+                      claims: pl.DataFrame, grounding_scores: pl.DataFrame, deid_traces: pl.DataFrame):
+    """Agreement of the judge with human grounding labels (κ with a bootstrap interval), its self-consistency; may it gate?"""
     manifest = manifest_of(run_manifest)
     labels = loaders.load_grounding_labels(eval_config.location()).frame
     judged, scores = labelled_claims(eval_config, context.partition_key, claims, grounding_scores, labels)
     calibration = calibration_scoring.calibrate(judged, labels, eval_config.settings(manifest), grounding_scores=scores)
+    run_judge = make_run_judge(judge, eval_config)
+    keyed = claims.with_columns(request_key=claim_key("run_id", "trace_id", "claim_index"))
+    consistency = calibration_scoring.self_consistency(run_judge, keyed, grounding_requests(claims, deid_traces),
+                                                       sample=judge.self_consistency_sample, seed=judge.seed)
+    calibration = calibration_scoring.with_self_consistency(calibration, run_judge.version, consistency)
     calibration = with_versions(calibration, manifest, CALIBRATION_CODE_VERSION)
     claim_level = calibration.filter(pl.col("level") == "claim")
     if claim_level.height:
         row = claim_level.row(0, named=True)
-        context.log.info(f"judge {row['judge_version']}: n={row['n']} kappa={row['cohen_kappa']} may_gate={row['may_gate']}")
+        context.log.info(f"judge {row['judge_version']}: n={row['n']} kappa={row['cohen_kappa']} may_gate={row['may_gate']}; "
+                         f"self-consistency: {consistency['self_consistency_note']}")
     return materialized(calibration, versions=manifest,
                         headline={"cohen_kappa": claim_level["cohen_kappa"][0] if claim_level.height else None,
-                                  "n": claim_level["n"][0] if claim_level.height else 0})
+                                  "n": claim_level["n"][0] if claim_level.height else 0,
+                                  "self_consistency_flip_rate": consistency["self_consistency_flip_rate"]})
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CALIBRATION_CODE_VERSION, io_manager_key="warehouse_io",

@@ -11,6 +11,8 @@ from eval_pipeline.contracts.models import GatePolicy, RunManifest
 from eval_pipeline.io.loaders import load_gate_policy, load_manifest
 from eval_pipeline.io.storage import Location, is_url, open_location
 from eval_pipeline.io.warehouse import FrameBatches, TableBatches, Warehouse
+from eval_pipeline.judge.base import JudgeConfigError
+from eval_pipeline.judge.profile import JudgeProfile
 from eval_pipeline.settings import ScoringSettings
 
 RESTRICTED_METADATA_KEY = "eval_pipeline/restricted"
@@ -60,6 +62,16 @@ class EvalConfig(dg.ConfigurableResource):
 
     def policy(self) -> GatePolicy:
         return load_gate_policy(self.location())
+
+    def judge_profile(self) -> JudgeProfile | None:
+        """The judge profile named by the gate policy (`judge: {profile: PATH}` inside the data root), if any."""
+        name = self.policy().judge.profile
+        if not name:
+            return None
+        location = self.location()
+        if not location.exists(name):
+            raise JudgeConfigError(f"policy/gates.yaml names judge profile {name}, which is not in the data root")
+        return JudgeProfile.from_yaml(location.read_bytes(name).decode("utf-8"), f"{self.data_root.rstrip('/')}/{name}")
 
     def settings(self, manifest: dict | None = None) -> ScoringSettings:
         """Scoring settings from the gate policy, with the run's `citations: required` applied."""

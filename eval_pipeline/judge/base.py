@@ -37,10 +37,12 @@ COST_SCHEMA: dict[str, pl.DataType] = {
     "cached": pl.Boolean,
 }
 
-# What a backend returns before the shared quote check.
+# What a backend returns before the shared quote check. `score`: the backend's support score in [0, 1] where it
+# gives one (local and model judges), null otherwise.
 RAW_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "request_key": pl.String,
     "verdict": pl.String,
+    "score": pl.Float64,
     "evidence_quote": pl.String,
     "evidence_doc_id": pl.String,
     "status": pl.String,
@@ -51,6 +53,7 @@ RAW_RESULT_SCHEMA: dict[str, pl.DataType] = {
 RESULT_SCHEMA: dict[str, pl.DataType] = {
     "request_key": pl.String,
     "verdict": pl.String,
+    "score": pl.Float64,
     "evidence_quote": pl.String,
     "evidence_doc_id": pl.String,
     "quote_verified": pl.Boolean,
@@ -106,30 +109,47 @@ def evidence_sets(requests: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+QUOTE_PARTS = " … "
+
+
 def _found_in(rows: pl.DataFrame) -> pl.DataFrame:
-    """request_key → doc_id of the first chunk (in `rows` order) whose folded text holds the folded quote."""
+    """(request_key, part) → doc_id of the first chunk (in `rows` order) whose folded text holds the folded part."""
     return (
-        rows.filter(pl.col("_text").str.contains(pl.col("_quote"), literal=True))
-        .group_by("request_key", maintain_order=True)
+        rows.filter(pl.col("_text").str.contains(pl.col("_part"), literal=True))
+        .group_by("request_key", "part", maintain_order=True)
         .agg(pl.col("doc_id").first().alias("_found_doc"))
     )
 
 
 def verify_quotes(requests: pl.DataFrame, raw: pl.DataFrame) -> pl.DataFrame:
-    """Raw verdicts with quote_verified set and unverifiable SUPPORTED/CONTRADICTED downgraded to NOT_IN_EVIDENCE."""
+    """Raw verdicts with quote_verified set and unverifiable SUPPORTED/CONTRADICTED downgraded to NOT_IN_EVIDENCE.
+
+    A quote may join passages with " … "; it is verified when every passage is in the evidence.
+    """
     raw = raw.with_columns(_quote=normalize_ws(pl.col("evidence_quote")))
     quoted = (
         raw.filter((pl.col("status") == "ok") & (pl.col("_quote").str.len_chars() > 0))
         .select("request_key", "_quote", "evidence_doc_id")
         .join(requests.select("request_key", "evidence_key"), on="request_key")
+        .with_columns(_part=pl.col("_quote").str.split(QUOTE_PARTS))
+        .explode("_part")
+        .with_columns(_part=pl.col("_part").str.strip_chars())
+        .filter(pl.col("_part").str.len_chars() > 0)
+        .with_columns(part=pl.int_range(pl.len(), dtype=pl.Int32).over("request_key"))
     )
     chunks = evidence_sets(requests.join(quoted.select("evidence_key").unique(), on="evidence_key", how="semi"))
     chunks = chunks.with_columns(_text=normalize_ws(pl.col("text"))).drop("text")
-    # The chunk the judge named is tried first; only quotes not found there are searched in every chunk.
+    # The chunk the judge named is tried first; only passages not found there are searched in every chunk.
     named = _found_in(quoted.join(chunks, left_on=["evidence_key", "evidence_doc_id"], right_on=["evidence_key", "doc_id"]).rename({"evidence_doc_id": "doc_id"}))
-    rest = quoted.join(named, on="request_key", how="anti").select("request_key", "evidence_key", "_quote")
-    anywhere = _found_in(rest.join(chunks, on="evidence_key").sort("request_key", "ev_pos"))
-    found = pl.concat([named, anywhere])
+    rest = quoted.join(named, on=["request_key", "part"], how="anti").select("request_key", "part", "evidence_key", "_part")
+    anywhere = _found_in(rest.join(chunks, on="evidence_key").sort("request_key", "part", "ev_pos"))
+    found = (
+        quoted.select("request_key", "part")
+        .join(pl.concat([named, anywhere]), on=["request_key", "part"], how="left")
+        .sort("request_key", "part")
+        .group_by("request_key")
+        .agg(_found_doc=pl.when(pl.col("_found_doc").is_not_null().all()).then(pl.col("_found_doc").first()))
+    )
     ok = pl.col("status") == "ok"
     verified = pl.col("_found_doc").is_not_null()
     claimed = pl.col("verdict").is_in(["SUPPORTED", "CONTRADICTED"])
@@ -165,6 +185,12 @@ class Judge(ABC):
 
     version: str
     model: str
+    # Whether the same request always gets the same verdict (then self-consistency is 1 by construction).
+    deterministic: bool = False
+
+    def uncached(self) -> Judge:
+        """This judge without any verdict cache, to ask the same requests again (self-consistency)."""
+        return self
 
     def judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
         """RESULT_SCHEMA rows, one per request (REQUEST_SCHEMA: request_key, claim, evidence list of {doc_id, text})."""

@@ -1,17 +1,23 @@
-"""The local judge: deterministic, versioned, no network; lexical entailment of a claim by one evidence sentence.
+"""The local judge: deterministic, no network; a graded lexical support score per claim, thresholds from a profile.
 
-For each claim every evidence sentence is compared with it (features in `eval_pipeline.judge.text`):
-- SUPPORTED: every content word of the claim (stemmed words, numbers, capitalized names) is in the sentence,
-  every number keeps its unit (`14|day`, `49|$`), and both or neither are negated;
-- CONTRADICTED: not supported, at least `contradiction_overlap` of the claim's non-numeric content words are
-  in the sentence (it speaks of the same thing), and a slot conflicts: a number with the same unit but another
-  value (durations, amounts, counts, years), another member of an exclusive group (annual/monthly, a month,
-  a weekday, business/calendar days, a plan tier), another capitalized name in place of the claim's, or a
-  negation on one side only;
-- NOT_IN_EVIDENCE otherwise.
-A supporting sentence wins over a contradicting one, which wins over the rest; ties go to the higher share of
-covered claim words, then to the earlier chunk and sentence. The sentence used is returned as the quote
-(null only when no sentence shares a content word with the claim).
+Features of claims and evidence sentences are those of `eval_pipeline.judge.lexical`. For each claim:
+- **Evidence.** Up to four evidence sentences are chosen greedily, anywhere in the claim's evidence (adjacent or
+  not, one chunk or several): each time the sentence that holds the most claim words not yet found, ties to the
+  earlier chunk and sentence. The quote is those sentences in evidence order joined by " … " (each part verified).
+- **Score** = claim words found / content words of the claim, halved for every number and every opinion word
+  (think, great, maybe …) of the claim that is not in the chosen sentences, halved for every name that is not
+  there (adjacent capitalised words are one name, present when one of its words is; each missing word of a
+  present name costs 0.3 of the score), and halved once more when a conflict is found; in [0, 1].
+- **Conflicts**, read in the chosen sentences: a number whose unit (currency, %, year, date, or the neighbouring
+  word in its clause) the evidence gives another value; a word of an exclusive group (annual/monthly, a month,
+  a weekday, business/calendar days, a plan tier) where the evidence has another member; a name of the claim
+  missing where the first sentence has another name beside one of its neighbouring words (CEO John Smith vs
+  CEO Jane Doe); a word found on both sides but negated on one side only (`not refundable`, `no fee`;
+  `rainfall is non-existent in Egypt` negates nothing about Egypt).
+- **Verdict**: CONTRADICTED when a conflict is found and at least `contradiction_overlap` of the claim's
+  non-numeric words (those in conflict aside) are in the evidence; else SUPPORTED when score ≥ the profile's `support` threshold (above
+  0.5, so a missing number, name or opinion, or a conflict, never passes); else NOT_IN_EVIDENCE. Every verdict
+  has a reason naming what was found, missing or in conflict.
 Pairwise: each answer's claims are judged against the evidence; the answer with the higher supported share
 wins, then the one with fewer contradictions, then more supported claims; otherwise a tie.
 """
@@ -21,34 +27,38 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.judge.base import Judge, evidence_sets
-from eval_pipeline.judge.text import (
-    pack_key,
-    raw_token_rows,
-    sentence_rows,
-    slot_types,
-    strip_doc_markers,
-    text_features,
-    vocabulary,
-)
-from eval_pipeline.scoring.claims import claims_of_texts
+from eval_pipeline.judge.lexical import annotate, token_rows, vocabulary
+from eval_pipeline.judge.profile import JudgeProfile, default_profile
+from eval_pipeline.judge.text import pack_key, sentence_rows, strip_doc_markers
 
-LOCAL_JUDGE_VERSION = "local-1.0"
+LOCAL_JUDGE_BASE = "local-2.0"
 LOCAL_JUDGE_MODEL = "local-lexical"
-DEFAULT_CONTRADICTION_OVERLAP = 0.75
+MAX_EVIDENCE_SENTENCES = 4
+QUOTE_JOINER = " … "
+NUMBER_PENALTY = 0.5
+NAME_PENALTY = 0.5
+PARTIAL_NAME_PENALTY = 0.7
+OPINION_PENALTY = 0.5
+CONFLICT_PENALTY = 0.5
+
 
 class LocalJudge(Judge):
-    """Deterministic lexical judge (module docstring); `version` changes with its parameters."""
+    """Deterministic lexical judge (module docstring); `version` carries the profile's digest."""
 
-    def __init__(self, contradiction_overlap: float = DEFAULT_CONTRADICTION_OVERLAP) -> None:
-        if not 0.0 < contradiction_overlap <= 1.0:
-            raise ValueError("contradiction_overlap must be in (0, 1]")
-        self.contradiction_overlap = contradiction_overlap
+    deterministic = True
+
+    def __init__(self, profile: JudgeProfile | None = None, contradiction_overlap: float | None = None) -> None:
+        profile = profile or default_profile("local")
+        if contradiction_overlap is not None:
+            profile = JudgeProfile(backend="local", support_threshold=profile.support_threshold,
+                                   contradiction_overlap=contradiction_overlap, source=profile.source, fitted=profile.fitted)
+        self.profile = profile
+        self.support_threshold = profile.support_threshold
+        self.contradiction_overlap = profile.contradiction_overlap
         self.model = LOCAL_JUDGE_MODEL
-        suffix = "" if contradiction_overlap == DEFAULT_CONTRADICTION_OVERLAP else f"+overlap{contradiction_overlap:g}"
-        self.version = LOCAL_JUDGE_VERSION + suffix
+        self.version = f"{LOCAL_JUDGE_BASE}+{profile.digest}"
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        # Integer surrogates for the string keys keep the joins and group-bys below cheap.
         keys = requests.select("request_key", "evidence_key").with_row_index("rid")
         evidence_ids = keys.select("evidence_key").unique(maintain_order=True).with_row_index("eid")
         keys = keys.join(evidence_ids, on="evidence_key").select("rid", "eid", "request_key")
@@ -58,193 +68,340 @@ class LocalJudge(Judge):
         # and featurized once.
         texts = chunks.select("text").unique().with_row_index("text_id")
         sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
-        claim_raw = raw_token_rows(claim_frame, "rid", "claim_text")
-        sentence_raw = raw_token_rows(sentences, "sid", "sentence")
-        vocab = vocabulary(pl.concat([claim_raw["raw"], sentence_raw["raw"]]))
-        claims, claim_words = text_features(claim_frame, "rid", "claim_text", "c_", claim_raw, vocab)
-        sentence_features, sentence_words = text_features(sentences, "sid", "sentence", "s_", sentence_raw, vocab)
+        claim_tokens = token_rows(claim_frame, "rid", "claim_text")
+        sentence_tokens = token_rows(sentences, "sid", "sentence")
+        vocab = vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
+        claim_rows = annotate(claim_tokens, vocab, "rid")
+        sentence_rows_ = annotate(sentence_tokens, vocab, "sid")
+        words = _claim_words(claim_rows)
         chunk_index = chunks.join(texts, on="text").select("eid", "ev_pos", "doc_id", "text_id")
-        # A text repeated within one evidence set counts once, at its first position: then a (claim, sentence)
-        # pair has one ev_pos, and one integer key.
+        # A text repeated within one evidence set counts once, at its first position.
         first_chunks = chunk_index.group_by("eid", "text_id").agg(pl.col("ev_pos").min())
-        # Inverted index: only (claim, sentence) pairs that share a content word are ever formed.
+        sentence_words = sentence_rows_.filter(pl.col("is_content")).select("sid", "tid").unique()
         index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(pack_key("text_id", "tid").alias("_word"), "sid")
         matches = (
-            claim_words.join(keys.select("rid", "eid"), on="rid")
+            words.select("rid", "tid").join(keys.select("rid", "eid"), on="rid")
             .join(first_chunks, on="eid")
-            .select("rid", "ev_pos", "is_num", pack_key("text_id", "tid").alias("_word"))
+            .select("rid", "ev_pos", "tid", pack_key("text_id", "tid").alias("_word"))
             .join(index, on="_word")
+            .drop("_word")
         )
-        pairs = (
-            matches.group_by(pack_key("rid", "sid").alias("_pair"))
-            .agg(pl.col("rid").first(), pl.col("sid").first(), pl.col("ev_pos").first(), covered=pl.len(),
-                 covered_nonnum=(~pl.col("is_num")).sum())
-            .drop("_pair")
-            .join(claims.select("rid", "c_n_words", "c_n_nonnum"), on="rid")
+        chosen = _choose_sentences(matches)
+        verdicts = self._decide(words, claim_rows, chosen, matches, sentence_rows_, sentences)
+        quotes = (
+            chosen.join(sentences.select("sid", "sentence"), on="sid")
+            .join(keys.select("rid", "eid"), on="rid")
+            .join(chunk_index.select("eid", "ev_pos", "doc_id"), on=["eid", "ev_pos"])
+            .sort("rid", "ev_pos", "sid")
+            .group_by("rid", maintain_order=True)
+            .agg(evidence_quote=pl.col("sentence").str.join(QUOTE_JOINER), evidence_doc_id=pl.col("doc_id").first())
         )
-        best = self._best_sentence(pairs, claims, sentence_features, vocab.select("tid", "token").unique())
         return (
-            keys.join(claims.select("rid", "c_n_words"), on="rid")
-            .join(best, on="rid", how="left")
-            .join(chunk_index.select("eid", "ev_pos", "doc_id"), on=["eid", "ev_pos"], how="left")
-            .join(sentences.select("sid", "sentence"), on="sid", how="left")
+            keys.join(verdicts, on="rid", how="left")
+            .join(quotes, on="rid", how="left")
             .join(chunks.group_by("eid").len("n_chunks"), on="eid", how="left")
+            .join(words.group_by("rid").len("n_words"), on="rid", how="left")
             .select(
                 "request_key",
                 pl.col("verdict").fill_null("NOT_IN_EVIDENCE"),
-                pl.col("sentence").alias("evidence_quote"),
-                pl.col("doc_id").alias("evidence_doc_id"),
+                pl.col("score").fill_null(0.0),
+                "evidence_quote",
+                "evidence_doc_id",
                 pl.lit("ok").alias("status"),
                 pl.when(pl.col("verdict").is_not_null())
                 .then(pl.col("reason"))
                 .when(pl.col("n_chunks").fill_null(0) == 0)
                 .then(pl.lit("no evidence"))
-                .when(pl.col("c_n_words") == 0)
+                .when(pl.col("n_words").fill_null(0) == 0)
                 .then(pl.lit("the claim has no content words"))
-                .otherwise(pl.lit("no evidence sentence shares a content word with the claim"))
+                .otherwise(pl.lit("support 0: no evidence sentence shares a word with the claim"))
                 .alias("reason"),
                 pl.lit(0.0).alias("cost_usd"),
                 pl.lit(False).alias("cached"),
             )
         )
 
-    def _best_sentence(self, pairs: pl.DataFrame, claims: pl.DataFrame, sentences: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
-        """Per claim (rid): the deciding ev_pos and sentence id, the verdict and its reason (module docstring)."""
-        share = pl.col("covered") / pl.col("c_n_words")
-        topical = pl.when(pl.col("c_n_nonnum") == 0).then(1.0).otherwise(pl.col("covered_nonnum") / pl.col("c_n_nonnum"))
-        pairs = pairs.with_columns(_share=share, _topical=topical)
-        full = pl.col("covered") == pl.col("c_n_words")
-        close = full | (pl.col("_topical") >= self.contradiction_overlap)
-        # Only sentences that cover the claim, or speak of the same thing, can support or contradict it.
-        candidates = (
-            pairs.filter(close)
-            .join(claims.select("rid", "c_slots", "c_ents", "c_words", "c_neg"), on="rid")
-            .join(sentences.select("sid", "s_slots", "s_ents", "s_words", "s_neg"), on="sid")
+    def _decide(self, words: pl.DataFrame, claim_rows: pl.DataFrame, chosen: pl.DataFrame, matches: pl.DataFrame,
+                sentence_rows_: pl.DataFrame, sentences: pl.DataFrame) -> pl.DataFrame:
+        """rid → verdict, score, reason for every claim with at least one chosen sentence."""
+        covered = matches.join(chosen.select("rid", "sid"), on=["rid", "sid"], how="semi").select("rid", "tid").unique()
+        found = words.join(covered.with_columns(_found=pl.lit(True)), on=["rid", "tid"], how="left").with_columns(
+            pl.col("_found").fill_null(False)
+        )
+        entities = _entities(claim_rows).join(found.select("rid", "tid", "_found"), on=["rid", "tid"]).with_columns(
+            _any=pl.col("_found").any().over("rid", "entity")
+        )
+        # A name none of whose words is in the evidence is reported as a name, not word by word.
+        absent_names = entities.filter(~pl.col("_any")).select("rid", "tid").unique().with_columns(_absent_name=pl.lit(True))
+        found = found.join(absent_names, on=["rid", "tid"], how="left").with_columns(pl.col("_absent_name").fill_null(False))
+        missing = ~pl.col("_found")
+        summary = found.group_by("rid").agg(
+            n_words=pl.len(),
+            n_found=pl.col("_found").sum(),
+            n_nonnum=(~pl.col("is_num")).sum(),
+            n_found_nonnum=(pl.col("_found") & ~pl.col("is_num")).sum(),
+            missing_numbers=pl.col("shown").filter(missing & pl.col("is_num")).sort(),
+            missing_opinions=pl.col("shown").filter(missing & pl.col("is_subjective")).sort(),
+            missing_words=pl.col("shown").filter(missing & ~pl.col("is_num") & ~pl.col("is_subjective") & ~pl.col("_absent_name")).sort(),
+        )
+        names = entities.group_by("rid", "entity").agg(
+            pl.col("_any").first(), _partial=(~pl.col("_found")).sum(), shown=pl.col("shown").str.join(" ")
+        ).group_by("rid").agg(
+            missing_names=pl.col("shown").filter(~pl.col("_any")).sort(),
+            n_partial_names=pl.col("_partial").filter(pl.col("_any")).sum(),
+        )
+        summary = summary.join(names, on="rid", how="left").with_columns(
+            pl.col("missing_names").fill_null(pl.lit([], dtype=pl.List(pl.String))), pl.col("n_partial_names").fill_null(0)
+        )
+        conflicts = _conflicts(claim_rows, chosen, words, found, sentence_rows_)
+        decided = (
+            summary.join(chosen.group_by("rid").agg(n_sentences=pl.len()), on="rid")
+            .join(conflicts, on="rid", how="left")
             .with_columns(
-                _missing_slots=pl.col("c_slots").list.set_difference("s_slots"),
-                _extra_slots=pl.col("s_slots").list.set_difference("c_slots"),
-                _missing_ents=pl.col("c_ents").list.set_difference("s_words"),
-                _extra_ents=pl.col("s_ents").list.set_difference("c_words"),
-                _negation_conflict=pl.col("c_neg") != pl.col("s_neg"),
-            )
-            .with_columns(
-                _slot_conflict=slot_types(pl.col("_missing_slots")).list.set_intersection(slot_types(pl.col("_extra_slots"))).list.len() > 0,
-                _entity_conflict=(pl.col("_missing_ents").list.len() > 0) & (pl.col("_extra_ents").list.len() > 0),
-                _numbers_kept=~pl.col("_missing_slots").list.eval(pl.element().str.contains(r"^\d")).list.any(),
+                pl.col("value_conflicts", "group_conflicts", "name_conflicts", "negated_words").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+                pl.col("negation_conflict").fill_null(False),
             )
         )
-        supported = full & pl.col("_numbers_kept") & ~pl.col("_negation_conflict")
-        contradicted = (pl.col("_topical") >= self.contradiction_overlap) & (
-            pl.col("_slot_conflict") | pl.col("_entity_conflict") | pl.col("_negation_conflict")
+        has_conflict = (
+            (pl.col("value_conflicts").list.len() + pl.col("group_conflicts").list.len() + pl.col("name_conflicts").list.len()) > 0
+        ) | pl.col("negation_conflict")
+        # The claim's words in conflict are missing by nature; how much of the rest is found says whether the
+        # evidence speaks of the same thing.
+        in_conflict = pl.col("_group_tids").list.len().fill_null(0) + pl.col("_name_tids").list.len().fill_null(0)
+        rest = pl.col("n_nonnum") - in_conflict
+        topical = pl.when(rest <= 0).then(1.0).otherwise(pl.col("n_found_nonnum") / rest)
+        contradicted = has_conflict & (topical >= self.contradiction_overlap)
+        score = (
+            pl.col("n_found") / pl.col("n_words")
+            * pl.lit(NUMBER_PENALTY).pow(pl.col("missing_numbers").list.len())
+            * pl.lit(NAME_PENALTY).pow(pl.col("missing_names").list.len())
+            * pl.lit(PARTIAL_NAME_PENALTY).pow(pl.col("n_partial_names"))
+            * pl.lit(OPINION_PENALTY).pow(pl.col("missing_opinions").list.len())
+            * pl.when(pl.col("_conflict")).then(CONFLICT_PENALTY).otherwise(1.0)
+        ).round(4)
+        decided = decided.with_columns(_contradicted=contradicted, _conflict=has_conflict).with_columns(score=score)
+        supported = ~pl.col("_contradicted") & (pl.col("score") >= self.support_threshold)
+        verdict = pl.when(pl.col("_contradicted")).then(pl.lit("CONTRADICTED")).when(supported).then(pl.lit("SUPPORTED")).otherwise(
+            pl.lit("NOT_IN_EVIDENCE")
         )
-        keep = ["rid", "ev_pos", "sid", "c_n_words", "_share"]
-        judged = candidates.select(
-            *keep, "_missing_slots", "_extra_slots", "_missing_ents", "_extra_ents", "_slot_conflict", "_entity_conflict",
-            pl.when(supported).then(2).when(contradicted).then(1).otherwise(0).alias("_priority"),
-        )
-        ranked = pl.concat([judged, pairs.filter(~close).select(*keep, pl.lit(0).alias("_priority"))], how="diagonal_relaxed")
-        # Support beats contradiction beats the rest, then the higher share of covered words (share <= 1, so
-        # priority * 2 + share orders both); the remaining ties go to the earlier chunk and sentence.
-        score = pl.col("_priority") * 2 + pl.col("_share")
-        best = (
-            ranked.filter(score == score.max().over("rid"))
-            .sort("rid", "ev_pos", "sid")
-            .unique("rid", keep="first", maintain_order=True)
-            .join(claims.select("rid", "c_words"), on="rid")
-            .join(sentences.select("sid", "s_words"), on="sid")
-            .with_columns(_missing=pl.col("c_words").list.set_difference("s_words"))
-        )
-        best = _with_names(best, ["_missing", "_missing_ents", "_extra_ents"], names)
-        reason = (
-            pl.when(pl.col("_priority") == 2)
-            .then(pl.format("all {} content words, numbers and names of the claim are in the sentence", "c_n_words"))
-            .when((pl.col("_priority") == 1) & pl.col("_slot_conflict"))
-            .then(pl.format("conflicting value: claim {} vs evidence {}", _listed("_missing_slots"), _listed("_extra_slots")))
-            .when((pl.col("_priority") == 1) & pl.col("_entity_conflict"))
-            .then(pl.format("conflicting name: claim {} vs evidence {}", "_missing_ents", "_extra_ents"))
-            .when(pl.col("_priority") == 1)
-            .then(pl.lit("negation differs between claim and evidence"))
-            .otherwise(pl.format("not in the closest evidence sentence: {}", "_missing"))
-        )
-        verdict = pl.col("_priority").replace_strict({2: "SUPPORTED", 1: "CONTRADICTED", 0: "NOT_IN_EVIDENCE"}, return_dtype=pl.String)
-        return best.select("rid", "ev_pos", "sid", verdict.alias("verdict"), reason.alias("reason"))
+        return decided.with_columns(verdict=verdict).with_columns(reason=self._reason()).select("rid", "verdict", "score", "reason")
 
-    def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
-        sides = pl.concat(
+    def _reason(self) -> pl.Expr:
+        """A reason a person can check: the score against the threshold, what was found, missing or in conflict."""
+        threshold = f"{self.support_threshold:g}"
+        found = pl.format(
+            "{} of {} claim words in {} evidence sentence(s)", "n_found", "n_words", "n_sentences"
+        )
+        details = pl.concat_str(
             [
-                requests.select("request_key", "evidence", pl.lit(side).alias("side"), pl.col(column).alias("answer"))
-                for side, column in (("A", "answer_a"), ("B", "answer_b"))
+                _listing("value_conflicts", "; conflicting value "),
+                _listing("group_conflicts", "; conflicting "),
+                _listing("name_conflicts", "; conflicting name "),
+                _listing("negated_words", "; negated on one side only: "),
+                _listing("missing_numbers", "; number not in the evidence: "),
+                _listing("missing_names", "; name not in the evidence: "),
+                _listing("missing_opinions", "; opinion not in the evidence: "),
+                _listing("missing_words", "; not found: "),
             ]
         )
-        claims = claims_of_texts(sides, ["request_key", "side"], "answer")
-        claim_requests = claims.join(sides.select("request_key", "side", "evidence"), on=["request_key", "side"]).select(
-            pl.format("{}\x1f{}\x1f{}", "request_key", "side", "claim_index").alias("claim_key"),
-            "request_key",
-            "side",
-            "claim",
-            "evidence",
+        head = (
+            pl.when(pl.col("verdict") == "CONTRADICTED")
+            .then(pl.format("contradicted (support {})", pl.col("score").round(4)))
+            .when(pl.col("verdict") == "SUPPORTED")
+            .then(pl.format("support {} >= {}", pl.col("score").round(4), pl.lit(threshold)))
+            .otherwise(pl.format("support {} < {}", pl.col("score").round(4), pl.lit(threshold)))
         )
-        verdicts = self.judge_claims(claim_requests.rename({"claim_key": "request_key", "request_key": "pair_key"}).select("request_key", "claim", "evidence"))
-        per_side = (
-            claim_requests.join(verdicts.select(pl.col("request_key").alias("claim_key"), "verdict"), on="claim_key")
-            .group_by("request_key", "side")
-            .agg(
-                n=pl.len(),
-                supported=(pl.col("verdict") == "SUPPORTED").sum(),
-                contradicted=(pl.col("verdict") == "CONTRADICTED").sum(),
-            )
-        )
-        score = requests.select("request_key")
-        for side in ("A", "B"):
-            s = side.lower()
-            score = score.join(
-                per_side.filter(pl.col("side") == side).select(
-                    "request_key",
-                    pl.col("n").alias(f"n_{s}"),
-                    pl.col("supported").alias(f"sup_{s}"),
-                    pl.col("contradicted").alias(f"con_{s}"),
-                ),
-                on="request_key",
-                how="left",
-            )
-        score = score.with_columns(pl.col(r"^(n|sup|con)_[ab]$").fill_null(0).cast(pl.Int64))
-        # Supported shares compared exactly by cross-multiplying (an answer without claims counts as 1/1).
-        share = {s: (pl.when(pl.col(f"n_{s}") == 0).then(1).otherwise(pl.col(f"sup_{s}")),
-                     pl.when(pl.col(f"n_{s}") == 0).then(1).otherwise(pl.col(f"n_{s}"))) for s in "ab"}
-        comparisons = [
-            share["a"][0] * share["b"][1] - share["b"][0] * share["a"][1],
-            pl.col("con_b") - pl.col("con_a"),
-            pl.col("sup_a") - pl.col("sup_b"),
-        ]
-        preference = pl.when(comparisons[0] > 0).then(pl.lit("A")).when(comparisons[0] < 0).then(pl.lit("B"))
-        for comparison in comparisons[1:]:
-            preference = preference.when(comparison > 0).then(pl.lit("A")).when(comparison < 0).then(pl.lit("B"))
-        return score.select(
-            "request_key",
-            preference.otherwise(pl.lit("tie")).alias("preference"),
-            pl.lit("ok").alias("status"),
-            pl.format(
-                "A: {}/{} supported, {} contradicted; B: {}/{} supported, {} contradicted",
-                "sup_a", "n_a", "con_a", "sup_b", "n_b", "con_b",
-            ).alias("reason"),
-            pl.lit(0.0).alias("cost_usd"),
-            pl.lit(False).alias("cached"),
-        )
+        return pl.concat_str([head, pl.lit(": "), found, details])
+
+    def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
+        from eval_pipeline.judge.pairwise import prefer_by_claims
+
+        return prefer_by_claims(self, requests)
 
 
-def _listed(column: str) -> pl.Expr:
-    return pl.col(column).list.sort().list.join(", ")
+def _listing(column: str, prefix: str) -> pl.Expr:
+    return pl.when(pl.col(column).list.len() > 0).then(pl.lit(prefix) + pl.col(column).list.join(", ")).otherwise(pl.lit(""))
 
 
-def _with_names(frame: pl.DataFrame, columns: list[str], names: pl.DataFrame) -> pl.DataFrame:
-    """Token-id list columns of a (rid-keyed) frame replaced by their tokens, sorted and comma-joined."""
-    for column in columns:
-        joined = (
-            frame.select("rid", column)
-            .explode(column, keep_nulls=False, empty_as_null=False)
-            .join(names, left_on=column, right_on="tid")
-            .group_by("rid")
-            .agg(pl.col("token").sort().str.join(", ").alias(column))
+def _claim_words(claim_rows: pl.DataFrame) -> pl.DataFrame:
+    """Distinct content words of each claim: rid, tid, is_num, is_name (any occurrence), shown (first raw form)."""
+    return (
+        claim_rows.filter(pl.col("is_content"))
+        .group_by("rid", "tid")
+        .agg(pl.col("is_num").first(), pl.col("is_name").any(), pl.col("is_subjective").any(), shown=pl.col("lower").first().str.replace(r"'s$", ""))
+    )
+
+
+def _entities(claim_rows: pl.DataFrame) -> pl.DataFrame:
+    """rid, entity, tid, shown: names of each claim, adjacent name words forming one entity (Media Play News)."""
+    names = claim_rows.filter(pl.col("is_name") & ~pl.col("is_num"))
+    continues = (pl.col("rid").shift(1) == pl.col("rid")) & (pl.col("pos").shift(1) == pl.col("pos") - 1)
+    return names.select(
+        "rid", "tid", (~continues.fill_null(False)).cum_sum().alias("entity"), pl.col("lower").str.replace(r"'s$", "").alias("shown")
+    )
+
+
+def _choose_sentences(matches: pl.DataFrame) -> pl.DataFrame:
+    """rid, sid, ev_pos, round: up to MAX_EVIDENCE_SENTENCES sentences per claim chosen greedily (module docstring)."""
+    # One UInt64 per (claim, sentence) and per (claim, word) keeps every group-by and join on a single integer.
+    remaining = matches.select("rid", "sid", "ev_pos", pack_key("rid", "sid").alias("_pair"), pack_key("rid", "tid").alias("_word"))
+    picked = []
+    for round_ in range(MAX_EVIDENCE_SENTENCES):
+        if remaining.is_empty():
+            break
+        counts = remaining.group_by("_pair").agg(pl.len().alias("n"), pl.col("rid").first(), pl.col("sid").first(), pl.col("ev_pos").first())
+        # The most new words, then the earlier chunk, then the earlier sentence: the largest packed rank wins.
+        rank = (
+            pl.col("n").cast(pl.UInt64) * (1 << 48)
+            + (65535 - pl.col("ev_pos").clip(0, 65535)).cast(pl.UInt64) * (1 << 32)
+            + ((1 << 32) - 1 - pl.col("sid").cast(pl.UInt64))
         )
-        frame = frame.drop(column).join(joined, on="rid", how="left")
-    return frame
+        best = counts.with_columns(_rank=rank).group_by("rid").agg(pl.col("_rank").max()).select(
+            "rid",
+            ((1 << 32) - 1 - (pl.col("_rank") % (1 << 32))).cast(pl.UInt32).alias("sid"),
+            (65535 - (pl.col("_rank") // (1 << 32)) % (1 << 16)).cast(pl.Int64).alias("ev_pos"),
+            pl.lit(round_, dtype=pl.Int32).alias("round"),
+        )
+        picked.append(best)
+        taken = remaining.join(best.select(pack_key("rid", "sid").alias("_pair")), on="_pair", how="semi").select("_word")
+        remaining = remaining.join(taken, on="_word", how="anti")
+    if not picked:
+        return pl.DataFrame(schema={"rid": pl.UInt32, "sid": pl.UInt32, "ev_pos": pl.Int64, "round": pl.Int32})
+    return pl.concat(picked)
+
+
+def _neighbours(rows: pl.DataFrame, key: str) -> pl.DataFrame:
+    """key, tid, neighbour: the content words just before and after each content word, within its clause."""
+    content = rows.filter(pl.col("is_content")).select(key, "clause", "tid")
+    same = (pl.col(key).shift(1) == pl.col(key)) & (pl.col("clause").shift(1) == pl.col("clause"))
+    pairs = content.with_columns(_prev=pl.when(same).then(pl.col("tid").shift(1))).filter(pl.col("_prev").is_not_null())
+    return pl.concat(
+        [pairs.select(key, "tid", pl.col("_prev").alias("neighbour")), pairs.select(key, pl.col("_prev").alias("tid"), pl.col("tid").alias("neighbour"))]
+    ).unique()
+
+
+def _slots(rows: pl.DataFrame, key: str) -> pl.DataFrame:
+    """key, slot (`value|unit` of each number with a unit), shown (`value unit`) — distinct."""
+    return (
+        rows.filter(pl.col("is_num") & (pl.col("unit") != ""))
+        .select(key, (pl.col("token") + "|" + pl.col("unit")).alias("slot"), pl.col("unit"), pl.col("token"))
+        .unique()
+    )
+
+
+def _value_conflicts(claim_rows: pl.DataFrame, scope_rows: pl.DataFrame) -> pl.DataFrame:
+    """rid → value_conflicts: claim slots the scope lacks while it gives the same unit another value."""
+    claim_slots = _slots(claim_rows, "rid")
+    evidence_slots = _slots(scope_rows, "rid")
+    missing = claim_slots.join(evidence_slots, on=["rid", "slot"], how="anti")
+    other = evidence_slots.join(claim_slots.select("rid", "slot"), on=["rid", "slot"], how="anti")
+    return (
+        missing.join(other, on=["rid", "unit"], suffix="_ev")
+        .group_by("rid", "slot")
+        .agg(pl.col("token").first(), pl.col("unit").first(), ev=pl.col("token_ev").unique().sort().str.join("/"))
+        .group_by("rid")
+        .agg(value_conflicts=pl.format("claim {} {} vs evidence {} {}", "token", "unit", "ev", "unit").sort())
+    )
+
+
+def _group_conflicts(claim_rows: pl.DataFrame, scope_rows: pl.DataFrame, words: pl.DataFrame, absent: pl.DataFrame) -> pl.DataFrame:
+    """rid → group_conflicts, _group_tids: a claim member `absent` from the scope, another member in it."""
+    claim_groups = (
+        claim_rows.filter(pl.col("groups").is_not_null()).select("rid", "tid", "lower", "groups").explode("groups")
+        .join(absent, on=["rid", "tid"], how="semi")
+    )
+    evidence_groups = scope_rows.filter(pl.col("groups").is_not_null()).select("rid", "tid", "lower", "groups").explode("groups")
+    evidence_groups = evidence_groups.join(words.select("rid", "tid"), on=["rid", "tid"], how="anti")
+    return (
+        claim_groups.join(evidence_groups, on=["rid", "groups"], suffix="_ev")
+        .group_by("rid", "lower")
+        .agg(ev=pl.col("lower_ev").unique().sort().str.join("/"), group=pl.col("groups").first(), tid=pl.col("tid").first())
+        .group_by("rid")
+        .agg(group_conflicts=pl.format("{}: claim {} vs evidence {}", "group", "lower", "ev").sort(), _group_tids=pl.col("tid"))
+    )
+
+
+def _first_non_empty(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """Per rid the first part's row that has one (the union scope wins over the first sentence's)."""
+    return pl.concat(parts, how="diagonal_relaxed").unique("rid", keep="first", maintain_order=True)
+
+
+def _conflicts(claim_rows: pl.DataFrame, chosen: pl.DataFrame, words: pl.DataFrame, found: pl.DataFrame,
+               sentence_rows_: pl.DataFrame) -> pl.DataFrame:
+    """rid → value_conflicts, group_conflicts, name_conflicts (lists of `claim vs evidence`), negation_conflict.
+
+    Each check reads only the rows it needs (numbers, group words, names, negated words), so claims without any
+    cost nothing beyond a filter.
+    """
+    pairs = chosen.select("sid", "rid", "round")
+    first = chosen.filter(pl.col("round") == 0).select("rid", "sid")
+    # Values and exclusive groups are read in all chosen sentences together and in the first one alone: a word
+    # picked from another sentence must not hide that the best sentence says otherwise (annual vs monthly).
+    # Years are left to the union: a claim that joins events of several years is usually told sentence by sentence.
+    claim_numbers = claim_rows.filter(pl.col("is_num") & (pl.col("unit") != ""))
+    number_rows = sentence_rows_.filter(pl.col("is_num") & (pl.col("unit") != "")).join(pairs, on="sid").join(
+        claim_numbers.select("rid").unique(), on="rid", how="semi")
+    values = _first_non_empty(
+        [_value_conflicts(claim_numbers, number_rows),
+         _value_conflicts(claim_numbers.filter(pl.col("unit") != "yr"), number_rows.filter(pl.col("round") == 0))],
+    )
+    claim_members = claim_rows.filter(pl.col("groups").is_not_null())
+    member_rows = sentence_rows_.filter(pl.col("groups").is_not_null()).join(pairs, on="sid").join(
+        claim_members.select("rid").unique(), on="rid", how="semi")
+    unfound = found.filter(~pl.col("_found")).select("rid", "tid")
+    in_first = member_rows.filter(pl.col("round") == 0).select("rid", "tid")
+    groups = _first_non_empty(
+        [_group_conflicts(claim_members, member_rows, words, unfound),
+         _group_conflicts(claim_members, member_rows.filter(pl.col("round") == 0), words,
+                          claim_members.select("rid", "tid").join(in_first, on=["rid", "tid"], how="anti"))],
+    )
+    # Names: a name of the claim is absent and the first chosen sentence has, beside one of its neighbouring words,
+    # a name the claim does not have (CEO John Smith vs CEO Jane Doe). Group members (months, weekdays, tiers)
+    # conflict as groups, not as names.
+    missing_names = found.filter(~pl.col("_found") & pl.col("is_name") & ~pl.col("is_num")).select("rid", "tid", "shown")
+    missing_names = missing_names.join(claim_members.select("rid", "tid"), on=["rid", "tid"], how="anti")
+    with_missing = first.join(missing_names.select("rid").unique(), on="rid", how="semi")
+    claim_neighbours = _neighbours(claim_rows.join(with_missing.select("rid"), on="rid", how="semi"), "rid").join(missing_names, on=["rid", "tid"])
+    first_rows = sentence_rows_.join(with_missing.select("sid").unique(), on="sid", how="semi")
+    evidence_names = (
+        first_rows.filter(pl.col("is_name") & pl.col("groups").is_null()).join(with_missing, on="sid")
+        .join(words.select("rid", "tid"), on=["rid", "tid"], how="anti").select("rid", "sid", "tid", "lower")
+    )
+    evidence_neighbours = _neighbours(first_rows, "sid").join(evidence_names, on=["sid", "tid"])
+    names = (
+        claim_neighbours.join(evidence_neighbours, on=["rid", "neighbour"], suffix="_ev")
+        .group_by("rid", "shown")
+        .agg(ev=pl.col("lower").str.replace(r"'s$", "").unique().sort().str.join("/"), tid=pl.col("tid").first())
+        .group_by("rid")
+        .agg(name_conflicts=pl.format("claim {} vs evidence {}", "shown", "ev").sort(), _name_tids=pl.col("tid"))
+    )
+    # Negation: a word found on both sides that is negated on one side only. The evidence side is the word's
+    # occurrence in the first chosen sentence that holds it, in the clause that holds the most claim words. Only
+    # claims with a negated word, or whose chosen sentences have one, are read.
+    negated_claims = claim_rows.filter(pl.col("negated")).select("rid").unique()
+    negated_sentences = sentence_rows_.filter(pl.col("negated")).select("sid").unique()
+    suspects = pl.concat([negated_claims, pairs.join(negated_sentences, on="sid", how="semi").select("rid")]).unique()
+    claim_negated = (
+        claim_rows.filter(pl.col("is_content")).join(suspects, on="rid", how="semi")
+        .group_by("rid", "tid").agg(c_neg=pl.col("negated").any(), shown=pl.col("lower").first())
+    )
+    occurrences = (
+        sentence_rows_.filter(pl.col("is_content")).join(pairs.join(suspects, on="rid", how="semi"), on="sid")
+        .join(words.select("rid", "tid"), on=["rid", "tid"], how="semi")
+        .with_columns(_clause_words=pl.col("tid").n_unique().over("rid", "sid", "clause"))
+    )
+    evidence_negated = (
+        occurrences.sort(["rid", "tid", "round", "_clause_words", "pos"], descending=[False, False, False, True, False])
+        .unique(["rid", "tid"], keep="first", maintain_order=True)
+        .select("rid", "tid", pl.col("negated").alias("e_neg"))
+    )
+    negation = (
+        claim_negated.join(evidence_negated, on=["rid", "tid"])
+        .filter(pl.col("c_neg") != pl.col("e_neg"))
+        .group_by("rid").agg(negated_words=pl.col("shown").sort())
+        .with_columns(negation_conflict=pl.lit(True))
+    )
+    result = chosen.select("rid").unique()
+    for part in (values, groups, names, negation):
+        result = result.join(part, on="rid", how="left")
+    return result

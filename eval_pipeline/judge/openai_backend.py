@@ -13,6 +13,8 @@ verdicts are cached by (model, prompt version, input hash), so unchanged inputs 
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 import os
@@ -307,6 +309,10 @@ class OpenAIJudge(Judge):
             client = openai.OpenAI(api_key=key, base_url=config.base_url, max_retries=0, timeout=config.timeout_s)
         self.client = client
         self.cache = VerdictCache(config.cache_path) if config.cache_path else None
+
+    def uncached(self) -> OpenAIJudge:
+        """The same model, prompt and client with no verdict cache: every request is asked again."""
+        return OpenAIJudge(dataclasses.replace(self.config, cache_path=None, batch=False), client=self.client)
 
     # ------------------------------------------------------------ frames in, frames out
 

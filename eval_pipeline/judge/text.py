@@ -3,18 +3,21 @@
 Sentence splitting (used for answers and evidence alike):
 - a sentence ends at `.`, `!` or `?` (closing quotes/brackets allowed) followed by white space and then an
   upper-case letter, a digit, an opening quote or bracket; `49.00`, `v2.1` and `e.g. the` never split
-  because no white space or no capital follows the dot;
-- the dots of `e.g.`, `i.e.`, titles (`Dr.`, `Mr.` …), `vs.`, `approx.`, `Inc.`, `Ltd.`, `Corp.`, `Dept.`,
-  `St.`, `Fig.`, `cf.` and `No.` before a number never end a sentence; other dotted abbreviations
-  (`U.S.`, `p.m.`) end one when a capital follows (a known limitation, kept for speed);
+  because no white space or no capital follows the dot; in lower-case (chat) text, `!` or `?` before a
+  lower-case word, and a dot after a lower-case word of two or more letters, also end a sentence;
+- the dots of `e.g.`, `i.e.`, titles (`Dr.`, `Mr.` …), `vs.`, `approx.`, `etc.`, `et al.`, `Inc.`, `Ltd.`, `Corp.`,
+  `Dept.`, `St.`, `Fig.`, `cf.`, units (`ft.`, `lbs.`, `hrs.`, `mins.` …) and `No.` before a number never end a
+  sentence; other dotted abbreviations (`U.S.`, `p.m.`) end one when a capital follows (a known limitation,
+  kept for speed);
 - a blank line, or a line break before a list marker or a capital, ends a sentence; list markers
   (`-`, `*`, `•`, `1.`, `2)`) at the start of a line are dropped;
 - inline `[doc:ID]` markers written after the terminator (`… days. [doc:a]`) are moved before it, so a
   marker always stays with the sentence it follows.
 
-Tokens: lower-cased words (letters, apostrophes kept inside), numbers (`6,650` → `6650`, `49.00` → `49`,
-number words two…ninety → digits) and the symbols `$ € £ %`. Words are lightly stemmed (`'s`, plural
-`-s`/`-ies`, `-ed`, `-ing`, final `-e`), so `refunded`, `refunds` and `refund` meet.
+`content_word_set` (word overlap of citation quotes with claims): lower-cased words and numbers (`6,650` → `6650`,
+`49.00` → `49`, number words two…ninety → digits), lightly stemmed (`'s`, plural `-s`/`-ies`, `-ed`, `-ing`,
+final `-e`), so `refunded`, `refunds` and `refund` meet. The local judge's own features are in `lexical`.
+The word lists (stop words, negations, number words, exclusive groups) are shared with it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ PROTECTED_DOT = "\u2024"
 SPLIT_MARK = "\x1f"
 DOC_MARKER = r"\[doc:\s*([^\]]*?)\s*\]"
 
-_TITLE_ABBREVIATIONS = r"(?i)\b(mr|mrs|ms|dr|prof|jr|sr|st|vs|approx|inc|ltd|corp|dept|fig|cf)\."
+_TITLE_ABBREVIATIONS = (
+    r"(?i)\b(mr|mrs|ms|dr|prof|jr|sr|st|vs|approx|inc|ltd|corp|dept|fig|cf|etc|al|ca|incl|esp|viz|resp|est|ft|lbs?|oz"
+    r"|hrs?|yrs?|mins?|secs?|pp|vol|eds?)\."
+)
 
 STOPWORDS: frozenset[str] = frozenset(
     {
@@ -65,7 +71,6 @@ EXCLUSIVE_GROUPS: dict[str, tuple[str, ...]] = {
     "comparison": ("more", "less", "fewer", "greater", "higher", "lower", "minimum", "maximum", "before", "after",
                    "earlier", "later"),
 }
-CURRENCY = ("$", "€", "£")
 
 _TOKEN = r"[$€£%]|\d[\d,]*(?:\.\d+)?|\p{L}+(?:'\p{L}+)*"
 
@@ -99,7 +104,11 @@ def _split_marks(text: pl.Expr) -> pl.Expr:
     t = t.str.replace_all(r"\b(No|no)\.(\s*\d)", f"${{1}}{PROTECTED_DOT}${{2}}")
     t = t.str.replace_all(r"\n[ \t]*\n\s*", SPLIT_MARK)
     t = t.str.replace_all(r"\n[ \t]*([\p{Lu}\d\"'“‘(\[])", f"{SPLIT_MARK}${{1}}")
-    return t.str.replace_all(r"([.!?]+[\"'”’)\]]*)\s+([\p{Lu}\d\"'“‘(\[])", f"${{1}}{SPLIT_MARK}${{2}}")
+    t = t.str.replace_all(r"([.!?]+[\"'”’)\]]*)\s+([\p{Lu}\d\"'“‘(\[])", f"${{1}}{SPLIT_MARK}${{2}}")
+    # Chat text is often lower case throughout: `!`/`?` before a lower-case word end a sentence, and so does a
+    # dot after a lower-case word (abbreviations were protected above).
+    t = t.str.replace_all(r"([!?]+[\"'”’)\]]*)\s+(\p{Ll})", f"${{1}}{SPLIT_MARK}${{2}}")
+    return t.str.replace_all(r"(\b\p{Ll}{2,}\.[\"'”’)\]]*)\s+(\p{Ll})", f"${{1}}{SPLIT_MARK}${{2}}")
 
 
 def sentence_rows(frame: pl.DataFrame, keys: Sequence[str], text_column: str) -> pl.DataFrame:
@@ -154,126 +163,9 @@ def stemmed_stopwords() -> frozenset[str]:
     return frozenset(normalized) | STOPWORDS
 
 
-@lru_cache(maxsize=1)
-def group_table() -> pl.DataFrame:
-    """token → slot (group name) for every member of the exclusive groups, as normalized tokens."""
-    rows = [(word, name) for name, members in EXCLUSIVE_GROUPS.items() for word in members]
-    frame = pl.DataFrame(rows, schema={"raw": pl.String, "slot": pl.String}, orient="row")
-    return frame.select(normalize_token(pl.col("raw")).alias("token"), "slot").unique()
-
-
 def pack_key(high: str, low: str) -> pl.Expr:
     """Two non-negative integer columns below 2^32 as one UInt64 (one-column joins and group-bys are the fast ones)."""
     return pl.col(high).cast(pl.UInt64) * (1 << 32) + pl.col(low).cast(pl.UInt64)
-
-
-def raw_token_rows(frame: pl.DataFrame, key: str, text_column: str) -> pl.DataFrame:
-    """One row per raw token of each text, in text order: key, raw."""
-    return frame.select(key, raw_tokens(pl.col(text_column)).alias("raw")).explode("raw", keep_nulls=False, empty_as_null=False)
-
-
-def vocabulary(raw: pl.Series) -> pl.DataFrame:
-    """Each distinct raw token: its normalized `token`, a dense integer id `tid` of that token, flags, and the
-    exclusive `groups` it belongs to (null for most words).
-
-    The regex work runs once per distinct word, not once per occurrence; texts featurized against one
-    vocabulary share token ids, so their word sets compare as integer sets.
-    """
-    stop = sorted(stemmed_stopwords())
-    is_neg = pl.col("raw").is_in(sorted(NEGATIONS)) | pl.col("raw").str.ends_with("n't")
-    is_num = pl.col("token").str.contains(r"^\d")
-    return (
-        raw.unique().drop_nulls().to_frame("raw")
-        .with_columns(token=normalize_token(pl.col("raw")))
-        .with_columns(
-            tid=pl.col("token").rank("dense").cast(pl.UInt32),
-            is_num=is_num,
-            is_neg=is_neg,
-            is_content=(is_num | pl.col("token").str.contains(r"^\p{L}{2}")) & ~pl.col("token").is_in(stop) & ~is_neg,
-        )
-        .join(group_table().group_by("token").agg(pl.col("slot").alias("groups")), on="token", how="left")
-    )
-
-
-def _slot_rows(tokens: pl.DataFrame, key: str) -> pl.DataFrame:
-    """`value|slot` rows: each number with its unit, each exclusive-group word with its group.
-
-    The unit of a number is the currency symbol before it, `%` after it, `yr` for a year 1900–2099, else the
-    next content word, else the previous one.
-    """
-    same_next = pl.col(key).shift(-1) == pl.col(key)
-    same_prev = pl.col(key).shift(1) == pl.col(key)
-    word = pl.when(pl.col("is_content") & ~pl.col("is_num")).then(pl.col("token"))
-    # Neighbours are read before filtering to the numbers; the unit is then built on the few number rows.
-    numbers = tokens.with_columns(
-        _before=pl.when(same_prev).then(pl.col("raw").shift(1)),
-        _after=pl.when(same_next).then(pl.col("raw").shift(-1)),
-        _following=pl.when(same_next).then(word.shift(-1)),
-        _preceding=pl.when(same_prev).then(word.shift(1)),
-    ).filter(pl.col("is_num"))
-    unit = (
-        pl.when(pl.col("_before").is_in(list(CURRENCY)))
-        .then(pl.lit("$"))
-        .when(pl.col("_after") == "%")
-        .then(pl.lit("%"))
-        .when(pl.col("token").str.contains(r"^(?:19|20)\d\d$"))
-        .then(pl.lit("yr"))
-        .otherwise(pl.coalesce("_following", "_preceding", pl.lit("")))
-    )
-    groups = tokens.filter(pl.col("groups").is_not_null()).select(key, "token", pl.col("groups").alias("group")).explode("group")
-    return pl.concat(
-        [
-            numbers.select(key, pl.concat_str([pl.col("token"), unit], separator="|").alias("slot")),
-            groups.select(key, pl.concat_str(["token", "group"], separator="|").alias("slot")),
-        ]
-    )
-
-
-def _entity_rows(frame: pl.DataFrame, key: str, text_column: str, vocab: pl.DataFrame) -> pl.DataFrame:
-    """key → tid of each capitalized word (names, plans, products) that is a content word."""
-    rows = frame.select(
-        key,
-        pl.col(text_column).str.replace_all("’", "'", literal=True).str.extract_all(r"\b\p{Lu}\p{L}*(?:'\p{L}+)*").alias("raw"),
-    ).explode("raw", keep_nulls=False, empty_as_null=False)
-    known = vocab.filter(pl.col("is_content") & ~pl.col("is_num")).select("raw", "tid")
-    return rows.with_columns(pl.col("raw").str.to_lowercase()).join(known, on="raw").select(key, "tid")
-
-
-def text_features(
-    frame: pl.DataFrame, key: str, text_column: str, prefix: str, raw_rows: pl.DataFrame, vocab: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(features, content-word rows) of a text column keyed by a unique `key`, against a shared vocabulary.
-
-    `raw_rows` are raw_token_rows(frame, key, text_column); `vocab` a vocabulary() holding all their raw tokens.
-    features: key, `<prefix>words` (distinct content-word tids), `<prefix>n_words`, `<prefix>n_nonnum`,
-    `<prefix>slots` (`value|slot` strings), `<prefix>ents` (tids of capitalized words), `<prefix>neg`;
-    content-word rows: key, tid, is_num (one row per distinct content word).
-    """
-    tokens = raw_rows.join(vocab, on="raw", how="left", maintain_order="left")
-    words = tokens.filter(pl.col("is_content")).select(key, "tid", "is_num").filter(pack_key(key, "tid").is_first_distinct())
-    word_lists = words.group_by(key).agg(
-        pl.col("tid").alias(f"{prefix}words"),
-        pl.len().alias(f"{prefix}n_words"),
-        (~pl.col("is_num")).sum().alias(f"{prefix}n_nonnum"),
-    )
-    negation = tokens.group_by(key).agg(pl.col("is_neg").any().alias(f"{prefix}neg"))
-    slots = _slot_rows(tokens, key).unique().group_by(key).agg(pl.col("slot").alias(f"{prefix}slots"))
-    entities = _entity_rows(frame, key, text_column, vocab).unique().group_by(key).agg(pl.col("tid").alias(f"{prefix}ents"))
-    features = frame.select(key)
-    for part in (word_lists, negation, slots, entities):
-        features = features.join(part, on=key, how="left")
-    features = features.with_columns(
-        pl.col(f"{prefix}words", f"{prefix}ents").fill_null(pl.lit([], dtype=pl.List(pl.UInt32))),
-        pl.col(f"{prefix}slots").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-        pl.col(f"{prefix}n_words", f"{prefix}n_nonnum").fill_null(0).cast(pl.Int64),
-        pl.col(f"{prefix}neg").fill_null(False),
-    )
-    return features, words
-
-
-def slot_types(slots: pl.Expr) -> pl.Expr:
-    """The slot names of `value|slot` tokens."""
-    return slots.list.eval(pl.element().str.replace(r"^[^|]*\|", ""))
 
 
 def content_word_set(text: pl.Expr) -> pl.Expr:

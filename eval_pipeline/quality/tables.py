@@ -39,8 +39,9 @@ ANSWER_SCORES = lane_table(
     unit_interval=("token_f1",),
 )
 CLAIMS = TableContract(
-    columns=("run_id", "trace_id", "claim_index", "claim", "verdict", "evidence_quote", "quote_verified",
+    columns=("run_id", "trace_id", "claim_index", "claim", "verdict", "score", "evidence_quote", "quote_verified",
              "cited_doc_ids", "citation_verdict"),
+    unit_interval=("score",),
     value_sets={
         "verdict": ("SUPPORTED", "CONTRADICTED", "NOT_IN_EVIDENCE"),
         "citation_verdict": ("SUPPORTS", "RELATED_NOT_SUPPORTING", "UNCITED", "DEAD_CITATION"),

@@ -205,6 +205,9 @@ def grounding_sections(data: LaneData) -> list[Section]:
                          f"Cohen's κ {_fmt(row.get('cohen_kappa'))} (95% CI {_fmt(row.get('kappa_ci_low'))}–"
                          f"{_fmt(row.get('kappa_ci_high'))}), balanced accuracy {_fmt(row.get('balanced_accuracy'))}, "
                          f"may gate: {'yes' if may_gate else 'no'}")
+            if row.get("self_consistency_note"):
+                lines.append(f"- self-consistency: flip rate {_fmt(row.get('self_consistency_flip_rate'))} "
+                             f"({row.get('self_consistency_note')})")
             if not may_gate:
                 lines.append(f"- the judge is not calibrated: grounding does not gate; {review.height if review is not None else 0} "
                              "trace(s) went to the review queue instead")
@@ -213,7 +216,7 @@ def grounding_sections(data: LaneData) -> list[Section]:
     sections = [Section("Grounding", lines, _metric_table(grounding, ["grounding_rate", "n_claims", "n_supported"]), chart)]
     if calibration is not None and calibration.height:
         columns = [c for c in ("level", "judge_version", "n", "agreement", "cohen_kappa", "kappa_ci_low", "kappa_ci_high",
-                               "balanced_accuracy", "may_gate", "confusion") if c in calibration.columns]
+                               "balanced_accuracy", "self_consistency_flip_rate", "may_gate", "confusion") if c in calibration.columns]
         sections.append(Section("Judge calibration", [], calibration.select(columns), level=3))
     if review is not None and review.height:
         sections.append(Section(f"Review queue ({review.height})", [], review, level=3))

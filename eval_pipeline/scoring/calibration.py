@@ -7,7 +7,8 @@ answer: grounded when every claim is SUPPORTED (an answer without claims is grou
 claim is left out and counted in n_judge_incomplete). Statistics treat the human label as the truth.
 κ is Cohen's kappa (null when undefined: both sides used one and the same category); its 95% interval is the
 percentile bootstrap (numpy default_rng(seed), resampling label pairs with replacement, undefined replicates
-skipped, linear-interpolated 2.5th and 97.5th percentiles).
+skipped, linear-interpolated 2.5th and 97.5th percentiles). Self-consistency: a judge that is not deterministic
+is asked again, without caches, on a seeded sample of its verdicts; the share that changed is its flip rate.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from eval_pipeline.contracts.frames import canonical_json
-from eval_pipeline.judge.base import VERDICTS
+from eval_pipeline.judge.base import VERDICTS, Judge
 from eval_pipeline.judge.text import normalize_ws, strip_doc_markers
 from eval_pipeline.settings import ScoringSettings
 
@@ -38,6 +39,9 @@ CALIBRATION_SCHEMA: dict[str, pl.DataType] = {
     "n_judge_incomplete": pl.Int64,
     "min_kappa": pl.Float64,
     "min_n": pl.Int64,
+    "self_consistency_n": pl.Int64,
+    "self_consistency_flip_rate": pl.Float64,
+    "self_consistency_note": pl.String,
 }
 
 REVIEW_SCHEMA: dict[str, pl.DataType] = {
@@ -172,6 +176,9 @@ def _statistics(
         "n_judge_incomplete": n_incomplete,
         "min_kappa": settings.min_kappa,
         "min_n": settings.min_n,
+        "self_consistency_n": None,
+        "self_consistency_flip_rate": None,
+        "self_consistency_note": "not measured",
     }
 
 
@@ -179,11 +186,18 @@ def _answer_labels(grounded: pl.Series) -> list[str]:
     return [ANSWER_LABELS[0] if value else ANSWER_LABELS[1] for value in grounded.to_list()]
 
 
-def _judge_answers(judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame | None) -> pl.DataFrame:
-    """judge_version, trace_id, judge_grounded (null when a claim is incomplete) for every judged answer."""
+def _judge_answers(judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame | None,
+                   judged_answers: pl.DataFrame | None = None) -> pl.DataFrame:
+    """judge_version, trace_id, judge_grounded (null when a claim is incomplete) for every judged answer.
+
+    `judged_answers` (answer-level verdicts given as such) win over what the claims say.
+    """
     from_claims = judged_claims.group_by("judge_version", "trace_id").agg(
         judge_grounded=pl.when((pl.col("status") != "ok").any()).then(None).otherwise((pl.col("verdict") == "SUPPORTED").all())
     )
+    if judged_answers is not None and judged_answers.height:
+        given = judged_answers.select("judge_version", "trace_id", "judge_grounded").unique(["judge_version", "trace_id"], keep="first")
+        from_claims = pl.concat([given, from_claims.join(given, on=["judge_version", "trace_id"], how="anti")])
     if grounding_scores is None:
         return from_claims
     without_claims = grounding_scores.filter(
@@ -199,11 +213,13 @@ def calibrate(
     grounding_scores: pl.DataFrame | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    judged_answers: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """`judge_calibration`: one row per (judge_version, level) (CALIBRATION_SCHEMA).
 
-    A claim row for every judge version in `judged_claims`; an answer row where answer-level labels exist.
-    `grounding_scores` (optional) lets answers without claims count as judged grounded.
+    A claim row for every judge version in `judged_claims` that has claims; an answer row where answer-level labels
+    exist. `grounding_scores` (optional) lets answers without claims count as judged grounded; `judged_answers`
+    (judge_version, trace_id, judge_grounded) are answer-level verdicts given directly.
     """
     claim_labels = (
         labels.filter(pl.col("claim").is_not_null() & pl.col("verdict").is_not_null())
@@ -216,29 +232,32 @@ def calibrate(
         .sort("claim_index")
         .unique(["judge_version", "trace_id", "_match"], keep="first", maintain_order=True)
     )
-    answers = _judge_answers(judged_claims, grounding_scores)
+    answers = _judge_answers(judged_claims, grounding_scores, judged_answers)
     rows = []
-    for version in sorted(judged_claims["judge_version"].drop_nulls().unique().to_list()):
+    claim_versions = set(judged_claims["judge_version"].drop_nulls().to_list())
+    versions = claim_versions | (set(judged_answers["judge_version"].drop_nulls().to_list()) if judged_answers is not None else set())
+    for version in sorted(versions):
         matched = claim_labels.join(judged.filter(pl.col("judge_version") == version), on=["trace_id", "_match"], suffix="_judge")
         complete = matched.filter(pl.col("status") == "ok")
-        rows.append(
-            _statistics(
-                version,
-                "claim",
-                complete["verdict"].to_list(),
-                complete["verdict_judge"].to_list(),
-                VERDICTS,
-                settings,
-                claim_labels.height - matched.height,
-                matched.height - complete.height,
-                n_boot,
-                seed,
+        if version in claim_versions or claim_labels.height:
+            rows.append(
+                _statistics(
+                    version,
+                    "claim",
+                    complete["verdict"].to_list(),
+                    complete["verdict_judge"].to_list(),
+                    VERDICTS,
+                    settings,
+                    claim_labels.height - matched.height,
+                    matched.height - complete.height,
+                    n_boot,
+                    seed,
+                )
             )
-        )
         if answer_labels.is_empty():
             continue
-        judged_answers = answer_labels.join(answers.filter(pl.col("judge_version") == version), on="trace_id")
-        done = judged_answers.filter(pl.col("judge_grounded").is_not_null())
+        labelled_answers = answer_labels.join(answers.filter(pl.col("judge_version") == version), on="trace_id")
+        done = labelled_answers.filter(pl.col("judge_grounded").is_not_null())
         rows.append(
             _statistics(
                 version,
@@ -247,13 +266,84 @@ def calibrate(
                 _answer_labels(done["judge_grounded"]),
                 ANSWER_LABELS,
                 settings,
-                answer_labels.height - judged_answers.height,
-                judged_answers.height - done.height,
+                answer_labels.height - labelled_answers.height,
+                labelled_answers.height - done.height,
                 n_boot,
                 seed,
             )
         )
     return pl.DataFrame(rows, schema=CALIBRATION_SCHEMA)
+
+
+DETERMINISTIC_NOTE = "deterministic judge: the same claim and evidence always get the same verdict (flip rate 0 by construction)"
+
+
+def self_consistency(judge: Judge, judged_claims: pl.DataFrame, requests: pl.DataFrame, sample: int = 50, seed: int = 0) -> dict[str, Any]:
+    """Flip rate of a judge asked again, without its caches, on a seeded sample of its completed verdicts.
+
+    `judged_claims` carry request_key, verdict and status; `requests` are their judge requests (REQUEST_SCHEMA).
+    A deterministic judge is not asked: its flip rate is 0 by construction, and the note says so.
+    """
+    if judge.deterministic:
+        return {"self_consistency_n": 0, "self_consistency_flip_rate": 0.0, "self_consistency_note": DETERMINISTIC_NOTE}
+    done = judged_claims.filter(pl.col("status") == "ok").select("request_key", "verdict").sort("request_key")
+    if done.is_empty() or sample < 1:
+        return {"self_consistency_n": 0, "self_consistency_flip_rate": None, "self_consistency_note": "no completed verdict to ask again"}
+    picked = done.sample(n=min(sample, done.height), seed=seed)
+    again = judge.uncached().judge_claims(requests.join(picked.select("request_key"), on="request_key"))
+    both = picked.join(again.filter(pl.col("status") == "ok").select("request_key", pl.col("verdict").alias("again")), on="request_key")
+    if both.is_empty():
+        return {"self_consistency_n": 0, "self_consistency_flip_rate": None,
+                "self_consistency_note": f"{picked.height} claims asked again, none completed"}
+    flips = both.filter(pl.col("verdict") != pl.col("again")).height
+    return {"self_consistency_n": both.height, "self_consistency_flip_rate": flips / both.height,
+            "self_consistency_note": f"{flips} of {both.height} claims (seeded sample, seed {seed}) changed verdict when asked again"}
+
+
+def with_self_consistency(calibration: pl.DataFrame, judge_version: str, consistency: dict[str, Any]) -> pl.DataFrame:
+    """The calibration rows of `judge_version` with the self-consistency columns set."""
+    mine = pl.col("judge_version") == judge_version
+    return calibration.with_columns(
+        *(pl.when(mine).then(pl.lit(value, dtype=CALIBRATION_SCHEMA[name])).otherwise(pl.col(name)).alias(name)
+          for name, value in consistency.items())
+    )
+
+
+def labelled_scores(judged_claims: pl.DataFrame, judged_answers: pl.DataFrame, labels: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(support scores, human grounded) of every labelled claim and answer that has a score, for fitting thresholds.
+
+    A claim label matches a claim as in `calibrate` (truth: verdict SUPPORTED); an answer label takes the answer's own
+    score when given, else its lowest claim score (truth: answer_grounded). Incomplete verdicts are left out.
+    """
+    claim_labels = (
+        labels.filter(pl.col("claim").is_not_null() & pl.col("verdict").is_not_null())
+        .with_columns(_match=match_text(pl.col("claim")))
+        .unique(["trace_id", "_match"], keep="first", maintain_order=True)
+    )
+    complete = judged_claims.filter(pl.col("status") == "ok")
+    claims = complete.with_columns(_match=match_text(pl.col("claim"))).unique(["trace_id", "_match"], keep="first", maintain_order=True)
+    # Sorted by key, so the bootstrap resamples the same rows in every run.
+    by_claim = claim_labels.join(claims.select("trace_id", "_match", "score"), on=["trace_id", "_match"]).sort("trace_id", "_match").select(
+        "score", (pl.col("verdict") == "SUPPORTED").alias("truth")
+    )
+    answer_scores = judged_answers.filter(pl.col("score").is_not_null()).select("trace_id", "score").unique("trace_id", keep="first")
+    incomplete = judged_claims.filter(pl.col("status") != "ok").select("trace_id").unique()
+    from_claims = (
+        complete.join(incomplete, on="trace_id", how="anti").group_by("trace_id").agg(pl.col("score").min(), _null=pl.col("score").is_null().any())
+    )
+    if from_claims["_null"].any():
+        raise ValueError("claim verdicts without a score: only the local and model judges' verdicts can be fitted")
+    scored = pl.concat([answer_scores, from_claims.select("trace_id", "score").join(answer_scores, on="trace_id", how="anti")])
+    by_answer = (
+        labels.filter(pl.col("answer_grounded").is_not_null()).unique("trace_id", keep="first")
+        .join(scored, on="trace_id").sort("trace_id").select("score", pl.col("answer_grounded").alias("truth"))
+    )
+    both = pl.concat([by_claim, by_answer])
+    if both["score"].null_count():
+        raise ValueError("verdicts without a score: only the local and model judges' verdicts can be fitted")
+    if both.is_empty():
+        raise ValueError("no label matches a scored verdict (labels match verdicts by id and claim text)")
+    return both["score"].to_numpy(), both["truth"].to_numpy()
 
 
 def judge_may_gate(calibration: pl.DataFrame, judge_version: str, level: str = "claim") -> bool:

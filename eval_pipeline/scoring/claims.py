@@ -1,10 +1,10 @@
 """Claim extraction: each answer split into factual claims, with the inline `[doc:ID]` citations of each.
 
 A claim is one sentence of the answer (splitting rules in `eval_pipeline.judge.text`), markers removed.
-Not claims: pleasantries and offers of help ("Thanks for reaching out", "Let me know if…", "Happy to
-help"), questions (a sentence ending in `?`), lead-ins to a list (ending in `:`), refusals (a sentence
-holding one of the refusal phrases: "I couldn't find…" asserts nothing about the evidence) and pieces
-without a letter or digit.
+Not claims: pleasantries, interjections and offers of help ("Thanks for reaching out", "Let me know if…",
+"Happy to help", "Yeah!", "That's so cool"), questions (a sentence ending in `?`), sentences without a content
+word ("Yes, it does."), lead-ins to a list (ending in `:`), refusals (a sentence holding one of the refusal
+phrases: "I couldn't find…" asserts nothing about the evidence) and pieces without a letter or digit.
 Traces whose harness status is error/timeout yield no claims: every lane of theirs is incomplete anyway.
 `judge_claims` then gives each claim the judge's verdict against the context its answer was given (an answer
 without context has empty evidence: NOT_IN_EVIDENCE).
@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import polars as pl
 
 from eval_pipeline.judge.base import EVIDENCE, RESULT_SCHEMA, Judge
-from eval_pipeline.judge.text import doc_markers, sentence_rows, strip_doc_markers
+from eval_pipeline.judge.lexical import EXTRA_STOPWORDS
+from eval_pipeline.judge.text import NEGATIONS, STOPWORDS, doc_markers, sentence_rows, strip_doc_markers
 from eval_pipeline.scoring.common import KEY_COLUMNS, harness_incomplete
 from eval_pipeline.settings import DEFAULT_REFUSAL_PHRASES
 
@@ -44,6 +45,13 @@ PLEASANTRY = (
     r"|(?i)\bis there anything else\b"
     r"|(?i)\bhave a (?:great|nice|good|wonderful|lovely)\b"
     r"|(?i)\bthanks for (?:reaching out|contacting|your (?:patience|question|message))\b"
+    r"|(?i)^(?:(?:yes|yeah|yep|yup|no|nope|nah|ok|okay|sure|oh|ah|wow|lol|haha|hmm|right|true|indeed|cool|nice|great"
+    r"|awesome|interesting|really|exactly|definitely|absolutely|of course|me too|i agree|agreed)\b[\s!.,]*)+$"
+    r"|(?i)^(?:that'?s|that is|it'?s|it is|how|so|very|really)\s+(?:(?:very|so|really|pretty|quite)\s+)?"
+    r"(?:cool|interesting|awesome|great|sad|funny|amazing|crazy|neat|nice|wild|weird|strange|fascinating)\b[\s!.,]*$"
+    r"|(?i)^i (?:didn'?t|did not) know (?:that|this)\b[\s!.,]*$"
+    r"|(?i)^(?:(?:yes|yeah|oh|well|no|ok|okay)[,!.]?\s*)*(?:i (?:agree|think so|believe so|guess so|hope so|know)(?: with you)?"
+    r"|(?:that|it)'?s? (?:is )?(?:so |very )?(?:true|right|correct)|so true|me too|same here)\b[\s!.,]*$"
 )
 
 
@@ -58,10 +66,17 @@ def refusal_expr(text: pl.Expr, phrases: Sequence[str]) -> pl.Expr:
     return folded.str.contains_any([p.lower() for p in phrases])
 
 
+def has_content_word(text: pl.Expr) -> pl.Expr:
+    """Whether a text has a number or a word of two or more letters that is not a stop word ("Yes, it does." has none)."""
+    stop = sorted(set(STOPWORDS) | set(EXTRA_STOPWORDS) | set(NEGATIONS))
+    words = text.str.to_lowercase().str.replace_all("’", "'", literal=True).str.extract_all(r"\d|\p{L}{2,}(?:'\p{L}+)*")
+    return words.list.eval(pl.element().str.contains(r"^\d") | ~pl.element().is_in(stop)).list.any()
+
+
 def is_claim(claim: pl.Expr, refusal_phrases: Sequence[str] = DEFAULT_REFUSAL_PHRASES) -> pl.Expr:
     """Whether a marker-free sentence is a factual claim (not a pleasantry, offer of help, question, lead-in or refusal)."""
     return (
-        claim.str.contains(r"[\p{L}\d]")
+        has_content_word(claim)
         & ~claim.str.contains(PLEASANTRY)
         & ~claim.str.ends_with("?")
         & ~claim.str.ends_with(":")

@@ -69,3 +69,12 @@ def test_traces_without_text_or_with_harness_errors_yield_no_claims():
         {"run_id": "run-7", "trace_id": "t-ok", "case_id": "c1", "attempt": 2, "claim_index": 0,
          "claim": "Refunds take 5 days.", "inline_cited_doc_ids": []}
     ]
+
+
+def test_lower_case_chat_text_splits_and_its_interjections_are_not_claims():
+    text = ("yes it does. historically archery has been used for hunting and combat! that's so cool. "
+            "i agree with you. do you like it? the nfl has 32 teams etc. and more.")
+    assert [c for c, _ in _claims(text)] == [
+        "historically archery has been used for hunting and combat!",
+        "the nfl has 32 teams etc. and more.",
+    ]

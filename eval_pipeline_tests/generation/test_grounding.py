@@ -13,11 +13,14 @@ from eval_pipeline.contracts.frames import (
 )
 from eval_pipeline.judge import make_judge
 from eval_pipeline.judge.base import Judge, evidence_sets
+from eval_pipeline.judge.profile import default_profile
 from eval_pipeline.scoring.claims import CLAIMS_SCHEMA, extract_claims, judge_claims
 from eval_pipeline.scoring.grounding import score_grounding
 from eval_pipeline.settings import ScoringSettings
 
 REFUND_SENTENCE = "Annual SMB plans have a 14 day refund window."
+LOCAL_VERSION = make_judge("local").version
+THRESHOLD = f"{default_profile('local').support_threshold:g}"
 
 
 def _judge_one(judge: Judge, claim: str, evidence: list[dict]) -> dict:
@@ -28,38 +31,41 @@ def _judge_one(judge: Judge, claim: str, evidence: list[dict]) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("claim", "verdict", "quote", "reason"),
+    ("claim", "verdict", "score", "quote", "reason"),
     [
         # every content word (annual, smb, plan, refund, 14, day) is in the sentence
-        ("Annual SMB plans can be refunded within 14 days.", "SUPPORTED", REFUND_SENTENCE,
-         "all 6 content words, numbers and names of the claim are in the sentence"),
-        # same unit (day), another value
-        ("Annual SMB plans can be refunded within 30 days.", "CONTRADICTED", REFUND_SENTENCE,
-         "conflicting value: claim 30|day vs evidence 14|day"),
-        ("Processing takes 10 business days.", "CONTRADICTED", "Processing takes 5 business days.",
-         "conflicting value: claim 10|business vs evidence 5|business"),
-        # the only negation difference: "not refundable"
-        ("Monthly plans are refundable.", "CONTRADICTED", "Monthly plans are not refundable.",
-         "negation differs between claim and evidence"),
-        # another plan qualifier of the same group in the same slot
-        ("Monthly SMB plans have a 14 day refund window.", "CONTRADICTED", REFUND_SENTENCE,
-         "conflicting value: claim monthly|period vs evidence annual|period"),
-        # nothing in the evidence speaks of fees; two sentences share 1 of 3 words (refund), the earlier chunk's wins
-        ("No fee is charged for refunds.", "NOT_IN_EVIDENCE", REFUND_SENTENCE, "not in the closest evidence sentence: charg, fee"),
-        ("Gift cards never expire.", "NOT_IN_EVIDENCE", None, "no evidence sentence shares a content word with the claim"),
+        ("Annual SMB plans can be refunded within 14 days.", "SUPPORTED", 1.0, REFUND_SENTENCE,
+         f"support 1.0 >= {THRESHOLD}: 6 of 6 claim words in 1 evidence sentence(s)"),
+        # same unit (day), another value: 5/6 found, halved for the missing number and again for the conflict
+        ("Annual SMB plans can be refunded within 30 days.", "CONTRADICTED", 0.2083, REFUND_SENTENCE,
+         "contradicted (support 0.2083): 5 of 6 claim words in 1 evidence sentence(s); conflicting value claim 30 day vs "
+         "evidence 14 day; number not in the evidence: 30"),
+        ("Processing takes 10 business days.", "CONTRADICTED", 0.2, "Processing takes 5 business days.",
+         "contradicted (support 0.2): 4 of 5 claim words in 1 evidence sentence(s); conflicting value claim 10 busi vs "
+         "evidence 5 busi; number not in the evidence: 10"),
+        # "refundable" is negated in the evidence only
+        ("Monthly plans are refundable.", "CONTRADICTED", 0.5, "Monthly plans are not refundable.",
+         "contradicted (support 0.5): 3 of 3 claim words in 1 evidence sentence(s); negated on one side only: refundable"),
+        # "monthly" is found in the second sentence, but the sentence that carries the claim says annual
+        ("Monthly SMB plans have a 14 day refund window.", "CONTRADICTED", 0.5, f"{REFUND_SENTENCE} … Monthly plans are not refundable.",
+         "contradicted (support 0.5): 7 of 7 claim words in 2 evidence sentence(s); conflicting period: claim monthly vs evidence annual"),
+        # nothing in the evidence speaks of fees: 1 of 3 words (refund)
+        ("No fee is charged for refunds.", "NOT_IN_EVIDENCE", 0.3333, REFUND_SENTENCE,
+         f"support 0.3333 < {THRESHOLD}: 1 of 3 claim words in 1 evidence sentence(s); not found: charged, fee"),
+        ("Gift cards never expire.", "NOT_IN_EVIDENCE", 0.0, None, "support 0: no evidence sentence shares a word with the claim"),
     ],
 )
-def test_local_judge_gives_the_exact_verdict_and_the_sentence_it_used(context, claim, verdict, quote, reason):
+def test_local_judge_gives_the_exact_verdict_score_and_the_sentences_it_used(context, claim, verdict, score, quote, reason):
     result = _judge_one(make_judge("local"), claim, context)
-    assert (result["verdict"], result["evidence_quote"], result["reason"]) == (verdict, quote, reason)
+    assert (result["verdict"], result["score"], result["evidence_quote"], result["reason"]) == (verdict, score, quote, reason)
     assert result["quote_verified"] is (quote is not None)
-    assert result["status"] == "ok" and result["judge_version"] == "local-1.0" and result["judge_model"] == "local-lexical"
+    assert result["status"] == "ok" and result["judge_version"] == LOCAL_VERSION and result["judge_model"] == "local-lexical"
 
 
 def test_a_claim_without_evidence_is_not_in_evidence():
     result = _judge_one(make_judge("local"), "Annual SMB plans can be refunded within 14 days.", [])
-    assert (result["verdict"], result["evidence_quote"], result["quote_verified"], result["reason"]) == (
-        "NOT_IN_EVIDENCE", None, False, "no evidence")
+    assert (result["verdict"], result["score"], result["evidence_quote"], result["quote_verified"], result["reason"]) == (
+        "NOT_IN_EVIDENCE", 0.0, None, False, "no evidence")
 
 
 class FabricatingJudge(Judge):
@@ -132,7 +138,7 @@ def test_grounding_scores_per_rag_trace(context, rag_cases):
     assert (rows["t-timeout"]["grounding_stage"], rows["t-timeout"]["grounding_rate"], rows["t-timeout"]["grounding_reason"]) == (
         "incomplete", None, "harness status timeout: provider timeout")
     assert (rows["t-blank"]["status"], rows["t-blank"]["reason"]) == ("incomplete", "trace has no answer")
-    assert {r["judge_version"] for r in rows.values()} == {"local-1.0"}
+    assert {r["judge_version"] for r in rows.values()} == {LOCAL_VERSION}
 
 
 def test_threshold_below_one_lets_a_partly_grounded_answer_pass(context, rag_cases):

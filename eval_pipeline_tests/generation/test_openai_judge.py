@@ -197,3 +197,37 @@ def test_configuration_errors_are_reported(monkeypatch):
         make_judge("openai", model="m", prompt_version="v9")
     with pytest.raises(JudgeConfigError, match="unknown judge backend 'magic'"):
         make_judge("magic")
+
+
+def test_self_consistency_asks_the_server_again_past_the_cache(loopback, judge_key, context, tmp_path):
+    from eval_pipeline.scoring.calibration import self_consistency
+
+    loopback.state.responder = canned_responder(VERDICTS)
+    judge = _judge(loopback, judge_key, cache_path=str(tmp_path / "cache.sqlite"))
+    requests = _requests(context, (SUPPORTED_CLAIM, FABRICATED_CLAIM))
+    judged = judge.judge_claims(requests)
+    judge.judge_claims(requests)
+    assert len(loopback.requests) == 2 and judge.deterministic is False  # the second pass came from the cache
+    result = self_consistency(judge, judged, requests, sample=10, seed=0)
+    # both asked again through the client (the cache would have answered), and the canned server never changes its mind
+    assert len(loopback.requests) == 4
+    assert (result["self_consistency_n"], result["self_consistency_flip_rate"]) == (2, 0.0)
+
+
+def test_the_judge_command_uses_the_openai_backend_configured_in_the_environment(loopback, judge_key, context, tmp_path, monkeypatch):
+    from eval_pipeline.cli import main as cli
+
+    loopback.state.responder = canned_responder(VERDICTS)
+    for name, value in {"BACKEND": "openai", "MODEL": "judge-model", "BASE_URL": loopback.base_url, "API_KEY_ENV": judge_key,
+                        "CACHE": str(tmp_path / "cache.sqlite")}.items():
+        monkeypatch.setenv(f"EVAL_PIPELINE_JUDGE_{name}", value)
+    evidence = [{"doc_id": c["doc_id"], "text": c["text"]} for c in context]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "context": evidence, "claim": c}) + "\n" for i, c in enumerate((SUPPORTED_CLAIM, FABRICATED_CLAIM))))
+    out = tmp_path / "out.jsonl"
+    assert cli(["judge", str(source), "--output", str(out), "--quiet"]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    # the fabricated quote is downgraded here too; the openai judge gives no score
+    assert [(line["verdict"], line["score"], line["judge_version"]) for line in lines] == [
+        ("SUPPORTED", None, "openai:judge-model:grounding-claim-v1"), ("NOT_IN_EVIDENCE", None, "openai:judge-model:grounding-claim-v1")]
+    assert len(loopback.requests) == 2

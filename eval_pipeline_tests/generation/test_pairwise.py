@@ -43,7 +43,7 @@ def test_local_judge_prefers_the_grounded_answer_in_both_orders(context):
     assert summary == {
         "n_pairs": 4, "n_complete": 3, "n_incomplete": 1, "candidate_wins": 1, "baseline_wins": 1, "ties": 1,
         "candidate_win_rate": pytest.approx(1 / 3), "baseline_win_rate": pytest.approx(1 / 3), "tie_rate": pytest.approx(1 / 3),
-        "position_consistency_rate": 1.0, "judge_version": "local-1.0",
+        "position_consistency_rate": 1.0, "judge_version": make_judge("local").version,
     }
 
 
