@@ -74,7 +74,9 @@ class FabricatingJudge(Judge):
     version, model = "fabricating-1", "none"
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        quotes = {"fabricated": "Annual SMB plans have a 30 day refund window.", "respaced": "Annual  SMB plans\nhave a 14 day refund window."}
+        quotes = {"fabricated": "Annual SMB plans have a 30 day refund window.", "respaced": "Annual  SMB plans\nhave a 14 day refund window.",
+                  "two passages": "Annual SMB plans have a 14 day refund window. … Processing takes 5 business days.",
+                  "one passage made up": "Annual SMB plans have a 14 day refund window. … Refunds are instant."}
         return requests.select(
             "request_key",
             pl.lit("SUPPORTED").alias("verdict"),
@@ -88,7 +90,8 @@ class FabricatingJudge(Judge):
 
 
 def test_a_quote_not_in_the_evidence_downgrades_the_verdict(context):
-    requests = pl.DataFrame({"request_key": ["f", "r", "n"], "claim": ["fabricated", "respaced", "no quote"]}).with_columns(
+    requests = pl.DataFrame({"request_key": ["f", "r", "n", "t", "m"],
+                             "claim": ["fabricated", "respaced", "no quote", "two passages", "one passage made up"]}).with_columns(
         evidence=pl.lit([{"doc_id": c["doc_id"], "text": c["text"]} for c in context])
     )
     results = {r["request_key"]: r for r in FabricatingJudge().judge_claims(requests).to_dicts()}
@@ -99,6 +102,11 @@ def test_a_quote_not_in_the_evidence_downgrades_the_verdict(context):
         "SUPPORTED", True, "policy/refunds-2025")
     assert (results["n"]["verdict"], results["n"]["quote_verified"], results["n"]["reason"]) == (
         "NOT_IN_EVIDENCE", False, "no evidence quote given: SUPPORTED downgraded to NOT_IN_EVIDENCE")
+    # A quote of passages joined by " … " is verified passage by passage, in any chunk (its doc: the first passage's);
+    # one made-up passage is enough to downgrade it.
+    assert (results["t"]["verdict"], results["t"]["quote_verified"], results["t"]["evidence_doc_id"]) == (
+        "SUPPORTED", True, "policy/refunds-2025")
+    assert (results["m"]["verdict"], results["m"]["quote_verified"]) == ("NOT_IN_EVIDENCE", False)
 
 
 def _sample_traces(context):
