@@ -338,7 +338,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "verdict} or {trace_id or id, answer_grounded or grounded}. Claims match on id and claim text (markers, case, "
             "white space and end punctuation ignored). Prints one block per judge version and level. "
             "With --fit (verdicts with scores, from the local or model judge): choose the support threshold that maximises "
-            "balanced accuracy (mean over the --labels files), report it with a bootstrap 95%% interval, and write a judge "
+            "balanced accuracy (mean over the --labels files), report it with a bootstrap 95% interval, and write a judge "
             "profile to --output; use it with policy/gates.yaml judge: {profile: PATH} or EVAL_PIPELINE_JUDGE_PROFILE. "
             "Exits 0, or 2 when a file is missing or malformed or the fit is impossible."
         ),
