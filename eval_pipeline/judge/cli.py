@@ -90,6 +90,9 @@ def read_verdicts(paths: str | list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
             if "answer_grounded" in value or "grounded" in value:
                 if grounded is not None and not isinstance(grounded, bool):
                     raise InputError(f"{path}:{number}: answer_grounded/grounded must be true, false or null")
+                if score is None and value.get("n_claims") == 0:
+                    # `judge --level answer` on an answer that states nothing: never grounded, as a score of 0
+                    score = 0.0
                 answers.append({"judge_version": version, "trace_id": ident, "judge_grounded": grounded, "score": score})
                 continue
             claim, verdict, status = value.get("claim"), value.get("verdict"), value.get("status") or "ok"

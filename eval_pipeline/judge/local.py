@@ -35,6 +35,8 @@ LOCAL_JUDGE_BASE = "local-2.0"
 LOCAL_JUDGE_MODEL = "local-lexical"
 MAX_EVIDENCE_SENTENCES = 4
 QUOTE_JOINER = " … "
+# Score factors (module docstring). Every factor of 0.5 keeps the score at or below half, and profile thresholds
+# are above half: a missing number, name or opinion, or a conflict, never passes.
 NUMBER_PENALTY = 0.5
 NAME_PENALTY = 0.5
 PARTIAL_NAME_PENALTY = 0.7
@@ -87,7 +89,7 @@ class LocalJudge(Judge):
             .drop("_word")
         )
         chosen = _choose_sentences(matches)
-        verdicts = self._decide(words, claim_rows, chosen, matches, sentence_rows_, sentences)
+        verdicts = self._decide(words, claim_rows, chosen, matches, sentence_rows_)
         quotes = (
             chosen.join(sentences.select("sid", "sentence"), on="sid")
             .join(keys.select("rid", "eid"), on="rid")
@@ -122,7 +124,7 @@ class LocalJudge(Judge):
         )
 
     def _decide(self, words: pl.DataFrame, claim_rows: pl.DataFrame, chosen: pl.DataFrame, matches: pl.DataFrame,
-                sentence_rows_: pl.DataFrame, sentences: pl.DataFrame) -> pl.DataFrame:
+                sentence_rows_: pl.DataFrame) -> pl.DataFrame:
         """rid → verdict, score, reason for every claim with at least one chosen sentence."""
         covered = matches.join(chosen.select("rid", "sid"), on=["rid", "sid"], how="semi").select("rid", "tid").unique()
         found = words.join(covered.with_columns(_found=pl.lit(True)), on=["rid", "tid"], how="left").with_columns(

@@ -135,6 +135,16 @@ def test_fit_writes_a_profile_that_maximises_balanced_accuracy_and_the_judge_use
     assert line["judge_version"] == f"local-2.0+{profile.digest}" != make_judge("local").version
 
 
+def test_fit_reads_the_answer_level_output_of_judge_answers_without_claims_included(tmp_path, capsys):
+    source = _write(tmp_path / "in.jsonl", INPUT)
+    out = tmp_path / "answers.jsonl"
+    assert cli(["judge", str(source), "--output", str(out), "--level", "answer", "--quiet"]) == 0
+    labels = _write(tmp_path / "l.jsonl", [{"id": "a", "grounded": True}, {"id": 7, "grounded": False},
+                                           {"id": "c", "grounded": True}, {"id": "q", "grounded": False}])
+    assert cli(["calibrate", "--fit", "--verdicts", str(out), "--labels", str(labels), "--output", str(tmp_path / "p.yaml")]) == 0
+    assert "l.jsonl: n 4 (2 grounded), balanced accuracy 1.0000" in capsys.readouterr().out
+
+
 def test_fit_refuses_verdicts_without_scores(tmp_path, capsys):
     verdicts = _write(tmp_path / "v.jsonl", [{"id": "a", "claim": "c", "verdict": "SUPPORTED", "judge_version": "local-2.0+x"},
                                              {"id": "b", "claim": "c", "verdict": "NOT_IN_EVIDENCE", "judge_version": "local-2.0+x"}])
