@@ -126,8 +126,11 @@ def grounding_scores(eval_config: EvalConfig, judge: JudgeConfig, run_manifest: 
                      deid_cases: pl.DataFrame, claims: pl.DataFrame):
     """Supported claims over claims, per trace; every claim supported (by default) passes the grounding stage."""
     manifest = manifest_of(run_manifest)
+    # The claims carry the judge's version; only a run without claims builds the judge to learn it.
+    versions = claims["judge_version"].drop_nulls().unique().to_list()
+    judge_version = versions[0] if len(versions) == 1 else make_run_judge(judge, eval_config).version
     scores = grounding_scoring.score_grounding(claims, deid_traces, deid_cases, eval_config.settings(manifest),
-                                               judge_version=make_run_judge(judge, eval_config).version)
+                                               judge_version=judge_version)
     scores = with_versions(scores, manifest, GROUNDING_CODE_VERSION)
     return materialized(scores, versions=manifest,
                         headline={"mean_grounding_rate": scores["grounding_rate"].drop_nulls().mean(),
