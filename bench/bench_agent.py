@@ -1,6 +1,6 @@
 """Agent-lane scoring throughput on synthetic trajectories (a benchmark, not a test).
 
-    /work/venv/bin/python bench/bench_agent.py --traces 100000 --seed 7
+    /work/venv/bin/python bench/bench_agent.py --traces 100000 --seed 7 [--value-rules]
 
 Builds a tool registry, cases (strict_order / unordered / goal_only, alternatives, dependencies, scope, faults,
 milestones) and N trajectories with a fixed seed, then times score_tools, score_outcomes, reliability and
@@ -33,23 +33,28 @@ FAULT_KINDS = ("tool_error", "empty", "timeout", "injected_instruction")
 ATTEMPTS_PER_CASE = 8
 
 
-def registry() -> pl.DataFrame:
-    """Ten tools with small JSON Schemas."""
+def registry(value_rules: bool = False) -> pl.DataFrame:
+    """Ten tools with small JSON Schemas (with --value-rules: strings normalized, amounts numeric within 0.5)."""
     tools = [
         {"name": name, "read_only": name in READ_TOOLS,
          "args": {"type": "object", "properties": {"id": {"type": "string"}, "amount": {"type": "number"}},
                   "required": ["id"], "additionalProperties": False}}
         for name in READ_TOOLS + WRITE_TOOLS
     ]
-    return frames.tools_frame_from_registry(ToolRegistry.model_validate({"environment_version": "bench", "tools": tools}))
+    rules = {"value_rules": {"match": "normalized", "args": {"amount": {"match": "numeric", "tolerance": 0.5}}}} if value_rules else {}
+    return frames.tools_frame_from_registry(ToolRegistry.model_validate({"environment_version": "bench", "tools": tools, **rules}))
 
 
-def make_case(rng: random.Random, number: int) -> dict[str, Any]:
-    """A case with a 2–5 call reference path and a random mix of the agent contract's features."""
+def make_case(rng: random.Random, number: int, accepted_share: float = 0.0) -> dict[str, Any]:
+    """A case with a 2–5 call reference path and a random mix of the agent contract's features; accepted_share of
+    the write calls list two accepted amounts (the BFCL form)."""
     entity = f"c-{number}"
     path = [{"name": rng.choice(READ_TOOLS), "args": {"id": entity}} for _ in range(rng.randint(1, 2))]
     path += [{"name": rng.choice(WRITE_TOOLS[:3]), "args": {"id": entity, "amount": rng.randint(1, 99)}}
              for _ in range(rng.randint(1, 3))]
+    for call in path[1:]:
+        if accepted_share > 0 and "amount" in call["args"] and rng.random() < accepted_share:
+            call["accepted"] = {"amount": [call["args"]["amount"], call["args"]["amount"] + 1]}
     case: dict[str, Any] = {
         "case_id": f"agent-{number:05d}",
         "lanes": ["agent"],
@@ -74,7 +79,7 @@ def make_case(rng: random.Random, number: int) -> dict[str, Any]:
 
 def make_trace(rng: random.Random, case: dict[str, Any], attempt: int) -> dict[str, Any]:
     """A canonical traces-frame row: the reference path, perturbed (wrong args, repeats, extras, order, divergence)."""
-    calls = [dict(call) for call in case["reference_tool_calls"]]
+    calls = [{"name": call["name"], "args": call["args"]} for call in case["reference_tool_calls"]]
     entity = calls[0]["args"]["id"]
     if rng.random() < 0.2:
         calls[-1] = {"name": calls[-1]["name"], "args": {"id": entity, "amount": rng.randint(100, 200)}}
@@ -118,11 +123,11 @@ def make_trace(rng: random.Random, case: dict[str, Any], attempt: int) -> dict[s
     }
 
 
-def build(n_traces: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def build(n_traces: int, seed: int, accepted_share: float = 0.0) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(traces, cases) frames of n_traces trajectories, ATTEMPTS_PER_CASE attempts per case."""
     rng = random.Random(seed)
     n_cases = max(1, n_traces // ATTEMPTS_PER_CASE)
-    cases = [make_case(rng, number) for number in range(n_cases)]
+    cases = [make_case(rng, number, accepted_share) for number in range(n_cases)]
     rows = [make_trace(rng, cases[i % n_cases], i // n_cases + 1) for i in range(n_traces)]
     return frames.traces_frame(rows), frames.cases_frame_from_records(cases, "bench")
 
@@ -136,11 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--value-rules", action="store_true",
+                        help="registry value rules (normalized strings, numeric amounts) and 30%% of write calls in the "
+                             "accepted-values form, so call matching runs the value-rule path")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    traces, cases = build(args.traces, args.seed)
-    tools = registry()
+    traces, cases = build(args.traces, args.seed, 0.3 if args.value_rules else 0.0)
+    tools = registry(args.value_rules)
     print(f"built {traces.height} traces of {cases.height} cases in {time.perf_counter() - started:.1f} s; "
           f"peak RSS after building {peak_rss_mib():.0f} MiB")
 

@@ -48,16 +48,43 @@ def _json_bytes(value: Any) -> bytes:
 
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of a value: sorted keys, compact, 49.0 written as 49."""
+    return canonical_args(value)[0]
+
+
+def canonical_args(value: Any) -> tuple[str, str | None]:
+    """(canonical JSON text, integral_float_paths) of a value, serialised once."""
     text = _json_bytes(value)
     # Only a text holding a written float can hold an integral one; the walk that rewrites them is skipped otherwise.
     if b".0" in text or b"e+" in text or b"E+" in text:
-        text = _json_bytes(_normalize(value))
-    return text.decode()
+        return _json_bytes(_normalize(value)).decode(), integral_float_paths(value)
+    return text.decode(), None
 
 
 def sorted_json(value: Any) -> str:
     """JSON text with sorted keys, compact; numbers as written (for large free-form values compared by value, not text)."""
     return _json_bytes(value).decode()
+
+
+def integral_float_paths(value: Any) -> str | None:
+    """JSON list of the dotted paths of whole-number floats in a value (`nights`, `rooms.0.count`), None when none.
+
+    Canonical JSON writes 2.0 as 2; strict type checks (an integer argument given 2.0) need to know it was a float.
+    """
+    found: list[str] = []
+
+    def walk(inner: Any, path: str) -> None:
+        if isinstance(inner, float):
+            if math.isfinite(inner) and inner.is_integer():
+                found.append(path)
+        elif isinstance(inner, Mapping):
+            for key, item in inner.items():
+                walk(item, f"{path}.{key}" if path else str(key))
+        elif isinstance(inner, list | tuple):
+            for index, item in enumerate(inner):
+                walk(item, f"{path}.{index}" if path else str(index))
+
+    walk(value, "")
+    return json.dumps(found, ensure_ascii=False) if found else None
 
 
 def canonical_json_text(text: str | None) -> str | None:
@@ -100,6 +127,7 @@ STEP = pl.Struct(
         "dispatched_tool": pl.String,
         "dispatched_args_json": pl.String,
         "content": pl.String,
+        "args_float_paths": pl.String,
     }
 )
 
@@ -128,7 +156,8 @@ TRACES_SCHEMA: dict[str, pl.DataType] = {
     "source_line": pl.Int64,
 }
 
-TOOL_CALL = pl.Struct({"name": pl.String, "args_json": pl.String})
+# accepted_json: {arg: [accepted values]} of the BFCL form (null when the call states its args only)
+TOOL_CALL = pl.Struct({"name": pl.String, "args_json": pl.String, "accepted_json": pl.String, "optional": pl.List(pl.String)})
 MILESTONE = pl.Struct({"name": pl.String, "path": pl.String, "op": pl.String, "value_json": pl.String})
 
 CASES_SCHEMA: dict[str, pl.DataType] = {
@@ -157,6 +186,7 @@ CASES_SCHEMA: dict[str, pl.DataType] = {
     "unsafe_after_fault": pl.List(pl.String),
     "escalation_tools": pl.List(pl.String),
     "scope_json": pl.String,
+    "value_rules_json": pl.String,
     "source_file": pl.String,
 }
 
@@ -177,6 +207,7 @@ TOOLS_SCHEMA: dict[str, pl.DataType] = {
     "read_only": pl.Boolean,
     "destructive": pl.Boolean,
     "args_schema_json": pl.String,
+    "value_rules_json": pl.String,
 }
 
 JUDGMENTS_SCHEMA: dict[str, pl.DataType] = {
@@ -247,7 +278,7 @@ def trace_row(trace: Trace, run_id: str, source_file: str = "", source_line: int
                 "index": s.index,
                 "kind": s.kind,
                 "tool": s.tool,
-                "args_json": canonical_json(s.args) if s.args is not None else None,
+                "args_json": canonical_args(s.args)[0] if s.args is not None else None,
                 "status": s.status,
                 "result_json": sorted_json(s.result) if s.result is not None else None,
                 "error": s.error,
@@ -255,6 +286,7 @@ def trace_row(trace: Trace, run_id: str, source_file: str = "", source_line: int
                 "dispatched_tool": s.dispatched.tool if s.dispatched is not None else None,
                 "dispatched_args_json": canonical_json(s.dispatched.args) if s.dispatched is not None else None,
                 "content": s.content,
+                "args_float_paths": canonical_args(s.args)[1] if s.args is not None else None,
             }
             for s in trace.steps
         ]
@@ -332,8 +364,28 @@ def traces_frame_from_records(records: Iterable[Mapping[str, Any]], run_id: str 
     return traces_frame(trace_row(Trace.model_validate(r), run_id, "inline", i + 1) for i, r in enumerate(records))
 
 
-def _calls(calls: list) -> list[dict[str, str]]:
-    return [{"name": c.name, "args_json": canonical_json(c.args)} for c in calls]
+def _calls(calls: list) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": c.name,
+            "args_json": canonical_json(c.args),
+            "accepted_json": canonical_json(c.accepted) if c.accepted is not None else None,
+            "optional": list(c.optional),
+        }
+        for c in calls
+    ]
+
+
+def value_rules_json(*levels: Any) -> str | None:
+    """Canonical JSON of value rules merged over levels, the first level most specific; None when no level sets any."""
+    merged: dict[str, Any] = {"args": {}}
+    for rules in reversed([r for r in levels if r is not None]):
+        dumped = rules.model_dump(mode="json", exclude_none=True)
+        merged["args"].update(dumped.pop("args", {}))
+        merged.update(dumped)
+    if merged == {"args": {}}:
+        return None
+    return canonical_json(merged)
 
 
 def case_row(case: Case, dataset_version: str, source_file: str = "") -> dict[str, Any]:
@@ -367,6 +419,7 @@ def case_row(case: Case, dataset_version: str, source_file: str = "") -> dict[st
         "unsafe_after_fault": list(case.unsafe_after_fault),
         "escalation_tools": list(case.escalation_tools),
         "scope_json": canonical_json(case.scope) if case.scope is not None else None,
+        "value_rules_json": value_rules_json(case.value_rules),
         "source_file": source_file,
     }
 
@@ -397,6 +450,7 @@ def tools_frame_from_registry(registry: ToolRegistry) -> pl.DataFrame:
             "read_only": t.read_only,
             "destructive": t.destructive,
             "args_schema_json": canonical_json(t.args),
+            "value_rules_json": value_rules_json(t.value_rules, registry.value_rules),
         }
         for t in registry.tools
     ]

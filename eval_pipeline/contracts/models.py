@@ -29,6 +29,43 @@ class CorpusDoc(_Strict):
     text: str = ""
 
 
+MatchRule = Literal["exact", "normalized", "numeric", "any"]
+VALUE_RULE_PROFILES: dict[str, dict[str, Any]] = {
+    "exact": {"match": "exact", "strict_types": False},
+    # BFCL's AST checker: strings compared case- and punctuation-blind, an integer given as 2.0 is a type error
+    "bfcl": {"match": "normalized", "strict_types": True},
+}
+
+
+class ArgRule(_Strict):
+    """How one argument's value is compared with the reference."""
+
+    match: MatchRule
+    tolerance: float | None = Field(default=None, ge=0)
+
+    model_config = ConfigDict(strict=False, extra="forbid")
+
+
+class ValueRules(_Strict):
+    """Value comparison rules of tool arguments (docs/agent_lane.md "Value rules"); unset fields inherit."""
+
+    match: MatchRule | None = None
+    tolerance: float | None = Field(default=None, ge=0)
+    strict_types: bool | None = None
+    args: dict[str, MatchRule | ArgRule] = Field(default_factory=dict)
+
+    model_config = ConfigDict(strict=False, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_name(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value not in VALUE_RULE_PROFILES:
+                raise ValueError(f"unknown value rules profile {value!r}; known: {sorted(VALUE_RULE_PROFILES)}")
+            return dict(VALUE_RULE_PROFILES[value])
+        return value
+
+
 class ToolSpec(_Strict):
     """A tool of the registry: its argument schema and side effects."""
 
@@ -37,12 +74,14 @@ class ToolSpec(_Strict):
     read_only: bool = False
     destructive: bool = False
     args: JsonObject = Field(default_factory=lambda: {"type": "object"})
+    value_rules: ValueRules | None = None
 
 
 class ToolRegistry(_Strict):
     """tools.yaml of one environment version."""
 
     environment_version: str
+    value_rules: ValueRules | None = None
     tools: list[ToolSpec]
 
 
@@ -50,10 +89,20 @@ class ToolRegistry(_Strict):
 
 
 class ToolCall(_Strict):
-    """A tool call as a case states it."""
+    """A tool call as a case states it; `accepted` lists every accepted value of an argument, `optional` those
+    that may be left out (the BFCL form)."""
 
     name: str = Field(min_length=1)
     args: JsonObject = Field(default_factory=dict)
+    accepted: dict[str, list[Any]] | None = None
+    optional: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _accepted_values(self) -> ToolCall:
+        empty = sorted(name for name, values in (self.accepted or {}).items() if not values and name not in self.optional)
+        if empty:
+            raise ValueError(f"accepted values of {', '.join(empty)} are empty and the argument is not optional")
+        return self
 
 
 class Milestone(_Strict):
@@ -124,6 +173,7 @@ class Case(_Strict):
     unsafe_after_fault: list[str] = Field(default_factory=list)
     escalation_tools: list[str] = Field(default_factory=list)
     scope: JsonObject | None = None
+    value_rules: ValueRules | None = None
 
     # YAML turns an unquoted clock into a datetime and 49.00 into a float: accept YAML's natural types.
     model_config = ConfigDict(strict=False, extra="ignore")

@@ -49,7 +49,9 @@ CASE_TEXT_PATHS: tuple[LeafPath, ...] = (
     ("reference_answer",),
     ("expected_answer_contains",),
     ("reference_tool_calls", "args_json"),
+    ("reference_tool_calls", "accepted_json"),
     ("alternatives", "args_json"),
+    ("alternatives", "accepted_json"),
     ("fixtures_json",),
     ("milestones", "path"),
     ("milestones", "value_json"),
@@ -68,7 +70,9 @@ TRACE_JSON_PATHS: tuple[LeafPath, ...] = (
 CASE_JSON_PATHS: tuple[LeafPath, ...] = (
     ("fixtures_json",),
     ("reference_tool_calls", "args_json"),
+    ("reference_tool_calls", "accepted_json"),
     ("alternatives", "args_json"),
+    ("alternatives", "accepted_json"),
     ("milestones", "value_json"),
     ("scope_json",),
 )

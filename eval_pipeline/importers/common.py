@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -81,15 +83,18 @@ def guess_read_only(name: str) -> bool:
 
 
 def inferred_tool(name: str, schema: Mapping[str, Any] | None = None, description: str | None = None,
-                  read_only: bool | None = None) -> dict[str, Any]:
+                  read_only: bool | None = None, value_rules: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A registry entry for a tool the source only names (or defines without side-effect flags)."""
-    return {
+    tool = {
         "name": name,
         "description": description or "inferred by the importer from the calls it saw",
         "read_only": guess_read_only(name) if read_only is None else read_only,
         "destructive": False,
         "args": dict(schema) if schema else {"type": "object"},
     }
+    if value_rules:
+        tool["value_rules"] = copy.deepcopy(dict(value_rules))
+    return tool
 
 
 def load_registry_file(path: str | Path) -> dict[str, Any]:
@@ -115,26 +120,49 @@ def existing_registry(location: Location, environment_version: str) -> dict[str,
 
 
 def read_records(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
-    """(record number, value) of a JSON array file or a JSONL file, and (number, reason) for unreadable lines."""
+    """(record number, value) of the records of a file, and (number, reason) for the records that cannot be read.
+
+    Decided by content, not by name: a file that parses as one JSON value is a JSON array (one record per element,
+    numbered from 1) or a single record (a pretty-printed object, numbered by the line it starts on); otherwise it
+    is JSONL, one record per non-blank line numbered by line, when its first line is a JSON value, when at least
+    half of its lines are, or when it has one line. Anything else (a broken JSON array or pretty-printed object)
+    raises ImporterError naming where the JSON breaks.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError) as exc:
         raise ImporterError(f"cannot read {path}: {exc}") from exc
-    if text.lstrip().startswith("["):
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ImporterError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-        return list(enumerate(values, start=1)), []
-    records, bad = [], []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return _json_lines(path, text, exc)
+    except RecursionError as exc:
+        raise ImporterError(f"{path} is not valid JSON: nested too deeply") from exc
+    if isinstance(value, list):
+        return list(enumerate(value, start=1)), []
+    return [(text[: len(text) - len(text.lstrip())].count("\n") + 1, value)], []
+
+
+def _json_lines(path: Path, text: str, whole: json.JSONDecodeError) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
+    """The records of a file that is not one JSON value, read as JSONL; ImporterError when it is not JSONL either."""
+    records: list[tuple[int, Any]] = []
+    bad: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             records.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
-            bad.append((number, f"invalid JSON: {exc.msg} at column {exc.colno}"))
-    return records, bad
+            bad.append((number, f"invalid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}"))
+        except RecursionError:
+            bad.append((number, "invalid JSON: nested too deeply"))
+    first_ok = bool(records) and (not bad or records[0][0] < bad[0][0])
+    broken_array = not first_ok and text.lstrip().startswith("[")
+    if not broken_array and (first_ok or len(records) >= len(bad) or len(records) + len(bad) == 1):
+        return records, bad
+    what = "is not a valid JSON array" if broken_array else "is neither valid JSON nor JSONL"
+    raise ImporterError(f"{path} {what}: {whole.msg.removesuffix(' at')} at line {whole.lineno} column {whole.colno} "
+                        f"({len(bad)} of {len(records) + len(bad)} lines are not JSON values on their own either)")
 
 
 @dataclass
@@ -278,11 +306,14 @@ def escalation_tools(names: Iterable[str]) -> list[str]:
 
 
 def resolve_registry(location_root: str | Path, environment_version: str, tools_file: str | Path | None,
-                     defined: Mapping[str, dict[str, Any]], called: Sequence[str]) -> tuple[dict[str, Any], set[str] | None, str]:
-    """(registry, names calls must come from or None when every called tool is accepted, where the registry came from).
+                     defined: Mapping[str, dict[str, Any]], called: Sequence[str],
+                     roles: Mapping[str, Mapping[str, Any]] | None = None,
+                     roles_origin: str = "") -> tuple[dict[str, Any], set[str] | None, str]:
+    """(registry, its tool names or None when it was inferred from every called tool, where the registry came from).
 
     Precedence: the data root's tools/<environment_version>/tools.yaml, then --tools, then the source's own tool
-    definitions; with none of these the registry is inferred from the calls (read_only guessed from names).
+    definitions; with none of these the registry is inferred from the calls: a tool's fields come from `roles`
+    (name -> read_only, value_rules) when it is there, else read_only is guessed from its name.
     """
     existing = existing_registry(open_location(location_root), environment_version)
     if existing is not None:
@@ -293,8 +324,37 @@ def resolve_registry(location_root: str | Path, environment_version: str, tools_
         return registry, registry_names(registry), str(tools_file)
     if defined:
         return {"environment_version": environment_version, "tools": list(defined.values())}, set(defined), "the source's tool definitions"
-    tools = [inferred_tool(name) for name in sorted(set(called))]
-    return {"environment_version": environment_version, "tools": tools}, None, "inferred from the calls (read_only guessed from names)"
+    roles = roles or {}
+    tools = [inferred_tool(name, **roles.get(name, {})) for name in sorted(set(called))]
+    how = f"read_only from {roles_origin}, else guessed from names" if roles else "read_only guessed from names"
+    return {"environment_version": environment_version, "tools": tools}, None, f"inferred from the calls ({how})"
+
+
+def unknown_tools_note(called: Iterable[str], known: set[str] | None) -> str | None:
+    """The summary note naming the called tools that the registry lacks (an agent failure the pipeline scores), or None."""
+    missing = Counter(name for name in called if known is not None and name not in known)
+    if not missing:
+        return None
+    listed = ", ".join(f"{name} ({count} call{'s' if count > 1 else ''})" for name, count in sorted(missing.items()))
+    return (f"calls of tools missing from the tool registry, imported as calls (the pipeline fails them at tool_selection, "
+            f"reason unknown_tool): {listed}")
+
+
+def usage_record(value: Any) -> dict[str, Any] | None:
+    """The SPEC §2 usage of an attempt from a dict with input_tokens|prompt_tokens, output_tokens|completion_tokens,
+    cost_usd and latency_ms (whole numbers of dollars or milliseconds become floats)."""
+    if not isinstance(value, dict):
+        return None
+    usage = {
+        "input_tokens": value.get("input_tokens", value.get("prompt_tokens")),
+        "output_tokens": value.get("output_tokens", value.get("completion_tokens")),
+        "cost_usd": value.get("cost_usd"),
+        "latency_ms": value.get("latency_ms"),
+    }
+    for key in ("cost_usd", "latency_ms"):
+        if isinstance(usage[key], int) and not isinstance(usage[key], bool):
+            usage[key] = float(usage[key])
+    return usage
 
 
 def finish_import(summary: ImportSummary, data_root: str | Path, cases: list[dict[str, Any]], traces: list[dict[str, Any]],

@@ -57,7 +57,7 @@ LINE_SCHEMA = pa.schema([
     ("usage", pa.struct([("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("cost_usd", pa.float64()),
                          ("latency_ms", pa.float64())])),
 ])
-FREE_FORM_STEP_FIELDS = ("args_json", "result_json", "state_diff_json", "dispatched_args_json")
+FREE_FORM_STEP_FIELDS = ("args_json", "result_json", "state_diff_json", "dispatched_args_json", "args_float_paths")
 
 
 RAW_CHUNK_LINES = 100_000
@@ -139,13 +139,15 @@ def _free_form(trace: Trace) -> tuple[list[list[str | None]], str | None]:
     Arguments are canonical (49.0 written as 49) because call keys compare them as text; results, state diffs and
     the final state keep numbers as written, since milestones and checks compare their values, not their text.
     """
-    columns: list[list[str | None]] = [[], [], [], []]
+    columns: list[list[str | None]] = [[], [], [], [], []]
     for step in trace.steps or ():
-        columns[0].append(frames.canonical_json(step.args) if step.args is not None else None)
+        args_text, float_paths = frames.canonical_args(step.args) if step.args is not None else (None, None)
+        columns[0].append(args_text)
         columns[1].append(frames.sorted_json(step.result) if step.result is not None else None)
         columns[2].append(frames.sorted_json([{"path": c.path, "before": c.before, "after": c.after} for c in step.state_diff])
                           if step.state_diff is not None else None)
         columns[3].append(frames.canonical_json(step.dispatched.args) if step.dispatched is not None else None)
+        columns[4].append(float_paths)
     return columns, frames.sorted_json(trace.final_state) if trace.final_state is not None else None
 
 

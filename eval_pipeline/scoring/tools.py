@@ -8,9 +8,15 @@ Readings this module fixes where the SPEC leaves a choice (docs/agent_lane.md re
 - precision = matched / calls (null without calls); recall = matched / path calls (null for an empty path);
   f1 = 2·matched / (calls + path calls), the harmonic mean where both are defined, null when both are empty
   (an empty path met by no calls ranks as a perfect match when choosing the path).
-- Arguments match a reference when their canonical JSON is equal (key order and 49.0 vs 49 do not matter).
-  Schema checks use the tool registry; with an empty registry only reference values are checked; a tool
-  missing from a non-empty registry fails its schema check.
+- A call matches a path call of its tool when its args match under the value rules (scoring/values.py): by
+  default canonical JSON equality (key order and 49.0 vs 49 do not matter), with the BFCL form's per-argument
+  accepted values and optional arguments where the case gives them. The k-th call of a class of identical path
+  calls matches the k-th path call of that class; overlapping classes fall back to a maximum matching.
+- Schema checks use the tool registry; with an empty registry only reference values are checked; a tool
+  missing from a non-empty registry fails its schema check and is an `unknown_tool` at tool_selection (never a
+  policy breach of allowed_tools, never incomplete). Read-only calls need only their schema.
+- tool_selection counts calls per non-read-only tool against the matched path (a duplicate is a surplus);
+  read-only path tools are optional (SPEC §11).
 - `tool_order` is not_applicable for an `unordered` case without dependencies (nothing to order).
 - For `strict_order`, the calls matched to path calls (k-th call of a key to the k-th path call of that key)
   must come in path order; extra calls and retries do not break the order.
@@ -33,6 +39,7 @@ from jsonschema import validators as schema_validators
 
 from eval_pipeline.contracts.frames import canonical_json
 from eval_pipeline.scoring.common import harness_reason, lane_traces
+from eval_pipeline.scoring.values import call_matches, resolve_rules, strict_type_error
 from eval_pipeline.settings import ScoringSettings
 
 T = "_t"  # row id of an agent-lane trace inside one scoring call
@@ -140,16 +147,27 @@ def _per_trace_list(frame: pl.DataFrame, value: str, order: str, name: str) -> p
 
 
 def _registry(tools: pl.DataFrame) -> pl.DataFrame:
-    """One row per tool name: read_only and its JSON Schema text."""
-    return tools.select("name", "read_only", "args_schema_json").unique("name", keep="first", maintain_order=True)
+    """One row per tool name: read_only, its JSON Schema text and its value rules."""
+    return tools.select("name", "read_only", "args_schema_json", "value_rules_json").unique("name", keep="first", maintain_order=True)
 
 
-def _schema_verdicts(pairs: Iterable[tuple[str, str]], registry: pl.DataFrame) -> pl.DataFrame:
-    """(tool, args_json, schema_error) for distinct calls; schema_error is null when the args pass the tool's schema."""
+_SCHEMA_VERDICT_KEYS = ("tool", "args_json", "args_float_paths", "case_rules_json")
+
+
+def _schema_verdicts(rows: Iterable[tuple[str, str, str | None, str | None]], registry: pl.DataFrame) -> pl.DataFrame:
+    """(tool, args_json, args_float_paths, case_rules_json, schema_error) for distinct calls; schema_error is null
+    when the args pass the tool's schema (and, under strict_types, hold no whole-number float for an integer)."""
     schemas = dict(zip(registry["name"].to_list(), registry["args_schema_json"].to_list(), strict=True))
+    tool_rules = dict(zip(registry["name"].to_list(), registry["value_rules_json"].to_list(), strict=True))
     checkers: dict[str, tuple[Any, Any]] = {}
-    rows = [(tool, args_json, _schema_error(tool, args_json, schemas, checkers)) for tool, args_json in pairs]
-    return pl.DataFrame(rows, schema={"tool": pl.String, "args_json": pl.String, "schema_error": pl.String}, orient="row")
+    out = []
+    for tool, args_json, float_paths, case_rules in rows:
+        error = _schema_error(tool, args_json, schemas, checkers)
+        if error is None and float_paths and tool in schemas and resolve_rules(case_rules, tool_rules.get(tool), tool).strict_types:
+            error = strict_type_error(json.loads(schemas[tool] or "{}"), float_paths)
+        out.append((tool, args_json, float_paths, case_rules, error))
+    schema = {**{k: pl.String for k in _SCHEMA_VERDICT_KEYS}, "schema_error": pl.String}
+    return pl.DataFrame(out, schema=schema, orient="row")
 
 
 def _schema_error(tool: str, args_json: str, schemas: dict[str, str], checkers: dict[str, tuple[Any, Any]]) -> str | None:
@@ -297,7 +315,14 @@ def _paths(cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .with_columns(ref_pos=pl.int_range(pl.len(), dtype=pl.Int64).over("case_id", "path_idx"))
         .unnest("path")
         .rename({"name": "ref_tool", "args_json": "ref_args_json"})
-        .with_columns(ref_key=call_key_expr("ref_tool", "ref_args_json"))
+        .with_columns(
+            ref_key=call_key_expr("ref_tool", "ref_args_json"),
+            optional=pl.col("optional").fill_null(pl.lit([], dtype=STR_LIST)),
+        )
+        # path calls that state the same call are interchangeable: one class, named by the first of them
+        .with_columns(
+            cls=pl.col("ref_pos").min().over("case_id", "path_idx", "ref_tool", "ref_args_json", pl.col("accepted_json").fill_null(""), pl.col("optional").list.join("\x1f"))
+        )
     )
     return paths.drop("path"), path_calls
 
@@ -320,6 +345,7 @@ def _lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame)
                 "fault_tool",
                 "unsafe_after_fault",
                 "escalation_tools",
+                pl.col("value_rules_json").alias("case_rules_json"),
             ),
             "agent",
         )
@@ -339,32 +365,107 @@ def _lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame)
             key=call_key_expr(),
             args_json=pl.col("args_json").fill_null("{}"),
         )
-        .join(base.select(T, "case_id"), on=T, how="left")
-        .join(_registry(tools).select("name", "read_only"), left_on="tool", right_on="name", how="left")
+        .join(base.select(T, "case_id", "case_rules_json"), on=T, how="left")
+        .join(
+            _registry(tools).select("name", "read_only", pl.col("value_rules_json").alias("tool_rules_json"), in_registry=pl.lit(True)),
+            left_on="tool",
+            right_on="name",
+            how="left",
+        )
         .with_columns(
             read_only=pl.col("read_only").fill_null(False),
-            occ=pl.int_range(pl.len(), dtype=pl.Int64).over(T, "key"),
+            # with an empty registry nothing is known, so nothing is an unknown tool
+            unknown_tool=pl.col("in_registry").is_null() & pl.lit(tools.height > 0),
         )
+        .drop("in_registry")
         .sort(T, "pos")
     )
     return base, steps, calls
 
 
+def _match_flags(pairs: pl.DataFrame) -> pl.Series:
+    """Whether each (call, path call) pair of one tool matches: canonical keys under exact rules, else value rules."""
+    combos = pairs.select("tool", "args_json", "ref_args_json", "accepted_json", "optional", "case_rules_json", "tool_rules_json").unique()
+    verdicts = []
+    for tool, args_json, ref_args_json, accepted_json, optional, case_rules, tool_rules in combos.iter_rows():
+        rules = resolve_rules(case_rules, tool_rules, tool)
+        if accepted_json is None and rules.plain:
+            verdicts.append(args_json == ref_args_json)
+        else:
+            accepted = json.loads(accepted_json) if accepted_json is not None else None
+            verdicts.append(call_matches(json.loads(args_json), json.loads(ref_args_json), accepted, optional, rules))
+    flags = combos.with_columns(match=pl.Series(verdicts, dtype=pl.Boolean))
+    keys = list(combos.columns)
+    return pairs.join(flags, on=keys, how="left", nulls_equal=True)["match"]
+
+
+def _max_matching(edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A maximum matching of calls to path calls (Kuhn's augmenting paths; calls in order, path calls in order)."""
+    options: dict[int, list[int]] = {}
+    for pos, ref_pos in sorted(edges):
+        options.setdefault(pos, []).append(ref_pos)
+    owner: dict[int, int] = {}
+
+    def place(pos: int, seen: set[int]) -> bool:
+        for ref_pos in options[pos]:
+            if ref_pos in seen:
+                continue
+            seen.add(ref_pos)
+            if ref_pos not in owner or place(owner[ref_pos], seen):
+                owner[ref_pos] = pos
+                return True
+        return False
+
+    for pos in options:
+        place(pos, set())
+    return sorted((pos, ref_pos) for ref_pos, pos in owner.items())
+
+
+def _assignment(pairs: pl.DataFrame, path_calls: pl.DataFrame) -> pl.DataFrame:
+    """(T, path_idx, pos, ref_pos): which path call each call is matched to, per permitted path.
+
+    The k-th call of a class of interchangeable path calls goes to the k-th path call of that class; a trace whose
+    call matches path calls of two classes is matched by maximum matching instead."""
+    classes = pairs.select(T, "path_idx", "pos", "cls").unique()
+    ambiguous = classes.group_by(T, "path_idx", "pos").agg(n=pl.len()).filter(pl.col("n") > 1).select(T, "path_idx").unique()
+    plain = classes.join(ambiguous, on=[T, "path_idx"], how="anti").with_columns(
+        occ=pl.col("pos").rank("ordinal").cast(pl.Int64).over(T, "path_idx", "cls")
+    )
+    slots = path_calls.select("case_id", "path_idx", "cls", "ref_pos").with_columns(
+        occ=pl.col("ref_pos").rank("ordinal").cast(pl.Int64).over("case_id", "path_idx", "cls")
+    )
+    aligned = (
+        plain.join(pairs.select(T, "case_id").unique(), on=T)
+        .join(slots, on=["case_id", "path_idx", "cls", "occ"])
+        .select(T, "path_idx", "pos", "ref_pos")
+    )
+    rows: list[tuple[int, int, int, int]] = []
+    hard = pairs.join(ambiguous, on=[T, "path_idx"]).sort(T, "path_idx", "pos", "ref_pos")
+    for (t, path_idx), group in hard.group_by([T, "path_idx"], maintain_order=True):
+        edges = list(zip(group["pos"].to_list(), group["ref_pos"].to_list(), strict=True))
+        rows += [(t, path_idx, pos, ref_pos) for pos, ref_pos in _max_matching(edges)]
+    matched = pl.DataFrame(rows, schema={T: aligned.schema[T], "path_idx": pl.Int64, "pos": pl.Int64, "ref_pos": pl.Int64}, orient="row")
+    return pl.concat([aligned, matched])
+
+
 def _match_paths(base: pl.DataFrame, calls: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
-    """(calls with ref_pos, ref_t: the matched path's calls per trace with matched_pos, best: the matched path and its scores)."""
+    """(calls with ref_pos and args_match, ref_t: the matched path's calls per trace with matched_pos, best: the
+    matched path and its scores)."""
     paths, path_calls = _paths(cases.filter(pl.col("case_id").is_in(base["case_id"].unique().implode())))
     n_calls = (
         base.select(T, "case_id")
         .join(calls.group_by(T).agg(n_calls=pl.len().cast(pl.Int64)), on=T, how="left")
         .with_columns(pl.col("n_calls").fill_null(0))
     )
-    actual_counts = calls.group_by(T, "case_id", "key").agg(a=pl.len())
-    ref_counts = path_calls.group_by("case_id", "path_idx", "ref_key").agg(r=pl.len())
-    overlap = (
-        actual_counts.join(ref_counts, left_on=["case_id", "key"], right_on=["case_id", "ref_key"])
-        .group_by(T, "path_idx")
-        .agg(matched=pl.min_horizontal("a", "r").sum().cast(pl.Int64))
+    pairs = calls.select(T, "case_id", "pos", "tool", "args_json", "case_rules_json", "tool_rules_json").join(
+        path_calls.select("case_id", "path_idx", "ref_pos", "cls", "ref_tool", "ref_args_json", "accepted_json", "optional"),
+        left_on=["case_id", "tool"],
+        right_on=["case_id", "ref_tool"],
     )
+    if pairs.height:
+        pairs = pairs.filter(_match_flags(pairs))
+    assignment = _assignment(pairs, path_calls)
+    overlap = assignment.group_by(T, "path_idx").agg(matched=pl.len().cast(pl.Int64))
     total = pl.col("n_calls") + pl.col("n_ref")
     candidates = (
         n_calls.join(paths, on="case_id", how="left")
@@ -379,45 +480,44 @@ def _match_paths(base: pl.DataFrame, calls: pl.DataFrame, cases: pl.DataFrame) -
     best = candidates.sort([T, pl.col("tool_call_f1").fill_null(1.0), "path_idx"], descending=[False, True, False]).unique(
         T, keep="first", maintain_order=True
     )
+    chosen = best.select(T, "path_idx")
+    used = assignment.join(chosen, on=[T, "path_idx"]).drop("path_idx")
     ref_t = (
         best.select(T, "case_id", "path_idx")
         .join(path_calls, on=["case_id", "path_idx"])
+        .join(used.rename({"pos": "matched_pos"}), on=[T, "ref_pos"], how="left")
         .sort(T, "ref_pos")
-        .with_columns(ref_occ=pl.int_range(pl.len(), dtype=pl.Int64).over(T, "ref_key"))
     )
-    # alignment: the k-th call of a key matches the k-th path call of that key
-    calls = calls.join(
-        ref_t.select(T, "ref_key", "ref_occ", "ref_pos"),
-        left_on=[T, "key", "occ"],
-        right_on=[T, "ref_key", "ref_occ"],
-        how="left",
-    ).sort(T, "pos")
-    ref_t = ref_t.join(
-        calls.select(T, "key", "occ", pl.col("pos").alias("matched_pos")),
-        left_on=[T, "ref_key", "ref_occ"],
-        right_on=[T, "key", "occ"],
-        how="left",
-    ).sort(T, "ref_pos")
-    return calls, ref_t, best
+    best_pairs = pairs.join(chosen, on=[T, "path_idx"])
+    matching_args = best_pairs.select(T, "pos").unique().with_columns(args_match=pl.lit(True))
+    same_position = best_pairs.filter(pl.col("pos") == pl.col("ref_pos")).group_by(T).agg(same=pl.len())
+    calls = (
+        calls.join(used, on=[T, "pos"], how="left")
+        .join(matching_args, on=[T, "pos"], how="left")
+        .with_columns(pl.col("args_match").fill_null(False))
+        .sort(T, "pos")
+    )
+    return calls, ref_t, best.join(same_position, on=T, how="left")
 
 
 def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame) -> pl.DataFrame:
-    """Calls with `invalid` (why the args fail, null when valid), `in_path` and `unnecessary`."""
-    distinct = calls.filter(pl.col("tool").is_not_null()).select("tool", "args_json").unique()
+    """Calls with `invalid` (why the args fail, null when valid), `in_path` and `unnecessary`.
+
+    A read-only call, or a call of a tool the path does not hold, needs only its schema; a call of a non-read-only
+    path tool must also match one of that tool's path calls (SPEC §11)."""
+    distinct = calls.filter(pl.col("tool").is_not_null()).select(*_SCHEMA_VERDICT_KEYS).unique()
     verdicts = _schema_verdicts(distinct.iter_rows(), _registry(tools))
     path_tools = ref_t.select(T, tool="ref_tool").unique().with_columns(in_path=pl.lit(True))
-    path_args = ref_t.select(T, tool="ref_tool", args_json="ref_args_json").unique().with_columns(args_match=pl.lit(True))
     good = ((pl.col("status") == "ok") & pl.col("result_json").is_not_null() & ~pl.col("result_json").is_in(EMPTY_RESULTS)).cast(pl.Int64)
     return (
-        calls.join(verdicts, on=["tool", "args_json"], how="left", nulls_equal=True)
+        calls.join(verdicts, on=list(_SCHEMA_VERDICT_KEYS), how="left", nulls_equal=True)
         .join(path_tools, on=[T, "tool"], how="left")
-        .join(path_args, on=[T, "tool", "args_json"], how="left", nulls_equal=True)
-        .with_columns(pl.col("in_path").fill_null(False), pl.col("args_match").fill_null(False))
+        .with_columns(pl.col("in_path").fill_null(False))
         .sort(T, "pos")
         .with_columns(
             invalid=pl.when(pl.col("schema_error").is_not_null())
             .then(pl.format("{} ({})", pl.col("key"), pl.col("schema_error")))
-            .when(pl.col("in_path") & ~pl.col("args_match"))
+            .when(pl.col("in_path") & ~pl.col("read_only") & ~pl.col("args_match"))
             .then(pl.format("{} (args match no reference call of {})", pl.col("key"), pl.col("tool"))),
             # a read-only repeat of an earlier call that returned ok with a non-empty result
             unnecessary=pl.col("read_only") & ((good.cum_sum().over(T, "key") - good) > 0),
@@ -428,7 +528,10 @@ def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame
 def _policy(calls: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
     """(T, policy_violations): tools outside allowed_tools, forbidden tools and out-of-scope arguments, in call order."""
     frame = calls.join(base.select(T, "allowed_tools", "forbidden_tools", "scope_json"), on=T, how="left")
-    outside = frame.filter(pl.col("allowed_tools").is_not_null() & ~pl.col("allowed_tools").list.contains(pl.col("tool"))).select(
+    # a tool that does not exist is not a permission breach but a wrong choice: tool_selection's unknown_tool
+    outside = frame.filter(
+        pl.col("allowed_tools").is_not_null() & ~pl.col("allowed_tools").list.contains(pl.col("tool")) & ~pl.col("unknown_tool")
+    ).select(
         T, "pos", kind_order=pl.lit(0, dtype=pl.Int32), violation=pl.format("tool {} is not in allowed_tools", pl.col("tool"))
     )
     forbidden = frame.filter(pl.col("forbidden_tools").list.contains(pl.col("tool"))).select(
@@ -576,6 +679,7 @@ def _analyse(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame, set
     order_events, inversions = _order(calls, base)
     divergence, malformed = _harness_defects(steps, calls)
     return {
+        "tools": tools,
         "base": base,
         "calls": calls,
         "ref_t": ref_t,
@@ -590,6 +694,26 @@ def _analyse(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame, set
     }
 
 
+def _selection_counts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame) -> pl.DataFrame:
+    """(T, never_called, short_called, surplus_called): non-read-only path tools called never, fewer times than the
+    path holds them (`f (1 of 2 made)`), or more (`f (3 made, the path holds 2)`); read-only path tools are optional (SPEC §11)."""
+    held = ref_t.group_by(T, tool="ref_tool").agg(held=pl.len().cast(pl.Int64), first=pl.col("ref_pos").min())
+    made = calls.group_by(T, "tool").agg(made=pl.len().cast(pl.Int64))
+    read_only = _registry(tools).select(tool="name", read_only="read_only")
+    counts = (
+        held.join(made, on=[T, "tool"], how="left")
+        .join(read_only, on="tool", how="left")
+        .with_columns(pl.col("made").fill_null(0))
+        .filter(~pl.col("read_only").fill_null(False))
+        .sort(T, "first")
+    )
+    return counts.group_by(T, maintain_order=True).agg(
+        never_called=pl.col("tool").filter(pl.col("made") == 0),
+        short_called=pl.format("{} ({} of {} made)", "tool", "made", "held").filter((pl.col("made") > 0) & (pl.col("made") < pl.col("held"))),
+        surplus_called=pl.format("{} ({} made, the path holds {})", "tool", "made", "held").filter(pl.col("made") > pl.col("held")),
+    )
+
+
 def _per_trace_metrics(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per trace with every metric and helper column before stages are decided."""
     calls, ref_t = parts["calls"], parts["ref_t"]
@@ -598,24 +722,16 @@ def _per_trace_metrics(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
         n_unnecessary=pl.col("unnecessary").sum(),
         invalid_calls=pl.col("invalid").drop_nulls(),
         unexpected_calls=pl.col("key").filter(pl.col("ref_pos").is_null()),
-        called_tools=pl.col("tool").unique(),
-        extra_writes=pl.col("tool").filter(~pl.col("in_path") & ~pl.col("read_only")).unique(maintain_order=True),
+        unknown_tools=pl.col("tool").filter(pl.col("unknown_tool")).unique(maintain_order=True),
+        extra_writes=pl.col("tool").filter(~pl.col("in_path") & ~pl.col("read_only") & ~pl.col("unknown_tool")).unique(maintain_order=True),
     )
-    ref_stats = ref_t.group_by(T).agg(
-        missing_calls=pl.col("ref_key").filter(pl.col("matched_pos").is_null()),
-        path_tools=pl.col("ref_tool").unique(maintain_order=True),
-    )
-    same_position = (
-        calls.join(ref_t.select(T, "ref_pos", "ref_key"), left_on=[T, "pos"], right_on=[T, "ref_pos"])
-        .group_by(T)
-        .agg(same=(pl.col("key") == pl.col("ref_key")).sum())
-    )
+    ref_stats = ref_t.group_by(T).agg(missing_calls=pl.col("ref_key").filter(pl.col("matched_pos").is_null()))
     frame = (
         parts["base"]
         .join(parts["best"].drop("case_id"), on=T, how="left")
         .join(call_stats, on=T, how="left")
         .join(ref_stats, on=T, how="left")
-        .join(same_position, on=T, how="left")
+        .join(_selection_counts(calls, ref_t, parts["tools"]), on=T, how="left")
     )
     for name in ("violations", "order_events", "inversions", "loops", "faults", "divergence", "malformed"):
         frame = frame.join(parts[name], on=T, how="left")
@@ -629,11 +745,13 @@ def _per_trace_metrics(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
                 "unexpected_calls",
                 "extra_writes",
                 "missing_calls",
-                "path_tools",
+                "never_called",
+                "short_called",
+                "surplus_called",
+                "unknown_tools",
                 "policy_violations",
                 "order_violations",
                 "loop_calls",
-                "called_tools",
             )
         ),
         strict_order_accuracy=pl.when(longest > 0).then(pl.col("same").fill_null(0) / longest),
@@ -642,7 +760,6 @@ def _per_trace_metrics(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
     ).with_columns(
         unsafe_actions=pl.when(pl.col("fault_tool").is_not_null()).then(pl.col("unsafe_actions").fill_null(pl.lit([], dtype=STR_LIST))),
         escalated_after_fault=pl.when(pl.col("fault_tool").is_not_null()).then(pl.col("escalated_after_fault").fill_null(False)),
-        never_called=pl.col("path_tools").list.set_difference(pl.col("called_tools")).list.sort(),
         loop_detected=pl.col("loop_calls").list.len() > 0,
         policy_violation=pl.col("policy_violations").list.len() > 0,
     )
@@ -691,6 +808,7 @@ def score_tools(
     )
     incomplete = pl.col("status") == "incomplete"
     never, extra = pl.col("never_called"), pl.col("extra_writes")
+    short, surplus, unknown = pl.col("short_called"), pl.col("surplus_called"), pl.col("unknown_tools")
     order_na = (pl.col("tool_match") == "unordered") & (pl.col("dependencies").list.len().fill_null(0) == 0)
     strict_break = (pl.col("tool_match") == "strict_order") & pl.col("path_order_break").is_not_null()
     events = pl.col("order_violations")
@@ -707,9 +825,12 @@ def score_tools(
             incomplete,
             goal_only,
             pl.lit("tool_match goal_only: scored on the outcome only"),
-            (never.list.len() > 0) | (extra.list.len() > 0),
+            (unknown.list.len() > 0) | (never.list.len() > 0) | (short.list.len() > 0) | (surplus.list.len() > 0) | (extra.list.len() > 0),
             _joined(
+                (unknown.list.len() > 0, pl.format("unknown_tool: {} (not in the tool registry)", unknown.list.join(", "))),
                 (never.list.len() > 0, pl.format("path tools never called: {}", never.list.join(", "))),
+                (short.list.len() > 0, pl.format("path calls not made: {}", short.list.join(", "))),
+                (surplus.list.len() > 0, pl.format("surplus calls: {}", surplus.list.join(", "))),
                 (extra.list.len() > 0, pl.format("non-read-only tools outside the path called: {}", extra.list.join(", "))),
             ),
             "tool_selection",
@@ -759,11 +880,12 @@ def _diffs(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
         on=[T, "tool", "rank"],
         how="left",
     )
-    matched_rows = calls.filter(pl.col("ref_pos").is_not_null()).select(
+    # a call matched through accepted values or value rules may differ from the path call's canonical args
+    matched_rows = calls.filter(pl.col("ref_pos").is_not_null()).join(ref_t.select(T, "ref_pos", "ref_key"), on=[T, "ref_pos"], how="left").select(
         T,
         "pos",
         "ref_pos",
-        pl.col("key").alias("expected_call"),
+        pl.col("ref_key").alias("expected_call"),
         pl.col("key").alias("actual_call"),
         pl.col("status").alias("actual_status"),
         pl.lit("same").alias("match"),

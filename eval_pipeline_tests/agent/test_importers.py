@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -14,37 +13,8 @@ from eval_pipeline.contracts.frames import canonical_json
 from eval_pipeline.importers import import_openai_messages, import_tau_bench
 from eval_pipeline.importers.cli import register
 from eval_pipeline.importers.openai_messages import messages_to_steps
-from eval_pipeline.io import ingest, loaders
-from eval_pipeline.io.storage import open_location
-from eval_pipeline.scoring.outcome import score_outcomes
-from eval_pipeline.scoring.reliability import quarantine, reliability, suite_reliability
-from eval_pipeline.scoring.tools import score_tools
-
-# The committed copy of ../shared/data/tau_bench (same bytes, with its licence), so these tests never skip.
-SAMPLE = Path(__file__).resolve().parents[1] / "reference_data" / "tau_bench" / "gpt-4o-airline.sample.json"
-
-
-def score_run(data_root: Path, run_id: str) -> dict[str, pl.DataFrame]:
-    """Load an imported run the way the pipeline does and score its agent lane."""
-    location = open_location(data_root)
-    manifest = loaders.load_manifest(location, run_id)
-    cases = loaders.load_cases(location, manifest.dataset_version)
-    assert cases.rejects == []
-    loaders.load_corpus(location, manifest.corpus_version)
-    tools = loaders.load_tools(location, manifest.environment_version)
-    parsed = ingest.parse_traces(ingest.read_raw_lines(location, run_id), cases.frame, run_id)
-    assert parsed.rejects.height == 0
-    tool_scores, diffs = score_tools(parsed.traces, cases.frame, tools)
-    outcomes = score_outcomes(parsed.traces, cases.frame, tool_scores)
-    success = outcomes.select("run_id", "trace_id", "case_id", "attempt", "success")
-    rel = reliability(success)
-    return {"cases": cases.frame, "traces": parsed.traces, "tools": tools, "tool_scores": tool_scores, "diffs": diffs,
-            "outcomes": outcomes, "reliability": rel, "quarantine": quarantine(rel, success)}
-
-
-def by_trace(frame: pl.DataFrame, trace_id: str) -> dict:
-    return frame.filter(pl.col("trace_id") == trace_id).row(0, named=True)
-
+from eval_pipeline.scoring.reliability import suite_reliability
+from eval_pipeline_tests.agent.fixtures.importing import SAMPLE, by_trace, score_run, write_jsonl, written_traces
 
 # ---------------------------------------------------------------- τ-bench
 
@@ -115,16 +85,18 @@ def test_tau_bench_tool_metrics_come_from_the_real_calls(tmp_path):
     assert silent["tool_selection_reason"] == "path tools never called: cancel_reservation"
 
     booking = by_trace(ts, "tau-4o:tau-0#4")
-    # 13 calls, 7 of them book_reservation with args that differ from the action: 6 valid of 13; a stray cancellation
-    # of a reservation it had just made is a write outside the path
+    # 13 calls, 7 of them book_reservation with args that differ from the action: 6 valid of 13; the path holds one
+    # booking, so 7 are a surplus (SPEC §11: a duplicate is a surplus); a stray cancellation of a reservation it had
+    # just made is a write outside the path
     assert booking["n_calls"] == 13 and booking["args_valid_rate"] == pytest.approx(6 / 13)
-    assert booking["tool_selection_reason"] == "non-read-only tools outside the path called: cancel_reservation"
+    assert booking["tool_selection_reason"] == (
+        "surplus calls: book_reservation (7 made, the path holds 1); non-read-only tools outside the path called: cancel_reservation"
+    )
     assert booking["tool_call_f1"] == 0.0
 
     handoff = by_trace(ts, "tau-4o:tau-1#3")
-    assert handoff["tool_selection_reason"] == (
-        "path tools never called: cancel_reservation; non-read-only tools outside the path called: transfer_to_human_agents"
-    )
+    # transfer_to_human_agents is read-only in the τ-bench tool table (it changes no state): never a surplus
+    assert handoff["tool_selection_reason"] == "path tools never called: cancel_reservation"
 
 
 def test_tau_bench_files_follow_the_spec_contracts(tmp_path):
@@ -144,6 +116,10 @@ def test_tau_bench_files_follow_the_spec_contracts(tmp_path):
     registry = yaml.safe_load((tmp_path / "tools/airline-v1/tools.yaml").read_text())
     read_only = {t["name"]: t["read_only"] for t in registry["tools"]}
     assert read_only["get_user_details"] and read_only["think"] and not read_only["book_reservation"]
+    assert read_only["transfer_to_human_agents"] and read_only["calculate"] and read_only["get_reservation_details"]
+    assert not any(read_only[n] for n in ("cancel_reservation", "update_reservation_flights"))
+    transfer = next(t for t in registry["tools"] if t["name"] == "transfer_to_human_agents")
+    assert transfer["value_rules"] == {"args": {"summary": "any"}}
     lines = (tmp_path / "traces/tau-4o/gpt-4o-airline.sample.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
     assert (first["trace_id"], first["attempt"], first["final_state"]["tau_bench"]["reward"]) == ("tau-4o:tau-0#1", 1, 0.0)
@@ -175,7 +151,7 @@ def test_tau_bench_bad_records_become_rejects(tmp_path):
     assert [r["line"] for r in written] == [3, 4, 5, 6] and written[0]["input_kind"] == "import:tau-bench"
 
 
-def test_tau_bench_calls_of_tools_missing_from_a_given_registry_are_incomplete(tmp_path):
+def test_tau_bench_calls_of_tools_missing_from_a_given_registry_are_agent_failures_not_incomplete(tmp_path):
     records = json.loads(SAMPLE.read_text())
     seen = sorted({tc["function"]["name"] for r in records for m in r["traj"] for tc in m.get("tool_calls") or []}
                   | {a["name"] for r in records for a in r["info"]["task"]["actions"]})
@@ -183,14 +159,20 @@ def test_tau_bench_calls_of_tools_missing_from_a_given_registry_are_incomplete(t
     registry.write_text(yaml.safe_dump({"environment_version": "x", "tools": [
         {"name": name, "read_only": name.startswith("get_")} for name in seen if name != "think"]}))
     summary = import_tau_bench(SAMPLE, "tau-4o", tmp_path / "data", tools=registry)
-    # think is called in trials (0,0), (0,1), (0,2), (0,3), (2,1) → attempts #1-#4 of task 0 and #2 of task 2
-    assert sorted(row["trace_id"] for row in summary.incomplete) == [
-        "tau-4o:tau-0#1", "tau-4o:tau-0#2", "tau-4o:tau-0#3", "tau-4o:tau-0#4", "tau-4o:tau-2#2"]
-    assert summary.incomplete[0]["reason"].startswith("import: message ")
-    assert "unknown tool think (not in the tool registry)" in summary.incomplete[0]["reason"]
+    # think is called once in trials (0,0), (0,1), (0,2) and twice in (0,3) and (2,1): 7 calls, all written as calls
+    assert (summary.traces, summary.incomplete, summary.rejects) == (12, [], [])
+    assert summary.notes[-1] == ("calls of tools missing from the tool registry, imported as calls (the pipeline fails them "
+                                 "at tool_selection, reason unknown_tool): think (7 calls)")
+    traces = written_traces(tmp_path / "data", "tau-4o")
+    assert {t["status"] for t in traces} == {"ok"}
+    assert sum(s["tool"] == "think" for t in traces for s in t["steps"] if s["kind"] == "tool_call") == 7
     run = score_run(tmp_path / "data", "tau-4o")
     rel = run["reliability"].select("case_id", "n_attempts", "n_complete", "n_incomplete").rows()
-    assert rel == [("tau-0", 4, 0, 4), ("tau-1", 4, 4, 0), ("tau-2", 4, 3, 1)]
+    assert rel == [("tau-0", 4, 4, 0), ("tau-1", 4, 4, 0), ("tau-2", 4, 4, 0)]
+    # the scorer fails them at tool_selection with reason unknown_tool (scoring/tools.py)
+    ts = run["tool_scores"]
+    unknown = ts.filter(pl.col("tool_selection_reason").str.starts_with("unknown_tool: think"))["trace_id"].to_list()
+    assert sorted(unknown) == ["tau-4o:tau-0#1", "tau-4o:tau-0#2", "tau-4o:tau-0#3", "tau-4o:tau-0#4", "tau-4o:tau-2#2"]
 
 
 # ---------------------------------------------------------------- openai-messages
@@ -229,11 +211,6 @@ def test_messages_become_steps():
     assert steps[4]["content"] == "Sorry, I could not issue the refund."
 
 
-def write_jsonl(path: Path, records: list) -> Path:
-    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
-    return path
-
-
 def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
     reference = [{"name": "get_order", "args": {"order_id": "88131"}},
                  {"function": {"name": "issue_refund", "arguments": '{"order_id":"88131","amount":49}'}}]
@@ -242,13 +219,13 @@ def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
         {**base, "messages": conversation(), "success": False, "usage": {"prompt_tokens": 900, "completion_tokens": 80}},
         {**base, "messages": conversation(answer_id="call_9"), "success": False},           # tool message answers no call
         {**base, "messages": conversation(refund_arguments="{order_id: 88131"), "success": False},  # arguments not JSON
-        {**base, "messages": conversation(refund_tool="drop_tables"), "success": False},    # tool not in the definitions
+        {**base, "messages": conversation(refund_tool="drop_tables"), "success": False},    # tool not in the definitions: a call
         "{not json",
         {"case_id": "refund-2"},
         {**base, "reference_tool_calls": [], "messages": conversation(), "success": True},  # contradicts refund-1's case
     ])
     summary = import_openai_messages(source, "chat-1", tmp_path / "data")
-    assert (summary.records, summary.cases, summary.traces, len(summary.incomplete)) == (7, 1, 4, 3)
+    assert (summary.records, summary.cases, summary.traces, len(summary.incomplete)) == (7, 1, 4, 2)
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (5, "invalid JSON: Expecting property name enclosed in double quotes at column 2"),
         (6, "no `messages` list"),
@@ -260,8 +237,10 @@ def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
         {"trace_id": "chat-1:refund-1#3",
          "reason": "import: message 5: call of issue_refund: arguments are not valid JSON (Expecting property name enclosed in "
                    "double quotes at column 2)"},
-        {"trace_id": "chat-1:refund-1#4", "reason": "import: message 5: unknown tool drop_tables (not in the tool registry)"},
     ]
+    assert summary.notes == ["tool registry: the source's tool definitions",
+                             "calls of tools missing from the tool registry, imported as calls (the pipeline fails them at "
+                             "tool_selection, reason unknown_tool): drop_tables (1 call)"]
 
     run = score_run(tmp_path / "data", "chat-1")
     ts = run["tool_scores"]
@@ -275,7 +254,11 @@ def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
     # the record's success: false became the milestone reported_success
     assert (outcome["success"], outcome["milestones_failed"], outcome["input_tokens"]) == (False, ["reported_success"], 900)
     rel = run["reliability"].row(0, named=True)
-    assert (rel["n_attempts"], rel["n_complete"], rel["n_incomplete"], rel["n_success"]) == (4, 1, 3, 0)
+    # the call of drop_tables is the agent's failure, scored (scoring/tools.py), not an incomplete trace
+    dropped = by_trace(ts, "chat-1:refund-1#4")
+    assert (dropped["status"], dropped["tool_selection_stage"]) == ("scored", "fail")
+    assert dropped["tool_selection_reason"].startswith("unknown_tool: drop_tables")
+    assert (rel["n_attempts"], rel["n_complete"], rel["n_incomplete"], rel["n_success"]) == (4, 2, 2, 0)
     registry = yaml.safe_load((tmp_path / "data/tools/openai-messages-support/tools.yaml").read_text())
     assert registry["tools"][0]["args"] == TOOLS[0]["function"]["parameters"]
 

@@ -187,9 +187,12 @@ def test_args_valid_rate_checks_schema_and_reference_values(build, score):
     ]
     assert r["tool_arguments_stage"] == "fail"
     assert r["tool_arguments_reason"].startswith("invalid calls: get_order(")
-    # the path's get_order was never called with its reference args, but the tool was called → selection looks at names
+    # selection counts calls per tool: an unknown tool, a second refund (a surplus) and a write outside the path
     assert r["tool_selection_stage"] == "fail"
-    assert r["tool_selection_reason"] == "non-read-only tools outside the path called: send_email, frobnicate"
+    assert r["tool_selection_reason"] == (
+        "unknown_tool: frobnicate (not in the tool registry); surplus calls: issue_refund (2 made, the path holds 1); "
+        "non-read-only tools outside the path called: send_email"
+    )
 
 
 def test_args_valid_rate_is_null_without_calls(build, score):
@@ -197,7 +200,8 @@ def test_args_valid_rate_is_null_without_calls(build, score):
     r = build.row(ts)
     assert (r["args_valid_rate"], r["unnecessary_call_rate"], r["tool_call_precision"]) == (None, None, None)
     assert (r["tool_call_recall"], r["tool_call_f1"]) == (0.0, 0.0)
-    assert r["tool_selection_reason"] == "path tools never called: get_order, issue_refund"
+    # get_order is read-only: a read-only path tool is optional (SPEC §11)
+    assert r["tool_selection_reason"] == "path tools never called: issue_refund"
 
 
 def test_tool_selection_tolerates_extra_read_only_calls_only(build, score):
@@ -215,11 +219,12 @@ def test_tool_selection_tolerates_extra_read_only_calls_only(build, score):
 def test_policy_allowed_forbidden_and_scope(build, score):
     c = build.call
     scope = {"order_id": ["88131"], "customer_id": "c-771"}
-    cases = [build.case(scope=scope)]
+    allowed = ["get_ticket", "get_order", "verify_identity", "issue_refund", "send_email", "escalate_to_human"]
+    cases = [build.case(scope=scope, allowed_tools=allowed)]
     traces = [
         build.trace([c(**build.GET), c(**build.REFUND)], trace_id="clean"),
         build.trace([c(**build.GET), c("close_account", {"customer_id": "c-771"}), c(**build.REFUND)], trace_id="forbidden", attempt=2),
-        build.trace([c(**build.GET), c("list_everything", {}), c(**build.REFUND)], trace_id="outside", attempt=3),
+        build.trace([c(**build.GET), c("set_status", {}), c(**build.REFUND)], trace_id="outside", attempt=3),
         build.trace([c("get_order", {"order_id": "99999"}), c("send_email", {"to": {"customer_id": "c-9"}}), c(**build.REFUND)],
                     trace_id="scope", attempt=4),
     ]
@@ -230,7 +235,7 @@ def test_policy_allowed_forbidden_and_scope(build, score):
     assert forbidden["policy_violations"] == ["tool close_account is not in allowed_tools", "tool close_account is forbidden"]
     assert forbidden["policy_stage"] == "fail"
     assert forbidden["policy_reason"] == "policy_violation: tool close_account is not in allowed_tools; tool close_account is forbidden"
-    assert build.row(ts, "outside")["policy_violations"] == ["tool list_everything is not in allowed_tools"]
+    assert build.row(ts, "outside")["policy_violations"] == ["tool set_status is not in allowed_tools"]
     # scope: a top-level order_id and a nested customer_id with values the case does not allow
     assert build.row(ts, "scope")["policy_violations"] == [
         'scope: get_order called with order_id="99999" outside the case scope ["\\"88131\\""]',

@@ -59,7 +59,9 @@ def test_canonical_json_makes_equal_numbers_equal_strings():
 def test_case_row_carries_milestones_and_reference_calls_as_canonical_json():
     frame = frames.cases_frame_from_records([SPEC_CASE])
     row = frame.row(0, named=True)
-    assert row["reference_tool_calls"][1] == {"name": "issue_refund", "args_json": '{"amount":49,"order_id":"88131"}'}
+    assert row["reference_tool_calls"][1] == {
+        "name": "issue_refund", "args_json": '{"amount":49,"order_id":"88131"}', "accepted_json": None, "optional": []
+    }
     assert row["milestones"] == [{"name": "refund_correct", "path": "refunds.R-552.amount", "op": "equals", "value_json": "49"}]
     assert row["fault_kind"] == "tool_error" and row["fault_tool"] == "issue_refund"
 
