@@ -384,19 +384,30 @@ def _lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame)
 
 
 def _match_flags(pairs: pl.DataFrame) -> pl.Series:
-    """Whether each (call, path call) pair of one tool matches: canonical keys under exact rules, else value rules."""
-    combos = pairs.select("tool", "args_json", "ref_args_json", "accepted_json", "optional", "case_rules_json", "tool_rules_json").unique()
-    verdicts = []
-    for tool, args_json, ref_args_json, accepted_json, optional, case_rules, tool_rules in combos.iter_rows():
-        rules = resolve_rules(case_rules, tool_rules, tool)
-        if accepted_json is None and rules.plain:
-            verdicts.append(args_json == ref_args_json)
-        else:
-            accepted = json.loads(accepted_json) if accepted_json is not None else None
-            verdicts.append(call_matches(json.loads(args_json), json.loads(ref_args_json), accepted, optional, rules))
-    flags = combos.with_columns(match=pl.Series(verdicts, dtype=pl.Boolean))
-    keys = list(combos.columns)
-    return pairs.join(flags, on=keys, how="left", nulls_equal=True)["match"]
+    """Whether each (call, path call) pair of one tool matches: canonical keys under exact rules (columnar), else the
+    value rules, once per distinct combination."""
+    rule_keys = ["tool", "case_rules_json", "tool_rules_json"]
+    rule_sets = pairs.select(rule_keys).unique()
+    plain = rule_sets.with_columns(
+        plain=pl.Series([resolve_rules(c, t, tool).plain for tool, c, t in rule_sets.iter_rows()], dtype=pl.Boolean)
+    )
+    # the flags line up with the rows of `pairs`, so every join keeps the left order
+    pairs = pairs.join(plain, on=rule_keys, how="left", nulls_equal=True, maintain_order="left").with_columns(
+        plain=pl.col("plain") & pl.col("accepted_json").is_null()
+    )
+    keys = ["tool", "args_json", "ref_args_json", "accepted_json", "optional", "case_rules_json", "tool_rules_json"]
+    combos = pairs.filter(~pl.col("plain")).select(keys).unique()
+    verdicts = [
+        call_matches(json.loads(args_json), json.loads(ref_args_json), json.loads(accepted_json) if accepted_json else None,
+                     optional, resolve_rules(case_rules, tool_rules, tool))
+        for tool, args_json, ref_args_json, accepted_json, optional, case_rules, tool_rules in combos.iter_rows()
+    ]
+    flags = combos.with_columns(ruled=pl.Series(verdicts, dtype=pl.Boolean))
+    return (
+        pairs.join(flags, on=keys, how="left", nulls_equal=True, maintain_order="left")
+        .select(pl.when(pl.col("plain")).then(pl.col("args_json") == pl.col("ref_args_json")).otherwise(pl.col("ruled")).alias("match"))
+        .to_series()
+    )
 
 
 def _max_matching(edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
