@@ -8,6 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from eval_pipeline.contracts.identifiers import identifier_arg
+
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 
 
@@ -98,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit status: 0 all assets and checks succeeded, 1 a step failed or a blocking check stopped a lane, 2 bad input.",
     )
     run.add_argument("--data", default="data", help="input root: local folder or object-store URL (default: data)")
-    run.add_argument("--run", action="append", metavar="RUN_ID", help="run to evaluate (repeatable; default: every run)")
+    run.add_argument("--run", action="append", metavar="RUN_ID", type=identifier_arg("run id"),
+                     help="run to evaluate (repeatable; default: every run)")
     run.add_argument("--warehouse", default=None, help="Delta warehouse root (default: DATA/warehouse)")
     run.add_argument("--reports", default=None, help="report folder (default: DATA/reports)")
     run.add_argument("--deid-demo", action="store_true",

@@ -8,6 +8,7 @@ import sys
 import polars as pl
 from pathlib import Path
 
+from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.io.storage import InputError, is_url, open_location
 
 LATEST_PASSING = "latest-passing"
@@ -98,8 +99,8 @@ def _register_gate(sub) -> None:
         "baseline run (or the latest run whose gates passed). Prints the gate table with the blocking cases and owner. "
         "Exit status: 0 every gate passed, 1 a gate failed, 2 a gate is incomplete or incomparable (or bad input).",
     )
-    gate.add_argument("--candidate", required=True, metavar="RUN", help="the run under test")
-    gate.add_argument("--baseline", metavar="RUN", help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the policy)")
+    gate.add_argument("--candidate", required=True, metavar="RUN", type=identifier_arg("run id"), help="the run under test")
+    gate.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"), help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the policy)")
     gate.add_argument("--data", default="data", help="input root holding policy/gates.yaml (default: data)")
     gate.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")
     gate.add_argument("--policy", help="a gate policy file instead of DATA/policy/gates.yaml")
@@ -115,7 +116,7 @@ def _register_compare(sub) -> None:
     )
     compare.add_argument("table", help="warehouse table, e.g. retrieval_scores")
     compare.add_argument("metric", help="column, e.g. recall_at_10")
-    compare.add_argument("--run", required=True, help="run id")
+    compare.add_argument("--run", required=True, type=identifier_arg("run id"), help="run id")
     compare.add_argument("--from-version", type=int, help="older table version (default: the run's previous write)")
     compare.add_argument("--to-version", type=int, help="newer table version (default: the run's latest write)")
     compare.add_argument("--data", default="data")

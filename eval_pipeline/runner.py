@@ -10,9 +10,17 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from eval_pipeline.io.loaders import list_runs, load_manifest
+from eval_pipeline.io.loaders import (
+    list_runs,
+    load_cases,
+    load_gate_policy,
+    load_manifest,
+    load_tool_registry,
+    require_corpus,
+)
 from eval_pipeline.io.storage import InputError, is_url, open_location
 from eval_pipeline.quality.contracts import warm_up_in_background
+from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
 
 if TYPE_CHECKING:
     from dagster._core.definitions.reconstruct import ReconstructableJob
@@ -41,6 +49,38 @@ def check_data_root(data: str) -> list[str]:
     if not runs:
         raise RunnerError(f"no trace batch under {location.uri_of('traces')}: expected traces/<run_id>/run.yaml")
     return runs
+
+
+def validate_configuration(location, run_ids: list[str]) -> None:
+    """Load every configuration file the runs depend on; RunnerError for a broken one, before any step starts."""
+    # policy/gates.yaml and the judge profile it names; per run its manifest, tools.yaml, corpus folder and cases.
+    # Bad case or corpus lines are data, not configuration: they stay reject rows.
+    from eval_pipeline.judge.base import JudgeConfigError
+    from eval_pipeline.judge.profile import JudgeProfile
+
+    try:
+        policy = load_gate_policy(location)
+        if policy.judge.profile:
+            if not location.exists(policy.judge.profile):
+                raise RunnerError(f"{location.uri_of('policy', 'gates.yaml')} names judge profile "
+                                  f"{policy.judge.profile}, which is not in the data root")
+            JudgeProfile.from_yaml(location.read_text(policy.judge.profile), location.uri_of(policy.judge.profile))
+        checked: set[tuple[str, str]] = set()
+        for run_id in run_ids:
+            manifest = load_manifest(location, run_id)
+            for kind, version in (("tools", manifest.environment_version), ("corpus", manifest.corpus_version),
+                                  ("cases", manifest.dataset_version)):
+                if version is None or (kind, version) in checked:
+                    continue
+                checked.add((kind, version))
+                if kind == "tools":
+                    load_tool_registry(location, version)
+                elif kind == "corpus":
+                    require_corpus(location, version)  # its lines are data, read once by the corpus step
+                else:
+                    load_cases(location, version)
+    except (InputError, JudgeConfigError) as exc:
+        raise RunnerError(str(exc)) from exc
 
 
 def order_runs(data: str, run_ids: list[str]) -> list[str]:
@@ -88,12 +128,14 @@ def run_pipeline(
         reports_root=_resolve(reports) or "",
         deid_demo=deid_demo,
     )
-    preflight(config)
+    preflight(config, ordered)
     warm_up_in_background()
     if instance is None:
         home = ensure_dagster_home()
         instance = dg.DagsterInstance.get()
         print(f"Dagster instance: {home}", file=sys.stderr)
+    for abandoned in fail_abandoned_runs(instance):
+        print(f"Dagster run {abandoned} of an eval-pipeline process that was killed marked failed", file=sys.stderr)
     new_partitions = [r for r in ordered if not instance.has_dynamic_partition(runs_partitions.name, r)]
     instance.add_dynamic_partitions(runs_partitions.name, new_partitions)
 
@@ -111,20 +153,34 @@ def run_pipeline(
         print(f"Evaluating run {run_id} ...", file=sys.stderr)
         if executor == "multiprocess":
             with dg.execute_job(reconstructable_job(config), instance=instance, run_config=run_config,
-                                tags={"dagster/partition": run_id}, raise_on_error=False) as result:
+                                tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
                 success, dagster_run = result.success, result.run_id
         else:
-            result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False, run_config=run_config)
+            result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False,
+                                            run_config=run_config, tags=runner_tags())
             success, dagster_run = result.success, result.run_id
         took = time.perf_counter() - started
         if not success:
             failed_runs.append(run_id)
+            for line in failed_blocking_checks(instance, dagster_run):
+                print(f"run {run_id}: {line}", file=out)
         print(f"run {run_id}: {'ok' if success else 'FAILED'} in {took:.1f}s (Dagster run {dagster_run})", file=sys.stderr)
     print_summary(config, ordered, out)
     if failed_runs:
         print(f"\n{len(failed_runs)} run(s) had a failed step or a failed blocking check: {', '.join(failed_runs)}", file=out)
         return 1
     return 0
+
+
+def failed_blocking_checks(instance: dg.DagsterInstance, dagster_run_id: str) -> list[str]:
+    """`asset.check failed: description` for each ERROR-severity check that failed in a Dagster run."""
+    lines = []
+    for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        evaluation = entry.dagster_event.event_specific_data
+        if not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+            detail = f": {evaluation.description}" if evaluation.description else ""
+            lines.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name} failed{detail}")
+    return lines
 
 
 FORKSERVER_PRELOAD = ("eval_pipeline.runner", "eval_pipeline.defs.build", "great_expectations")
@@ -166,14 +222,16 @@ def reconstructable_job(config: EvalConfig) -> ReconstructableJob:
     )
 
 
-def preflight(config) -> None:
-    """Refuse to start without a de-identification key unless demo mode was chosen."""
+def preflight(config, run_ids: list[str] | None = None) -> None:
+    """Refuse to start without a de-identification key (unless demo mode) or with a broken configuration file."""
     from eval_pipeline.deid import DeidKeyError, resolve_key
 
     try:
         resolve_key(os.environ, demo=config.deid_demo)
     except DeidKeyError as exc:
         raise RunnerError(str(exc)) from exc
+    if run_ids:
+        validate_configuration(open_location(config.data_root), run_ids)
     if config.deid_demo and not os.environ.get("EVAL_PIPELINE_DEID_KEY"):
         print("WARNING: de-identification uses the fixed demo key (--deid-demo); set EVAL_PIPELINE_DEID_KEY "
               "for real traces", file=sys.stderr)

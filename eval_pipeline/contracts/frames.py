@@ -251,6 +251,7 @@ MANIFEST_COLUMNS: tuple[str, ...] = (
     "mode",
     "created_at",
     "citations",
+    "locale",
 )
 
 
@@ -489,4 +490,5 @@ def manifest_row(manifest: RunManifest) -> dict[str, Any]:
         "mode": manifest.mode,
         "created_at": manifest.created_at,
         "citations": manifest.citations,
+        "locale": manifest.locale,
     }

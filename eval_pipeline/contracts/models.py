@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from eval_pipeline.contracts.identifiers import identifier_problem
 
 JsonObject = dict[str, Any]
+
+# The JSON Schema form of identifier_problem, so exported files can be checked before they reach the pipeline.
+IDENTIFIER_PATTERN = r"^(?!\s)(?!.*\s$)(?!.*\.\.)[^/\\\u0000-\u001f\u007f-\u009f]+$"
+
+
+def _identifier(value: str) -> str:
+    problem = identifier_problem(value)
+    if problem is not None:
+        # the message template is fixed: a value holding braces must not be read as a placeholder
+        raise PydanticCustomError("identifier", "{message}", {"message": f"{value!r} {problem}"})
+    return value
+
+
+# A run id or version string: it names a folder under the data root, so it is a name and never a path (SPEC §11).
+Identifier = Annotated[str, AfterValidator(_identifier), Field(json_schema_extra={"pattern": IDENTIFIER_PATTERN})]
 
 
 class _Strict(BaseModel):
@@ -67,7 +85,8 @@ class ValueRules(_Strict):
 
 
 class ToolSpec(_Strict):
-    """A tool of the registry: its argument schema and side effects."""
+    """A tool of the registry: its argument schema and side effects; an unknown key is an error."""
+    # extra="forbid": a misspelt read_only would otherwise silently make a tool writable
 
     name: str = Field(min_length=1)
     description: str = ""
@@ -76,13 +95,17 @@ class ToolSpec(_Strict):
     args: JsonObject = Field(default_factory=lambda: {"type": "object"})
     value_rules: ValueRules | None = None
 
+    model_config = ConfigDict(extra="forbid")
+
 
 class ToolRegistry(_Strict):
-    """tools.yaml of one environment version."""
+    """tools.yaml of one environment version; an unknown key is an error."""
 
-    environment_version: str
+    environment_version: Identifier
     value_rules: ValueRules | None = None
     tools: list[ToolSpec]
+
+    model_config = ConfigDict(extra="forbid")
 
 
 # ---------------------------------------------------------------- cases
@@ -195,6 +218,18 @@ class Case(_Strict):
                 raise ValueError(f"a dependency is a pair [before, after], got {edge}")
         return value
 
+    @model_validator(mode="after")
+    def _rag_contract_states_something(self) -> Case:
+        # Without either there is nothing to score retrieval against and no refusal to expect: the case would be
+        # not_applicable in every RAG stage and silently drop out of the recall gate.
+        if "rag" in self.lanes and not self.required_doc_ids and not self.expect_refusal:
+            raise PydanticCustomError(
+                "rag_contract",
+                "a rag case needs required_doc_ids (the documents to retrieve), or expect_refusal: true when there is "
+                "nothing to retrieve",
+            )
+        return self
+
 
 # ---------------------------------------------------------------- run manifest
 
@@ -209,17 +244,19 @@ class Candidate(_Strict):
 class RunManifest(_Strict):
     """run.yaml of one trace batch."""
 
-    run_id: str = Field(min_length=1)
+    run_id: Identifier
     candidate: str | Candidate
     model: str | None = None
-    prompt_version: str | None = None
-    index_version: str | None = None
-    corpus_version: str
-    environment_version: str | None = None
-    dataset_version: str
+    prompt_version: Identifier | None = None
+    index_version: Identifier | None = None
+    corpus_version: Identifier
+    environment_version: Identifier | None = None
+    dataset_version: Identifier
     mode: Literal["gate", "exploratory"] = "gate"
     created_at: str | None = None
     citations: Literal["required", "optional"] | None = None
+    # BCP 47 tag (e.g. "de-DE"): the default region for national phone numbers and ids in this run's traces
+    locale: str | None = None
 
     model_config = ConfigDict(strict=False, extra="ignore")
 
@@ -345,7 +382,7 @@ class Trace(_Strict):
 
 
 class QrelsJudgment(_Strict):
-    """A relevance judgment: 2 supporting, 1 related, 0 irrelevant."""
+    """A relevance judgment: 2 supporting, 1 related, 0 irrelevant (the policy's `retrieval.grades` is the scale)."""
 
     query_id: str
     doc_id: str
@@ -371,13 +408,35 @@ class GroundingLabel(_Strict):
         return self
 
 
+# The grade a case's required_doc_ids are seeded at in the qrels (SPEC §2).
+SEED_GRADE = 2
+DEFAULT_GRADES = (0, 2)
+
+
 class RetrievalPolicy(_Strict):
-    """Retrieval settings of the gate policy."""
+    """Retrieval settings of the gate policy; `grades` is the [lowest, highest] grade a qrels judgment may give."""
 
     k: int = Field(default=10, ge=1)
     relevance_threshold: int = 2
     pool_depth: int = Field(default=10, ge=1)
+    grades: list[int] = Field(default_factory=lambda: list(DEFAULT_GRADES), min_length=2, max_length=2)
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    @model_validator(mode="after")
+    def _scale_holds_threshold_and_seed(self) -> RetrievalPolicy:
+        low, high = self.grades
+        if low > high:
+            raise ValueError(f"grades is [lowest, highest], got [{low}, {high}]")
+        if not low <= self.relevance_threshold <= high:
+            raise ValueError(f"relevance_threshold {self.relevance_threshold} is outside grades [{low}, {high}]")
+        if not low <= SEED_GRADE <= high:
+            raise ValueError(f"grades [{low}, {high}] must hold the seed grade {SEED_GRADE} of required_doc_ids")
+        return self
+
+    @property
+    def grade_scale(self) -> tuple[int, int]:
+        """(lowest, highest) grade of a judgment."""
+        return self.grades[0], self.grades[1]
 
 
 class JudgePolicy(_Strict):
@@ -435,12 +494,18 @@ class GatePolicy(_Strict):
     """data/policy/gates.yaml."""
 
     version: str | int
-    baseline_run_id: str | None = None
+    baseline_run_id: Identifier | None = None
     retrieval: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
     judge: JudgePolicy = Field(default_factory=JudgePolicy)
     gates: list[GateSpec]
 
     model_config = ConfigDict(strict=False, extra="forbid")
+
+    @field_validator("version")
+    @classmethod
+    def _version_is_a_name(cls, value: str | int) -> str | int:
+        # checked here rather than with Identifier, so a bad version gets one error instead of one per union member
+        return _identifier(value) if isinstance(value, str) else value
 
 
 CONTRACTS: dict[str, type[BaseModel]] = {

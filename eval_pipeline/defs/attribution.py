@@ -19,7 +19,7 @@ from eval_pipeline.scoring import reliability as reliability_scoring
 
 GROUP = "attribution"
 CODE_VERSION = "attribution-1"
-REPORT_CODE_VERSION = "report-1"
+REPORT_CODE_VERSION = "report-2"
 REPORT_PRIVACY_CHECK = "report_has_no_personal_data"
 
 LANE_TABLES = {
@@ -153,7 +153,8 @@ def build_lane(lane: str) -> list:
         reports = eval_config.reports()
         reports.write_bytes(markdown.encode(), run_id, f"{lane}.md")
         reports.write_bytes(html.encode(), run_id, f"{lane}.html")
-        privacy = check_no_personal_data(f"{lane}_report", pl.DataFrame({"markdown": [markdown], "html": [html]}))
+        privacy = check_no_personal_data(f"{lane}_report", pl.DataFrame({"markdown": [markdown], "html": [html]}),
+                                         independent=True)
         return dg.MaterializeResult(
             metadata={
                 "report": dg.MetadataValue.md(markdown),

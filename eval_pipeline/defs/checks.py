@@ -50,5 +50,5 @@ def results(asset: str | dg.AssetKey, contract: TableContract, frame: pl.DataFra
     if contract.per_trace:
         out.append(_result(key, COMPLETE, quality.check_complete(frame, expected_traces)))
     if contract.scan_personal_data:
-        out.append(_result(key, NO_PERSONAL_DATA, quality.check_no_personal_data(table, frame)))
+        out.append(_result(key, NO_PERSONAL_DATA, quality.check_no_personal_data(table, frame, contract.independent_scan)))
     return out

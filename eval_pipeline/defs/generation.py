@@ -26,10 +26,10 @@ from eval_pipeline.scoring import grounding as grounding_scoring
 from eval_pipeline.scoring.claims import claim_key, grounding_requests
 
 GROUP = "generation"
-CLAIMS_CODE_VERSION = "claims-2"
-GROUNDING_CODE_VERSION = "grounding-1"
+CLAIMS_CODE_VERSION = "claims-3"
+GROUNDING_CODE_VERSION = "grounding-2"
 ANSWER_CODE_VERSION = "answer-1"
-CALIBRATION_CODE_VERSION = "calibration-2"
+CALIBRATION_CODE_VERSION = "calibration-3"
 VERDICT_STORE = "judge_verdicts"
 
 
@@ -105,8 +105,10 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
     claims = with_versions(claims, manifest, CLAIMS_CODE_VERSION)
     citations = with_versions(citations, manifest, CLAIMS_CODE_VERSION)
     if judge.reuse_verdicts:
-        warehouse.append(VERDICT_STORE, judge_backend.fresh.with_columns(run_id=pl.lit(context.partition_key)))
-    verdicts = claims.group_by("verdict").len()
+        # By digest: the store's rows are then the same in every run over the same inputs.
+        fresh = judge_backend.fresh.sort("judge_version", "hash_scheme", "digest_a", "digest_b", maintain_order=True)
+        warehouse.append(VERDICT_STORE, fresh.with_columns(run_id=pl.lit(context.partition_key)))
+    verdicts = claims.group_by("verdict").len().sort("verdict", nulls_last=True)
     context.log.info("claim verdicts: " + ", ".join(f"{v}={n}" for v, n in verdicts.iter_rows()))
     context.log.info(f"judge {judge_backend.version}: {judge_backend.judged} judged, {judge_backend.reused} reused from earlier runs")
     yield materialized(claims, asset_key="claims", versions={**manifest, "judge_version": judge_backend.version},
@@ -121,7 +123,8 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=GROUNDING_CODE_VERSION, io_manager_key="warehouse_io",
           check_specs=checks.specs("grounding_scores", tables.GROUNDING_SCORES), kinds={"polars", "deltalake"},
-          ins={"deid_traces": traces_without(("context", "citations", "input"), RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
+          # context is read only to tell a trace that logged none (grounding incomplete, SPEC §11) from one that did
+          ins={"deid_traces": traces_without(("citations", "input"), RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
 def grounding_scores(eval_config: EvalConfig, judge: JudgeConfig, run_manifest: pl.DataFrame, deid_traces: pl.DataFrame,
                      deid_cases: pl.DataFrame, claims: pl.DataFrame):
     """Supported claims over claims, per trace; every claim supported (by default) passes the grounding stage."""

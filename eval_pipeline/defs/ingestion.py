@@ -17,6 +17,7 @@ CODE_VERSION = "ingest-1"
 RESTRICTED = {RESTRICTED_METADATA_KEY: True}
 
 NOTHING_LOST_CHECK = "every_line_accounted_for"
+ANY_VALID_TRACE_CHECK = "has_a_valid_trace"
 REJECTS_SCHEMA_CHECK = "rejects_have_reasons"
 
 
@@ -115,6 +116,9 @@ def run_inputs(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
     check_specs=[
         dg.AssetCheckSpec(NOTHING_LOST_CHECK, asset="traces", blocking=True,
                           description="Every non-blank raw line is a trace or a reject row."),
+        dg.AssetCheckSpec(ANY_VALID_TRACE_CHECK, asset="traces", blocking=True,
+                          description="The run holds at least one valid trace; a run whose every line was rejected "
+                                      "is not scored (its reasons are in trace_rejects)."),
         dg.AssetCheckSpec(REJECTS_SCHEMA_CHECK, asset="trace_rejects", blocking=True,
                           description="Every reject row names its file, line and reason."),
     ],
@@ -149,11 +153,17 @@ def parsed_traces(
     line_rejects = pl.concat(rejects) if rejects else loaders.rejects_frame([])
     accounted, non_blank = len(seen) + line_rejects.height, counts["lines"] - counts["blank"]
     if not seen:
-        context.log.warning(f"run {run_id}: no valid trace; {line_rejects.height} lines rejected")
+        context.log.error(f"run {run_id}: no valid trace; {line_rejects.height} lines rejected, {counts['blank']} blank "
+                          "lines skipped (see trace_rejects)")
     context.log.info(f"{len(seen)} traces accepted, {line_rejects.height} trace lines rejected, {counts['blank']} blank lines skipped")
     yield dg.AssetCheckResult(
         check_name=NOTHING_LOST_CHECK, asset_key="traces", passed=non_blank == accounted, severity=dg.AssetCheckSeverity.ERROR,
         metadata={"non_blank_lines": non_blank, "traces": len(seen), "rejects": line_rejects.height, "blank_lines": counts["blank"]},
+    )
+    yield dg.AssetCheckResult(
+        check_name=ANY_VALID_TRACE_CHECK, asset_key="traces", passed=bool(seen), severity=dg.AssetCheckSeverity.ERROR,
+        description=None if seen else f"no valid trace: {line_rejects.height} lines rejected, {counts['blank']} blank",
+        metadata={"traces": len(seen), "rejects": line_rejects.height},
     )
     rejects_frame = pl.concat([line_rejects, input_rejects.select(line_rejects.columns)], how="vertical_relaxed")
     missing = rejects_frame.filter(pl.col("source_file").is_null() | pl.col("line").is_null() | pl.col("reason").is_null()).height

@@ -1,11 +1,13 @@
 """De-identification (SPEC §9): detectors, keyed pseudonyms, columnar replacement and residual scans."""
 
 from eval_pipeline.deid.pseudonymize import DEMO_KEY, KEY_ENV_VAR, DeidKeyError, Pseudonymizer, resolve_key
-from eval_pipeline.deid.scan import FINDINGS_SCHEMA, scan_frame, scan_text
+from eval_pipeline.deid.residual import independent_scan
+from eval_pipeline.deid.scan import FINDINGS_SCHEMA, leak_summary, scan_frame, scan_text
 from eval_pipeline.deid.tables import (
     REPORT_SCHEMA,
     DeidResult,
     Deidentifier,
+    NameCollector,
     case_names,
     collect_names,
     deidentify,
@@ -22,10 +24,13 @@ __all__ = [
     "DeidKeyError",
     "DeidResult",
     "Deidentifier",
+    "NameCollector",
     "Pseudonymizer",
     "case_names",
     "collect_names",
     "deidentify",
+    "independent_scan",
+    "leak_summary",
     "merge_reports",
     "name_words",
     "resolve_key",

@@ -12,8 +12,19 @@ import functools
 import ipaddress
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+import phonenumbers
+from stdnum.br import cpf as _br_cpf
+from stdnum.de import idnr as _de_idnr
+from stdnum.es import dni as _es_dni
+from stdnum.es import nie as _es_nie
+from stdnum.fr import nir as _fr_nir
+from stdnum.in_ import aadhaar as _in_aadhaar
+from stdnum.it import codicefiscale as _it_cf
+from stdnum.nl import bsn as _nl_bsn
+from stdnum.us import itin as _us_itin
 
 # Entity types; a token is `<TYPE_hex>`.
 EMAIL = "EMAIL"
@@ -30,6 +41,8 @@ ENTITY_TYPES = (EMAIL, PHONE, CARD, IBAN, NATIONAL_ID, IP, API_KEY, SECRET, URL,
 
 TOKEN_PATTERN = r"<(?:EMAIL|PHONE|CARD|IBAN|NATIONAL_ID|IP|API_KEY|SECRET|URL|PERSON)_[0-9a-f]{8,64}>"
 TOKEN_RE = re.compile(TOKEN_PATTERN)
+# A token as an HTML report writes it (`&lt;EMAIL_…&gt;`): scanned whole as well, so its hex is never read as digits.
+ESCAPED_TOKEN_PATTERN = TOKEN_PATTERN.replace("<", "&lt;").replace(">", "&gt;")
 
 # `{B}` is a word boundary: ASCII in Rust so the lazy DFA never falls back on non-ASCII text, Unicode in Python
 # (which only ever sees the isolated match, so the two agree on every body below: all of them are ASCII).
@@ -46,6 +59,20 @@ _STOP = "\\s\"'<>\\\\"
 _KV_SEP = '"?[ \\t]*[:=][ \\t]*"?'
 # Phone and SSN keywords are also written without a colon (`SSN 078051120`, `phone +1 …`).
 _KV_SEP_LOOSE = '"?[ \\t]*[:=#]?[ \\t]*"?'
+# A run of whitespace inside one value (`4111 1111\n1111 1111`, an IBAN split by a tab): real whitespace in plain
+# text, JSON escapes `\n` `\t` `\r` in JSON text. Bounded so a value never spans a paragraph.
+_WS = r"(?:(?:[ \t\r\n\f\v]|\\[nrt]){1,6})"
+# Between the digit groups of a phone number: a dot, a hyphen or any whitespace run.
+_PSEP = rf"(?:[.-]|{_WS})"
+_WS_RE = re.compile(r"\s+|\\[nrt]")
+# Keys and words that announce a national id or tax number (`"national_id":`, `Steuer-ID:`, `DNI`, `BSN`, ...).
+_NATIONAL_ID_KEYS = (
+    r"(?i:national_?id(?:entifier|_?number|_?no)?|national[ _]id(?:entity)?[ _]number|id_?number|identity_?number|"
+    r"personal_?id(?:_?number)?|tax_?id(?:entification)?(?:_?number|_?no)?|tax[ _]id|tax_?number|tin|"
+    r"steuer[_-]?id(?:_?nr)?|steuer[_-]?identifikationsnummer|identifikationsnummer|idnr|steuernummer|"
+    r"dni|nie|nif|nir|insee|codice_?fiscale|bsn|burgerservicenummer|cpf|aadhaa?r(?:_?number|_?no)?|nino|"
+    r"national_?insurance(?:_?number|_?no)?)"
+)
 _SECRET_KEYS = (
     r"(?i:password|passwd|passphrase|pwd|client_?secret|secret_?key|secret|api_?key|apikey|access_?key|"
     r"access_?token|auth_?token|refresh_?token|id_?token|private_?key|session_?token|token)"
@@ -75,6 +102,17 @@ class Detector:
     # Digit groups may run on past the value (`4111 1111 1111 1111 12/25`, a phone before a card): when the whole
     # match fails, shorter prefixes cut at a separator are tried, longest first.
     shrink: bool = False
+    # Regions (ISO 3166 codes) whose run locale turns this detector on; empty means always on. Bare digit ids
+    # (an 11-digit Steuer-ID, a 9-digit BSN) have one or two check digits: alone they would flag order ids.
+    regions: frozenset[str] = frozenset()
+    # The validator also takes the run's regions (libphonenumber needs a region for national numbers).
+    regional: bool = False
+
+    def check(self, value: str, regions: frozenset[str]) -> str | None:
+        """The validated value, or None; region-gated detectors refuse outside their regions."""
+        if self.regions and not self.regions & regions:
+            return None
+        return self.validate(value, regions) if self.regional else self.validate(value)  # type: ignore[call-arg]
 
     def rust(self) -> str:
         """This detector as one alternative of the combined Rust regex (value group made non-capturing)."""
@@ -101,8 +139,15 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def squeeze(value: str) -> str:
+    """`value` without whitespace runs and JSON whitespace escapes (the compact form of a split value)."""
+    return _WS_RE.sub("", value)
+
+
 def _card(value: str) -> str | None:
-    digits = re.sub(r"[ -]", "", value)
+    digits = squeeze(value).replace("-", "")
+    if not digits.isdigit():
+        return None
     # Issuer prefixes 2-6 (Mastercard 2-series, Amex/Diners 3, Visa 4, Mastercard 5, Discover/UnionPay 6).
     if 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_valid(digits):
         return digits
@@ -135,32 +180,33 @@ def _iban_prefix(value: str) -> int | None:
     want = IBAN_LENGTHS.get(value[:2])
     if want is None:
         return None
-    seen = 0
-    for end, ch in enumerate(value, start=1):
-        if ch != " ":
-            seen += 1
+    seen, pos = 0, 0
+    while pos < len(value):
+        gap = _WS_RE.match(value, pos)
+        if gap is not None:
+            pos = gap.end()
+            continue
+        seen, pos = seen + 1, pos + 1
         if seen == want:
-            return end if iban_valid(value[:end].replace(" ", "")) else None
+            return pos if iban_valid(squeeze(value[:pos])) else None
     return None
 
 
 def _iban(value: str) -> str | None:
-    compact = value.replace(" ", "")
+    compact = squeeze(value)
     return compact if iban_valid(compact) else None
 
 
 def _ssn(value: str) -> str | None:
     digits = re.sub(r"[ .-]", "", value)
-    if len(digits) != 9:
+    if len(digits) != 9 or not digits.isdigit():
         return None
     area, group, serial = digits[:3], digits[3:5], digits[5:]
     if area in ("000", "666") or group == "00" or serial == "0000":
         return None
     if area[0] == "9":
-        # 9xx areas are ITINs, whose middle digits lie in 50-65, 70-88, 90-92 or 94-99.
-        g = int(group)
-        if not (50 <= g <= 65 or 70 <= g <= 88 or 90 <= g <= 92 or 94 <= g <= 99):
-            return None
+        # 9xx areas are ITINs (their middle digits lie in 50-65, 70-88, 90-92 or 94-99): stdnum knows the ranges.
+        return digits if _us_itin.is_valid(digits) else None
     return digits
 
 
@@ -168,7 +214,7 @@ _NINO_BAD_PREFIXES = {"BG", "GB", "NK", "KN", "TN", "NT", "ZZ"}
 
 
 def _nino(value: str) -> str | None:
-    compact = value.replace(" ", "")
+    compact = squeeze(value)
     return None if compact[:2] in _NINO_BAD_PREFIXES else compact
 
 
@@ -188,11 +234,58 @@ def _phone(value: str) -> str | None:
 _DATE_PREFIX = re.compile(r"[0-9]{1,2}[./-][0-9]{1,2}[./-][0-9]{2,4}")
 
 
-def _phone_national(value: str) -> str | None:
+# Regions whose national numbers start with a trunk 0, tried for a short national number when the run has no locale.
+DEFAULT_PHONE_REGIONS = ("DE", "GB", "FR", "IT", "NL")
+
+
+def phone_valid_in(value: str, regions: Iterable[str]) -> bool:
+    """True when libphonenumber holds `value` for a valid number of one of `regions` (or of its own +code)."""
+    text = squeeze(value)
+    for region in regions:
+        try:
+            number = phonenumbers.parse(text, region)
+        except phonenumbers.NumberParseException:
+            continue
+        if phonenumbers.is_valid_number(number):
+            return True
+    return False
+
+
+def _phone_national(value: str, regions: frozenset[str] = frozenset()) -> str | None:
     if _DATE_PREFIX.match(value):
         return None  # `01.02.2024 14` is a date and an hour, not a number
-    digits = re.sub(r"[^0-9]", "", value)
-    return digits if 10 <= len(digits) <= 12 else None
+    digits = re.sub(r"[^0-9]", "", squeeze(value))
+    if 10 <= len(digits) <= 12:
+        return digits
+    # Shorter national numbers (Berlin `030 901820`) only when libphonenumber knows them in the run's region.
+    phone_regions = sorted(r for r in regions if r in _PHONE_REGIONS) or DEFAULT_PHONE_REGIONS
+    return digits if 6 <= len(digits) <= 9 and phone_valid_in(value, phone_regions) else None
+
+
+_PHONE_REGIONS = frozenset(phonenumbers.SUPPORTED_REGIONS)
+
+
+def _stdnum(module) -> Callable[[str], str | None]:
+    """A validator from one python-stdnum module: the compact form when its check digits hold."""
+
+    def validate(value: str) -> str | None:
+        compact = squeeze(value).replace(".", "").replace("-", "").replace("/", "").upper()
+        return compact if module.is_valid(compact) else None
+
+    return validate
+
+
+_dni, _nie, _idnr, _nir = _stdnum(_es_dni), _stdnum(_es_nie), _stdnum(_de_idnr), _stdnum(_fr_nir)
+_codice_fiscale, _bsn, _cpf, _aadhaar = _stdnum(_it_cf), _stdnum(_nl_bsn), _stdnum(_br_cpf), _stdnum(_in_aadhaar)
+# Every national id with check digits; after a keyword (`national_id:`, `Steuer-ID`) any of them is accepted.
+_NATIONAL_VALIDATORS = (_dni, _nie, _idnr, _nir, _codice_fiscale, _bsn, _cpf, _aadhaar)
+
+
+def _national_any(value: str) -> str | None:
+    for validate in _NATIONAL_VALIDATORS:
+        if (found := validate(value)) is not None:
+            return found
+    return _ssn(value)
 
 
 def _ipv4(value: str) -> str | None:
@@ -219,6 +312,7 @@ def _ipv6(value: str) -> str | None:
 
 
 def _email(value: str) -> str | None:
+    value = squeeze(value)  # `maria.lopez @example.com` is the address maria.lopez@example.com
     local = value.rpartition("@")[0]
     if not local or local.startswith(".") or local.endswith(".") or ".." in local:
         return None
@@ -309,6 +403,15 @@ DETECTORS: tuple[Detector, ...] = (
         _ssn,
         context=True,
     ),
+    Detector(
+        "national_id_kv",
+        NATIONAL_ID,
+        _NATIONAL_ID_KEYS + _KV_SEP_LOOSE + r"(?:(?i:is|ist|lautet|es|est|nummer|number|no\.?|nr\.?)[ \t]+)?"
+        r"(?P<v>[0-9A-Z](?:[ ./-]?[0-9A-Z]){7,17}){B}",
+        True,
+        _national_any,
+        context=True,
+    ),
     Detector("jwt", SECRET, r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", True, _jwt),
     Detector(
         "api_key",
@@ -330,13 +433,46 @@ DETECTORS: tuple[Detector, ...] = (
     Detector(
         "email",
         EMAIL,
-        r"[A-Za-z0-9_%+-][A-Za-z0-9._%+-]*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+        r"[A-Za-z0-9_%+-][A-Za-z0-9._%+-]*[ \t]?@[ \t]?[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}{B}",
         False,
         _email,
     ),
-    Detector("iban", IBAN, r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?{B}", True, _iban),
+    Detector(
+        "iban", IBAN, rf"[A-Z]{{2}}[0-9]{{2}}(?:{_WS}?[A-Z0-9]{{4}}){{2,7}}(?:{_WS}?[A-Z0-9]{{1,3}})?{{B}}", True, _iban
+    ),
     Detector("card", CARD, r"[0-9](?:[ -]?[0-9]){12,18}{B}", True, _card, shrink=True),
+    # Groups of four (Amex 4-6-5) split by any whitespace run: `4111 1111\n1111 1111`.
+    Detector(
+        "card_split",
+        CARD,
+        rf"[0-9]{{4}}(?:{_WS}[0-9]{{4}}){{3}}(?:{_WS}?[0-9]{{1,3}})?{{B}}|[0-9]{{4}}{_WS}[0-9]{{6}}{_WS}[0-9]{{5}}{{B}}",
+        True,
+        _card,
+        shrink=True,
+    ),
+    # National ids with check digits, validated by python-stdnum. Letters or separators make them rare enough
+    # to look for everywhere; bare digit runs only in their country's runs or after a keyword (national_id_kv).
+    Detector("es_dni", NATIONAL_ID, r"[0-9]{8}[ -]?[A-Z]{B}", True, _dni),
+    Detector("es_nie", NATIONAL_ID, r"[XYZ][ -]?[0-9]{7}[ -]?[A-Z]{B}", True, _nie),
+    Detector(
+        "it_codice_fiscale",
+        NATIONAL_ID,
+        r"[A-Z]{6}[0-9LMNPQRSTUV]{2}[ABCDEHLMPRST][0-9LMNPQRSTUV]{2}[A-Z][0-9LMNPQRSTUV]{3}[A-Z]{B}",
+        True,
+        _codice_fiscale,
+    ),
+    Detector(
+        "fr_nir",
+        NATIONAL_ID,
+        r"[12] [0-9]{2} (?:0[1-9]|1[0-2]|[2-9][0-9]) (?:[0-9]{2}|2[AB]) [0-9]{3} [0-9]{3} [0-9]{2}{B}",
+        True,
+        _nir,
+    ),
+    Detector("de_idnr", NATIONAL_ID, r"[1-9][0-9] [0-9]{3} [0-9]{3} [0-9]{3}{B}", True, _idnr),
+    Detector("nl_bsn", NATIONAL_ID, r"[0-9]{4}\.[0-9]{2}\.[0-9]{3}{B}", True, _bsn),
+    Detector("br_cpf", NATIONAL_ID, r"[0-9]{3}\.[0-9]{3}\.[0-9]{3}-[0-9]{2}{B}", True, _cpf),
+    Detector("in_aadhaar", NATIONAL_ID, r"[2-9][0-9]{3}[ -][0-9]{4}[ -][0-9]{4}{B}", True, _aadhaar),
     Detector(
         "us_ssn",
         NATIONAL_ID,
@@ -354,29 +490,49 @@ DETECTORS: tuple[Detector, ...] = (
     Detector(
         "phone_north_america",
         PHONE,
-        r"\+1[ .-]?(?:\([2-9][0-9]{2}\)|[2-9][0-9]{2})[ .-]?[2-9][0-9]{2}[ .-]?[0-9]{4}{B}",
+        rf"\+1{_PSEP}?(?:\([2-9][0-9]{{2}}\)|[2-9][0-9]{{2}}){_PSEP}?[2-9][0-9]{{2}}{_PSEP}?[0-9]{{4}}{{B}}",
         False,
         _phone,
     ),
     Detector(
         "phone_international",
         PHONE,
-        r"\+[2-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-]?[0-9]{2,5}){1,4}{B}",
+        rf"\+[2-9][0-9]{{0,2}}{_PSEP}?(?:\([0-9]{{1,4}}\){_PSEP}?)?[0-9]{{1,4}}(?:{_PSEP}?[0-9]{{2,5}}){{1,4}}{{B}}",
         False,
         _phone,
         shrink=True,
     ),
     # An area code in parentheses: North America `(415) 555-0132`, Brazil `(11) 91234-5678`, and the like.
     Detector(
-        "phone_paren", PHONE, r"(?:1[ .-]?)?\([0-9]{2,5}\)[ .-]?[0-9]{3,5}[ .-]?[0-9]{4}{B}", False, _phone, shrink=True
+        "phone_paren",
+        PHONE,
+        rf"(?:1{_PSEP}?)?\([0-9]{{2,5}}\){_PSEP}?[0-9]{{3,5}}{_PSEP}?[0-9]{{4}}{{B}}",
+        False,
+        _phone,
+        shrink=True,
     ),
-    Detector("phone_nanp", PHONE, r"(?:1[ .-])?[2-9][0-9]{2}[ .-][2-9][0-9]{2}[ .-][0-9]{4}{B}", True, _phone),
+    Detector(
+        "phone_nanp", PHONE, rf"(?:1{_PSEP})?[2-9][0-9]{{2}}{_PSEP}[2-9][0-9]{{2}}{_PSEP}[0-9]{{4}}{{B}}", True, _phone
+    ),
     # National formats with a trunk 0 (UK `020 7946 0958`, France `01 42 68 53 00`, Germany `030 1234 5678`).
     Detector(
-        "phone_national", PHONE, r"0[1-9][0-9]{0,4}(?:[ ./-][0-9]{2,8}){1,4}{B}", True, _phone_national, shrink=True
+        "phone_national",
+        PHONE,
+        rf"0[1-9][0-9]{{0,4}}(?:(?:[./-]|{_WS})[0-9]{{2,8}}){{1,4}}{{B}}",
+        True,
+        _phone_national,
+        shrink=True,
+        regional=True,
     ),
     Detector("ipv4", IP, r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}{B}", True, _ipv4),
     Detector("ipv6", IP, r"[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){2,7}", True, _ipv6, trim=":"),
+    # Bare digit ids, on only when the run's locale is their country's: one or two check digits let about one
+    # ordinary number in ten (or a hundred) pass, so everywhere else they need a keyword (national_id_kv).
+    Detector("de_idnr_bare", NATIONAL_ID, r"[1-9][0-9]{10}{B}", True, _idnr, regions=frozenset({"DE"})),
+    Detector("nl_bsn_bare", NATIONAL_ID, r"[0-9]{9}{B}", True, _bsn, regions=frozenset({"NL"})),
+    Detector("br_cpf_bare", NATIONAL_ID, r"[0-9]{11}{B}", True, _cpf, regions=frozenset({"BR"})),
+    Detector("in_aadhaar_bare", NATIONAL_ID, r"[2-9][0-9]{11}{B}", True, _aadhaar, regions=frozenset({"IN"})),
+    Detector("fr_nir_bare", NATIONAL_ID, r"[12][0-9]{12}(?:[0-9]{2})?{B}", True, _nir, regions=frozenset({"FR"})),
 )
 
 _PY_PATTERNS = {d.name: d.python() for d in DETECTORS}
@@ -396,9 +552,24 @@ _WORD_TAIL = r"(?:['’]\p{Lu})?[\p{L}\p{M}]*"
 _CAPITALIZED_WORD = rf"(?:{_ESCAPE}|{_RUST_B})[A-Z]{_WORD_TAIL}|(?:{_ESCAPE})?[\p{{Lu}}--A-Z]{_WORD_TAIL}"
 
 
-def combined_pattern(person_words: bool = False) -> str:
-    """The combined Rust regex: every detector, capitalized words when names are looked for, JSON escapes to skip."""
-    alternatives = [d.rust() for d in DETECTORS]
+def locale_regions(locale: str | None) -> frozenset[str]:
+    """The ISO 3166 regions of a BCP 47 locale (`de-DE` -> DE, `pt_BR` -> BR, `de` -> DE), empty when unknown."""
+    if not locale:
+        return frozenset()
+    parts = re.split(r"[-_]", locale.strip())
+    regions = {p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()}
+    if not regions and len(parts[0]) == 2 and parts[0].upper() in _PHONE_REGIONS:
+        regions.add(parts[0].upper())  # a language alone (`de`, `fr`, `nl`) names its main country here
+    return frozenset(regions)
+
+
+def combined_pattern(person_words: bool = False, regions: Iterable[str] = ()) -> str:
+    """The combined Rust regex: tokens to keep whole, every detector on in these regions, capitalized words when
+    names are looked for, JSON escapes to skip."""
+    region_set = frozenset(regions)
+    # A token is consumed whole first: its hex digits must never be read as a card or an id.
+    alternatives = [TOKEN_PATTERN, ESCAPED_TOKEN_PATTERN]
+    alternatives += [d.rust() for d in DETECTORS if not d.regions or d.regions & region_set]
     if person_words:
         alternatives.append(_CAPITALIZED_WORD)
     alternatives.append(_SKIP)
@@ -415,10 +586,10 @@ class Finding:
     value: str
 
 
-_SEPARATOR = re.compile(r"[ .()/-]")
+_SEPARATOR = re.compile(r"[\s.()/-]|\\[nrt]")
 
 
-def _try(detector: Detector, value: str, offset: int) -> Finding | None:
+def _try(detector: Detector, value: str, offset: int, regions: frozenset[str] = frozenset()) -> Finding | None:
     """`value`, or its longest valid prefix, as this value detector's entity; None when nothing validates."""
     pattern = _PY_PATTERNS[detector.name]
     if detector.name == "iban":
@@ -428,7 +599,7 @@ def _try(detector: Detector, value: str, offset: int) -> Finding | None:
         # `see...jane@x.com`: the local part the regex took starts at `see`; the address starts after the dots.
         start = value.rindex("..", 0, value.index("@")) + 2
         start += len(value[start:]) - len(value[start:].lstrip("."))
-        return _try(detector, value[start:], offset + start) if start < value.index("@") else None
+        return _try(detector, value[start:], offset + start, regions) if start < value.index("@") else None
     text = value
     if detector.trim and not (detector.name == "ipv6" and value.endswith("::")):
         text = value.rstrip(detector.trim)
@@ -437,7 +608,7 @@ def _try(detector: Detector, value: str, offset: int) -> Finding | None:
         cuts += sorted({m.start() for m in _SEPARATOR.finditer(text)}, reverse=True)
     for cut in cuts:
         prefix = text[:cut]
-        if prefix and pattern.fullmatch(prefix) is not None and detector.validate(prefix) is not None:
+        if prefix and pattern.fullmatch(prefix) is not None and detector.check(prefix, regions) is not None:
             return Finding(detector.entity_type, offset, offset + cut, prefix)
     return None
 
@@ -462,21 +633,21 @@ _PY_SCAN = re.compile(
 )
 
 
-def _classify_value(value: str, offset: int) -> Finding | None:
+def _classify_value(value: str, offset: int, regions: frozenset[str] = frozenset()) -> Finding | None:
     """The first value detector that fully matches `value` (or a prefix of it) and validates it."""
     first = _VALUE_ALTERNATION.match(value)
     if first is None:
         return None  # no detector matches at the start, so no prefix can validate either
     likely = _BY_NAME[first.lastgroup]  # type: ignore[index]
-    if (found := _try(likely, value, offset)) is not None:
+    if (found := _try(likely, value, offset, regions)) is not None:
         return found
     for detector in _VALUE_DETECTORS:
-        if detector is not likely and (found := _try(detector, value, offset)) is not None:
+        if detector is not likely and (found := _try(detector, value, offset, regions)) is not None:
             return found
     return None
 
 
-def _classify_body(body: str, offset: int, names: frozenset[str]) -> Finding | None:
+def _classify_body(body: str, offset: int, names: frozenset[str], regions: frozenset[str]) -> Finding | None:
     """The value that one candidate (without its escape prefix; it starts at `offset`) begins with, or None."""
     if body in names:
         return Finding(PERSON, offset, offset + len(body), body)
@@ -484,33 +655,36 @@ def _classify_body(body: str, offset: int, names: frozenset[str]) -> Finding | N
     # bare `sk-…` get the same token: identical values must become identical tokens wherever they are found.
     match = _CONTEXT_ALTERNATION.fullmatch(body)
     if match is None:
-        return _classify_value(body, offset)
+        return _classify_value(body, offset, regions)
     detector = _BY_NAME[match.lastgroup]  # type: ignore[index]
     group = f"v_{detector.name}"
     value = match.group(group)
     if TOKEN_RE.fullmatch(value):
         return None
     start = offset + match.start(group)
-    inner = _classify_value(value, start)
+    inner = _classify_value(value, start, regions)
     if inner is not None and inner.end - inner.start == len(value):
         return inner
-    if detector.validate(value) is not None:
+    if detector.check(value, regions) is not None:
         return Finding(detector.entity_type, start, start + len(value), value)
     return None
 
 
-def _first_finding(text: str, offset: int, names: frozenset[str]) -> Finding | None:
+def _first_finding(text: str, offset: int, names: frozenset[str], regions: frozenset[str]) -> Finding | None:
     """The value a candidate starts with, also when an underscore edge was taken into the match (`_203.0.113.7_`)."""
-    found = _classify_body(text, offset, names)
+    found = _classify_body(text, offset, names, regions)
     if found is None and (text[0] == "_" or text[-1] == "_"):
         lead = 1 if text[0] == "_" else 0
         trail = len(text) - 1 if text[-1] == "_" else len(text)
-        found = _classify_body(text[lead:trail], offset + lead, names) if trail > lead else None
+        found = _classify_body(text[lead:trail], offset + lead, names, regions) if trail > lead else None
     return found
 
 
-def classify(candidate: str, names: frozenset[str] = frozenset()) -> list[Finding]:
-    """The personal values inside one regex candidate, in order, with spans relative to the candidate.
+def classify(
+    candidate: str, names: frozenset[str] = frozenset(), regions: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """The personal values inside one regex candidate, in order, with spans relative to the candidate; `regions`
+    (from locale_regions) turn on bare digit ids and set the region of national phone numbers.
 
     Usually one; more when the regex ran a value on into the next one (a card after a phone number's digits).
     """
@@ -523,7 +697,7 @@ def classify(candidate: str, names: frozenset[str] = frozenset()) -> list[Findin
     body = candidate[offset:]
     if not body or TOKEN_RE.fullmatch(body):
         return []
-    first = _first_finding(body, offset, names)
+    first = _first_finding(body, offset, names, regions)
     if first is None:
         # A match that fails as a whole (a card failing Luhn) is a look-alike: its digits are not searched again.
         return []
@@ -535,7 +709,7 @@ def classify(candidate: str, names: frozenset[str] = frozenset()) -> list[Findin
         match = _PY_SCAN.search(candidate, pos)
         if match is None:
             break
-        found = _first_finding(match.group(), match.start(), frozenset())
+        found = _first_finding(match.group(), match.start(), frozenset(), regions)
         if found is not None and not TOKEN_RE.fullmatch(found.value):
             findings.append(found)
             pos = found.end
@@ -547,15 +721,16 @@ def classify(candidate: str, names: frozenset[str] = frozenset()) -> list[Findin
 def normalize(entity_type: str, value: str) -> str:
     """The normal form hashed into a token: equal normal forms give equal tokens."""
     if entity_type == EMAIL:
-        return value.lower()
+        return squeeze(value).lower()
     if entity_type == CARD:
-        return re.sub(r"[^0-9]", "", value)
+        return re.sub(r"[^0-9]", "", squeeze(value))
     if entity_type == PHONE:
+        value = squeeze(value)
         return _phone(value) or re.sub(r"[^0-9]", "", value)
     if entity_type == IBAN:
-        return value.replace(" ", "").upper()
+        return squeeze(value).upper()
     if entity_type == NATIONAL_ID:
-        return re.sub(r"[ .-]", "", value).upper()
+        return re.sub(r"[.\-/]", "", squeeze(value)).upper()
     if entity_type == IP:
         # A validated IPv4 address has one spelling; IPv6 ones are compressed (cached from validation).
         return (_ipv6(value) or value) if ":" in value else value
@@ -572,10 +747,37 @@ NAME_KEYS = (
     r"employee|user|owner|member|guest|traveler|traveller|beneficiary|payee|payer|client|person|buyer|seller|"
     r"assignee|reporter|requester)_?(?:first_?|last_?|full_?)?name"
 )
-# `"name_key": "value"` in JSON text; group 1 is the value, still JSON-escaped.
-NAME_FIELD_PATTERN = r'"(?i:' + NAME_KEYS + r')"\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
+def _field_pattern(keys: str) -> str:
+    """`"key": "value"` in JSON text for keys matching `keys`; group 1 is the value, still JSON-escaped."""
+    return r'"(?i:' + keys + r')"\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
+NAME_FIELD_PATTERN = _field_pattern(NAME_KEYS)
 NAME_FIELD_RE = re.compile(NAME_FIELD_PATTERN)
 NAME_KEY_RE = re.compile(r"(?i:" + NAME_KEYS + r")")
+# Keys that name a person by role rather than by `name` (`signed_by`, `approved_by`, `agent_name`, `assignee`):
+# their values count as names when they look like a full name (two or more capitalized words).
+ROLE_KEYS = (
+    r"[a-z0-9_]*_by|(?:[a-z0-9]+_)*(?:agent|signer|signatory|signee|author|approver|reviewer|assignee|manager|"
+    r"representative|witness|officer|contact|recipient|requester|requestor|addressee|customer|employee|"
+    r"cardholder|beneficiary|patient|doctor|physician|nurse|spouse|guardian|next_?of_?kin)(?:_?name)?"
+)
+ROLE_FIELD_PATTERN = _field_pattern(ROLE_KEYS)
+ROLE_FIELD_RE = re.compile(ROLE_FIELD_PATTERN)
+ROLE_KEY_RE = re.compile(r"(?i:" + ROLE_KEYS + r")")
+# Any `"key":"string value"` pair in JSON text: group 1 the key, group 2 the value, both still JSON-escaped.
+KV_STRING_PATTERN = r'"((?:[^"\\]|\\.){1,80})"\s*:\s*"((?:[^"\\]|\\.)*)"'
+KV_STRING_RE = re.compile(KV_STRING_PATTERN)
+
+
+def learned_field_pattern(keys: Iterable[str]) -> str | None:
+    """A `"key":"value"` pattern for keys learned to hold names (see tables.NameCollector), None when there are none."""
+    keys = sorted(set(keys))
+    if not keys:
+        return None
+    return r'"(?:' + "|".join(re.escape(k) for k in keys) + r')"\s*:\s*"((?:[^"\\]|\\.)*)"'
 _NAME_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*\.?")
 _HONORIFICS = {"mr", "mrs", "ms", "mx", "dr", "prof", "sir", "jr", "sr", "ii", "iii", "iv"}
 
@@ -608,9 +810,21 @@ def name_variants(name: str) -> set[str]:
     return variants
 
 
-def names_from_field_match(match_text: str) -> str | None:
-    """The person name in one `"key":"value"` match of NAME_FIELD_PATTERN, or None."""
+def full_name(value: str) -> str | None:
+    """`value` as a person's name of two to four capitalized words, else None."""
+    name = person_name(value)
+    return name if name is not None and len(name.split()) >= 2 else None
+
+
+def names_from_field_match(match_text: str, learned: re.Pattern[str] | None = None) -> str | None:
+    """The person name in one `"key":"value"` match of NAME_FIELD_PATTERN, ROLE_FIELD_PATTERN (a full name only)
+    or a learned key's pattern, or None."""
     m = NAME_FIELD_RE.fullmatch(match_text)
+    judge = person_name
+    if m is None and learned is not None:
+        m = learned.fullmatch(match_text)
+    if m is None:
+        m, judge = ROLE_FIELD_RE.fullmatch(match_text), full_name
     if m is None:
         return None
     try:
@@ -619,7 +833,7 @@ def names_from_field_match(match_text: str) -> str | None:
         return None
     if TOKEN_RE.search(value):
         return None
-    return person_name(value)
+    return judge(value)
 
 
 def mask(value: str) -> str:

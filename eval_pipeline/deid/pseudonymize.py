@@ -44,11 +44,12 @@ def resolve_key(environ: Mapping[str, str] = os.environ, demo: bool = False) -> 
 class Pseudonymizer:
     """Consistent tokens `<TYPE_hex>`: the same value of the same type gives the same token under one key."""
 
-    def __init__(self, key: bytes, hex_chars: int = 8) -> None:
+    def __init__(self, key: bytes, hex_chars: int = 16) -> None:
         if not key:
             raise DeidKeyError("an empty de-identification key is not allowed")
-        if not 8 <= hex_chars <= 64:
-            raise ValueError(f"hex_chars must lie in 8..64, got {hex_chars}")
+        if not 16 <= hex_chars <= 64:
+            # Fewer than 64 bits and two of ~100k distinct values of one type share a token (birthday bound).
+            raise ValueError(f"hex_chars must lie in 16..64, got {hex_chars}")
         # Copying a keyed HMAC state skips re-deriving the padded key for every value.
         self._keyed = hmac.new(bytes(key), digestmod=hashlib.sha256)
         self._hex_chars = hex_chars

@@ -1,7 +1,13 @@
-"""Residual personal-data scan over every string column of a table, or over report text (the blocking check)."""
+"""Residual personal-data scan over every string column of a table, or over report text (the blocking check).
+
+Two scans run and their findings are united: the replacement pass's own detectors, and an independent one
+(residual.py: libphonenumber, python-stdnum, whitespace-tolerant grouping) that shares none of their code, so a
+value that one misses is still found by the other.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import polars as pl
@@ -10,11 +16,15 @@ from eval_pipeline.deid.columns import ROW, VALUE, leaf_name, leaf_values, strin
 from eval_pipeline.deid.detectors import (
     NAME_FIELD_PATTERN,
     PERSON,
+    ROLE_FIELD_PATTERN,
     classify,
     combined_pattern,
+    learned_field_pattern,
+    locale_regions,
     mask,
     names_from_field_match,
 )
+from eval_pipeline.deid.residual import independent_scan
 
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
     "table": pl.String,
@@ -28,29 +38,42 @@ FINDINGS_SCHEMA: dict[str, pl.DataType] = {
 _VERDICT_SCHEMA = {"match": pl.String, "entity_type": pl.String, "masked_excerpt": pl.String}
 
 
-def _classified(matches: list[str], names: frozenset[str]) -> pl.DataFrame:
+def _classified(matches: list[str], names: frozenset[str], regions: frozenset[str]) -> pl.DataFrame:
     """Entity type and masked excerpt of each distinct regex match that holds personal data."""
     rows = []
     for match in matches:
-        rows += [(match, finding.entity_type, mask(finding.value)) for finding in classify(match, names)]
+        rows += [(match, finding.entity_type, mask(finding.value)) for finding in classify(match, names, regions)]
     return pl.DataFrame(rows, schema=_VERDICT_SCHEMA, orient="row")
 
 
-def _named(matches: list[str]) -> pl.DataFrame:
+def _named(matches: list[str], learned: re.Pattern[str] | None) -> pl.DataFrame:
     """`"name_key":"value"` matches whose value is a person's name that is not a token."""
-    rows = [(m, PERSON, mask(name)) for m in matches if (name := names_from_field_match(m))]
+    rows = [(m, PERSON, mask(name)) for m in matches if (name := names_from_field_match(m, learned))]
     return pl.DataFrame(rows, schema=_VERDICT_SCHEMA, orient="row")
 
 
-def scan_frame(frame: pl.DataFrame, table: str, names: Iterable[str] = ()) -> pl.DataFrame:
+def scan_frame(
+    frame: pl.DataFrame,
+    table: str,
+    names: Iterable[str] = (),
+    name_keys: Iterable[str] = (),
+    locale: str | None = None,
+    independent: bool = True,
+) -> pl.DataFrame:
     """One row per residual finding in any string column (inside lists and structs too): table, column (dotted
-    leaf path), row (0-based), entity_type, masked_excerpt. `names` (from collect_names) adds known name words."""
+    leaf path), row (0-based), entity_type, masked_excerpt. `names` (from collect_names) adds known name words,
+    `name_keys` (NameCollector.name_keys) keys learned to hold names, `locale` the run's regions; `independent`
+    adds the independent scan (residual.py) to the replacement's detectors."""
     name_set = frozenset(names)
-    pattern = combined_pattern(person_words=bool(name_set))
+    regions = locale_regions(locale)
+    pattern = combined_pattern(person_words=bool(name_set), regions=regions)
+    learned_pattern = learned_field_pattern(name_keys)
+    learned = re.compile(learned_pattern) if learned_pattern else None
+    by_key = "|".join(p for p in (NAME_FIELD_PATTERN, ROLE_FIELD_PATTERN, learned_pattern) if p)
     found: dict[bool, list[pl.DataFrame]] = {False: [], True: []}
     for path in string_paths(frame.schema):
         values = leaf_values(frame, path)
-        for by_field, regex in ((False, pattern), (True, NAME_FIELD_PATTERN)):
+        for by_field, regex in ((False, pattern), (True, by_key)):
             hits = (
                 values.select(ROW, pl.col(VALUE).str.extract_all(regex).alias("match"))
                 .explode("match")
@@ -59,7 +82,7 @@ def scan_frame(frame: pl.DataFrame, table: str, names: Iterable[str] = ()) -> pl
             if hits.height == 0:
                 continue
             unique = hits["match"].unique().to_list()
-            verdicts = _named(unique) if by_field else _classified(unique, name_set)
+            verdicts = _named(unique, learned) if by_field else _classified(unique, name_set, regions)
             found[by_field].append(
                 hits.join(verdicts, on="match", how="inner").select(
                     pl.lit(table).alias("table"),
@@ -72,11 +95,35 @@ def scan_frame(frame: pl.DataFrame, table: str, names: Iterable[str] = ()) -> pl
     detected = pl.concat(found[False]).cast(FINDINGS_SCHEMA) if found[False] else pl.DataFrame(schema=FINDINGS_SCHEMA)  # type: ignore[arg-type]
     if found[True]:
         # A name under a name key is also a known name word when names were given: report that occurrence once.
-        by_key = pl.concat(found[True]).cast(FINDINGS_SCHEMA)  # type: ignore[arg-type]
-        detected = pl.concat([detected, by_key.join(detected, on=list(FINDINGS_SCHEMA), how="anti")])
+        keyed = pl.concat(found[True]).cast(FINDINGS_SCHEMA)  # type: ignore[arg-type]
+        detected = pl.concat([detected, keyed.join(detected, on=list(FINDINGS_SCHEMA), how="anti")])
+    if not independent:
+        return detected.sort("column", "row", "entity_type", maintain_order=True)
+    # The independent scan adds what the replacement's detectors did not see in that cell as that type.
+    second = independent_scan(frame, table, regions)
+    cell = ["table", "column", "row", "entity_type"]
+    detected = pl.concat([detected, second.join(detected, on=cell, how="anti").unique(maintain_order=True)])
     return detected.sort("column", "row", "entity_type", maintain_order=True)
 
 
-def scan_text(text: str, table: str, names: Iterable[str] = ()) -> pl.DataFrame:
-    """Residual findings in a text document such as a Markdown report; `row` is the 0-based line, column `text`."""
-    return scan_frame(pl.DataFrame({"text": text.splitlines()}, schema={"text": pl.String}), table, names)
+def scan_text(text: str, table: str, names: Iterable[str] = (), locale: str | None = None) -> pl.DataFrame:
+    """Residual findings in a text document such as a Markdown report; `row` is the 0-based line, column `text`.
+
+    Each line is scanned, and each pair of adjacent lines, so a value split across a line break is found too
+    (reported at its first line)."""
+    lines = text.splitlines()
+    single = scan_frame(pl.DataFrame({"text": lines}, schema={"text": pl.String}), table, names, locale=locale)
+    pairs = [f"{a}\n{b}" for a, b in zip(lines, lines[1:], strict=False)]
+    joined = scan_frame(pl.DataFrame({"text": pairs}, schema={"text": pl.String}), table, names, locale=locale)
+    # A finding of a pair that one of its two lines already holds is that line's finding, not a split value.
+    own = single.select("row", "entity_type", "masked_excerpt")
+    split = joined.join(own, on=["row", "entity_type", "masked_excerpt"], how="anti").join(
+        own.with_columns(pl.col("row") - 1), on=["row", "entity_type", "masked_excerpt"], how="anti"
+    )
+    return pl.concat([single, split]).sort("row", "entity_type", maintain_order=True)
+
+
+def leak_summary(findings: pl.DataFrame) -> dict[str, int]:
+    """Residual findings counted by `table.column: TYPE`; names where personal data is, never the value."""
+    counts = findings.group_by("table", "column", "entity_type").len().sort("table", "column", "entity_type")
+    return {f"{t}.{c}: {e}": n for t, c, e, n in counts.iter_rows()}

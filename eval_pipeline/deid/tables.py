@@ -9,6 +9,7 @@ pieces again, so a replacement lands exactly where the regex matched and nowhere
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -16,12 +17,19 @@ import polars as pl
 
 from eval_pipeline.deid.columns import VALUE, LeafPath, leaf_name, leaf_values, rewrite_leaves
 from eval_pipeline.deid.detectors import (
+    KV_STRING_PATTERN,
+    KV_STRING_RE,
     NAME_FIELD_PATTERN,
     NAME_KEY_RE,
+    ROLE_KEY_RE,
+    ROLE_KEYS,
     TOKEN_PATTERN,
+    TOKEN_RE,
     Finding,
     classify,
     combined_pattern,
+    full_name,
+    locale_regions,
     name_variants,
     names_from_field_match,
     person_name,
@@ -162,15 +170,114 @@ def case_names(cases: pl.DataFrame) -> set[str]:
     return _field_names(cases, CASE_JSON_PATHS) | _milestone_names(cases)
 
 
+# A `"key":"value"` pair worth a look when learning name keys: its key is a name or role key, or its value starts
+# with a capital letter (it may be a known name under a key no list foresaw).
+_PAIR_FILTER = r'^"(?i:' + NAME_KEY_RE.pattern + "|" + ROLE_KEYS + r')"|:\s*"\p{Lu}'
+
+
+class NameCollector:
+    """Learns which JSON keys hold names of people from the data itself, over every batch and the cases.
+
+    A key holds names when it is a fixed name key (`full_name`), when one of its values is a name already found
+    under such a key (`"signed_by": "Dana Whitfield"` after the customer record's `full_name`), or when it names a
+    role (`approved_by`, `agent_name`) and at least half of its values are full names; the names under every such
+    key are the run's names.
+    """
+
+    def __init__(self) -> None:
+        # key -> person-like value -> occurrences; key -> occurrences of any value (for the role-key share).
+        self._persons: dict[str, Counter[str]] = {}
+        self._totals: Counter[str] = Counter()
+        self._seeds: set[str] = set()
+
+    def _add_pair(self, key: str, value: str, n: int = 1) -> None:
+        if TOKEN_RE.search(value):
+            return
+        self._totals[key] += n
+        if (name := person_name(value)) is not None:
+            self._persons.setdefault(key, Counter())[name] += n
+
+    def _add_json(self, frame: pl.DataFrame, paths: tuple[LeafPath, ...]) -> None:
+        for path in paths:
+            values = leaf_values(frame, path)[VALUE]
+            matches = values.str.extract_all(KV_STRING_PATTERN).explode().drop_nulls()
+            counts = matches.filter(matches.str.contains(_PAIR_FILTER)).value_counts(name="n")
+            for match, n in counts.iter_rows():
+                m = KV_STRING_RE.fullmatch(match)
+                try:
+                    key, value = json.loads(f'"{m.group(1)}"'), json.loads(f'"{m.group(2)}"')  # type: ignore[union-attr]
+                except ValueError:
+                    continue
+                self._add_pair(key, value, n)
+
+    def add_traces(self, traces: pl.DataFrame) -> None:
+        """Evidence from one traces frame or batch (it needs only `steps` and `final_state_json`)."""
+        self._add_json(traces, TRACE_JSON_PATHS)
+        self._seeds |= trace_names(traces)
+        values = leaf_values(traces, ("steps", "state_diff_json"))[VALUE]
+        for text in values.filter(values.str.contains(r'"path"')).unique().to_list():
+            try:
+                changes = json.loads(text)
+            except ValueError:
+                continue
+            for change in changes if isinstance(changes, list) else []:
+                if isinstance(change, dict) and isinstance(change.get("path"), str):
+                    key = change["path"].rsplit(".", 1)[-1]
+                    for v in (change.get("before"), change.get("after")):
+                        if isinstance(v, str):
+                            self._add_pair(key, v)
+
+    def add_cases(self, cases: pl.DataFrame) -> None:
+        """Evidence from the cases: fixtures, reference calls, milestones."""
+        self._add_json(cases, CASE_JSON_PATHS)
+        self._seeds |= case_names(cases)
+        milestones = cases.select(pl.col("milestones").explode().struct.unnest()).drop_nulls("path")
+        for path, value_json in milestones.select("path", "value_json").unique().iter_rows():
+            try:
+                value = json.loads(value_json) if value_json else None
+            except ValueError:
+                continue
+            if isinstance(value, str):
+                self._add_pair(path.rsplit(".", 1)[-1], value)
+
+    def name_keys(self) -> set[str]:
+        """The keys whose values are names of people in this run's data."""
+        keys = {k for k in self._totals if NAME_KEY_RE.fullmatch(k)}
+        for key, persons in self._persons.items():
+            full = sum(n for name, n in persons.items() if full_name(name))
+            if ROLE_KEY_RE.fullmatch(key) and full * 2 >= self._totals[key]:
+                keys.add(key)
+        # A value that is a name found under a name key makes its key a name key too, until nothing changes.
+        while True:
+            known = self._seeds | {n for k in keys for n in self._persons.get(k, ())}
+            words = {w for n in known for w in n.split()}
+            grown = {
+                k
+                for k, persons in self._persons.items()
+                if k not in keys and any(name in known or set(name.split()) <= words for name in persons)
+            }
+            if not grown:
+                return keys
+            keys |= grown
+
+    def names(self) -> set[str]:
+        """Names of people under every name key (fixed, role or learned), with the names found the fixed way."""
+        return self._seeds | {n for k in self.name_keys() for n in self._persons.get(k, ())}
+
+
 def name_words(names: Iterable[str]) -> list[str]:
     """The words to replace for these names (see detectors.name_variants)."""
     return sorted({v for n in names for v in name_variants(n)})
 
 
 def collect_names(traces: pl.DataFrame, cases: pl.DataFrame) -> list[str]:
-    """Words of the names of people found under name-like keys in fixtures, tool arguments and results, final
-    states and milestones: each is replaced wherever it stands as a whole word (see detectors.name_variants)."""
-    return name_words(trace_names(traces) | case_names(cases))
+    """Words of the names of people found under name-like keys (fixed or learned, see NameCollector) in fixtures,
+    tool arguments and results, final states and milestones: each is replaced wherever it stands as a whole word
+    (see detectors.name_variants)."""
+    collector = NameCollector()
+    collector.add_traces(traces)
+    collector.add_cases(cases)
+    return name_words(collector.names())
 
 
 def _pick_sentinels(columns: Iterable[pl.Series], count: int) -> list[str]:
@@ -200,6 +307,7 @@ def _deidentify_table(
     paths: tuple[LeafPath, ...],
     names: frozenset[str],
     pseudonymizer: Pseudonymizer,
+    regions: frozenset[str] = frozenset(),
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     """One table with its text leaves de-identified, its replacement counts (REPORT_SCHEMA), and whether some match
     ran on past its last value into letters or digits, where another value may begin that this pass did not see.
@@ -207,7 +315,7 @@ def _deidentify_table(
     Tokens depend only on the key and the value, so tables are processed one at a time (lower peak memory) and
     still share every pseudonym.
     """
-    pattern = combined_pattern(person_words=bool(names))
+    pattern = combined_pattern(person_words=bool(names), regions=regions)
     # Each match becomes SEP MARK match SEP: splitting at SEP isolates it, and MARK tells it from the text between.
     sep, mark = _pick_sentinels((leaf_values(frame, p)[VALUE] for p in paths), 2)
     wrap = sep + mark + "${0}" + sep
@@ -223,7 +331,7 @@ def _deidentify_table(
     mapping_rows, type_rows, ran_on = [], [], False
     for marked in occurrences_frame["marked"].unique().to_list():
         candidate = marked[1:]
-        findings = classify(candidate, names)
+        findings = classify(candidate, names, regions)
         if findings:
             mapping_rows.append((marked, _replacement(candidate, findings, pseudonymizer)))
             type_rows += [(marked, f.entity_type) for f in findings]
@@ -261,11 +369,12 @@ def _deidentify_until_stable(
     paths: tuple[LeafPath, ...],
     names: frozenset[str],
     pseudonymizer: Pseudonymizer,
+    regions: frozenset[str] = frozenset(),
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`_deidentify_table`, repeated while a pass may have left a value behind (at most MAX_PASSES passes)."""
     reports = []
     for _ in range(MAX_PASSES):
-        frame, report, ran_on = _deidentify_table(frame, table, paths, names, pseudonymizer)
+        frame, report, ran_on = _deidentify_table(frame, table, paths, names, pseudonymizer, regions)
         reports.append(report)
         glued = any(leaf_values(frame, p)[VALUE].str.contains(_GLUED_TOKEN).any() for p in paths)
         if report.height == 0 or not (ran_on or glued):
@@ -275,23 +384,28 @@ def _deidentify_until_stable(
 
 
 class Deidentifier:
-    """One key and one set of names for a whole run, so traces de-identified batch by batch share every pseudonym."""
+    """One key, one set of names and one locale for a whole run, so traces de-identified batch by batch share every
+    pseudonym. The locale (`de-DE`) sets the region of national phone numbers and turns on bare digit ids."""
 
-    def __init__(self, key: bytes, names: Iterable[str], hex_chars: int = 8) -> None:
+    def __init__(self, key: bytes, names: Iterable[str], hex_chars: int = 16, locale: str | None = None) -> None:
         self.pseudonymizer = Pseudonymizer(key, hex_chars)
         self.names = frozenset(names)
+        self.regions = locale_regions(locale)
+
+    def _run(self, frame: pl.DataFrame, table: str, paths: tuple[LeafPath, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return _deidentify_until_stable(frame, table, paths, self.names, self.pseudonymizer, self.regions)
 
     def traces(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """A traces frame (or one batch of it) de-identified, with its replacement counts."""
-        return _deidentify_until_stable(frame, "traces", TRACE_TEXT_PATHS, self.names, self.pseudonymizer)
+        return self._run(frame, "traces", TRACE_TEXT_PATHS)
 
     def cases(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The cases de-identified, with their replacement counts."""
-        return _deidentify_until_stable(frame, "cases", CASE_TEXT_PATHS, self.names, self.pseudonymizer)
+        return self._run(frame, "cases", CASE_TEXT_PATHS)
 
     def corpus(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The corpus de-identified, with its replacement counts."""
-        return _deidentify_until_stable(frame, "corpus", CORPUS_TEXT_PATHS, self.names, self.pseudonymizer)
+        return self._run(frame, "corpus", CORPUS_TEXT_PATHS)
 
 
 def merge_reports(reports: Iterable[pl.DataFrame]) -> pl.DataFrame:
@@ -308,10 +422,11 @@ def deidentify(
     cases: pl.DataFrame,
     corpus: pl.DataFrame | None,
     key: bytes,
-    hex_chars: int = 8,
+    hex_chars: int = 16,
+    locale: str | None = None,
 ) -> DeidResult:
     """Replace personal data in every free-text and JSON-text field of traces, cases and corpus with keyed tokens."""
-    deid = Deidentifier(key, collect_names(traces, cases), hex_chars)
+    deid = Deidentifier(key, collect_names(traces, cases), hex_chars, locale)
     out_traces, traces_report = deid.traces(traces)
     out_cases, cases_report = deid.cases(cases)
     reports = [traces_report, cases_report]

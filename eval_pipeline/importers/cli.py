@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.importers import IMPORTERS, ImporterError
 from eval_pipeline.importers.bfcl import MAX_EXPANSION as BFCL_MAX_EXPANSION
 from eval_pipeline.importers.common import DEFAULT_CORPUS_VERSION, REJECTS_FILE
@@ -53,14 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("format", choices=sorted(IMPORTERS), metavar="FORMAT", help="tau-bench | openai-messages | bfcl")
     parser.add_argument("source", metavar="SOURCE", nargs="?",
                         help="the file to import (JSON array, JSON object or JSONL); for bfcl, the question file (or --questions)")
-    parser.add_argument("--run", dest="run_id", required=True, metavar="RUN_ID",
+    parser.add_argument("--run", dest="run_id", required=True, metavar="RUN_ID", type=identifier_arg("run id"),
                         help="run id of the imported run; trace ids are prefixed with it")
     parser.add_argument("--data", default="data", metavar="DIR", help="data root to write into (default: data)")
-    parser.add_argument("--dataset-version", metavar="VERSION",
+    parser.add_argument("--dataset-version", metavar="VERSION", type=identifier_arg("dataset version"),
                         help="dataset version of the cases (default: <format>-<source file stem>)")
-    parser.add_argument("--environment-version", metavar="VERSION",
+    parser.add_argument("--environment-version", metavar="VERSION", type=identifier_arg("environment version"),
                         help="environment version of the tool registry (default: the dataset version)")
-    parser.add_argument("--corpus-version", default=DEFAULT_CORPUS_VERSION, metavar="VERSION",
+    parser.add_argument("--corpus-version", default=DEFAULT_CORPUS_VERSION, metavar="VERSION", type=identifier_arg("corpus version"),
                         help=f"corpus version named in run.yaml (default: {DEFAULT_CORPUS_VERSION}, written empty if absent)")
     parser.add_argument("--tools", metavar="TOOLS_YAML",
                         help="a tools.yaml registry to use when the environment version has none yet "

@@ -16,9 +16,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.contracts.frames import canonical_json
+from eval_pipeline.contracts.identifiers import validate_identifier
 from eval_pipeline.contracts.models import Case, RunManifest, ToolRegistry, Trace
 from eval_pipeline.io.loaders import describe_validation_error, reject
-from eval_pipeline.io.storage import Location, open_location
+from eval_pipeline.io.storage import InputError, Location, open_location
+from eval_pipeline.io.strict_yaml import load_yaml
 
 DEFAULT_CORPUS_VERSION = "none"
 REJECTS_FILE = "import_rejects.json"  # not .jsonl, so trace ingestion never reads it as traces
@@ -72,8 +74,8 @@ class ImportSummary:
 
 
 def slug(text: str) -> str:
-    """A file-name-safe form of a label (letters, digits, '.', '_' and '-')."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    """A file-name-safe form of a label (letters, digits, '.', '_' and '-'; never '..')."""
+    cleaned = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", text)).strip("-.")
     return cleaned or "import"
 
 
@@ -100,23 +102,31 @@ def inferred_tool(name: str, schema: Mapping[str, Any] | None = None, descriptio
 def load_registry_file(path: str | Path) -> dict[str, Any]:
     """A tools.yaml given on the command line, validated."""
     try:
-        value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        return ToolRegistry.model_validate(value).model_dump(mode="json")
+        value = load_yaml(Path(path).read_bytes(), str(path))
     except OSError as exc:
         raise ImporterError(f"cannot read the tool registry {path}: {exc}") from exc
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ImporterError(f"{path} is not a valid tool registry: {exc}") from exc
+    except InputError as exc:
+        raise ImporterError(str(exc)) from exc
+    return _registry(value, str(path))
+
+
+def _registry(value: Any, source: str) -> dict[str, Any]:
+    try:
+        return ToolRegistry.model_validate(value).model_dump(mode="json")
+    except ValidationError as exc:
+        raise ImporterError(f"{source} is not a valid tool registry: {describe_validation_error(exc)}") from exc
 
 
 def existing_registry(location: Location, environment_version: str) -> dict[str, Any] | None:
     """tools/<environment_version>/tools.yaml when the data root already has it."""
     if not location.exists("tools", environment_version, "tools.yaml"):
         return None
+    source = location.uri_of("tools", environment_version, "tools.yaml")
     try:
-        value = yaml.safe_load(location.read_text("tools", environment_version, "tools.yaml"))
-        return ToolRegistry.model_validate(value).model_dump(mode="json")
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ImporterError(f"{location.uri_of('tools', environment_version, 'tools.yaml')} is not a valid tool registry: {exc}") from exc
+        value = load_yaml(location.read_bytes("tools", environment_version, "tools.yaml"), source)
+    except InputError as exc:
+        raise ImporterError(str(exc)) from exc
+    return _registry(value, source)
 
 
 def read_records(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
@@ -182,6 +192,15 @@ def start_import(fmt: str, source: str | Path, run_id: str, data_root: str | Pat
     path = Path(source)
     stem = slug(path.stem)
     dataset_version = dataset_version or f"{fmt}-{stem}"
+    # these name folders under the data root: a path here would write outside it (SPEC §11)
+    try:
+        validate_identifier(run_id, "run id")
+        validate_identifier(dataset_version, "dataset version")
+        if environment_version is not None:
+            validate_identifier(environment_version, "environment version")
+        validate_identifier(corpus_version, "corpus version")
+    except ValueError as exc:
+        raise ImporterError(str(exc)) from exc
     summary = ImportSummary(fmt, str(path), run_id, str(data_root), dataset_version, environment_version or dataset_version,
                             corpus_version)
     records, unreadable = read_records(path)
@@ -238,6 +257,12 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
         raise ImporterError(f"run {run_id!r} already exists at {location.uri_of('traces', run_id)}; "
                             "choose another --run or pass --force to replace it")
     case_files = [(f"{slug(case['case_id'])}.yaml", _yaml(case)) for case in files.cases]
+    by_name: dict[str, str] = {}
+    for case, (name, _) in zip(files.cases, case_files, strict=True):
+        other = by_name.setdefault(name, case["case_id"])
+        if other != case["case_id"]:
+            raise ImporterError(f"cases {other!r} and {case['case_id']!r} would both be written to {name}; "
+                                "rename one of them in the source")
     for name, text in case_files:
         if location.exists("cases", dataset_version, name) and location.read_text("cases", dataset_version, name) != text:
             raise ImporterError(f"{location.uri_of('cases', dataset_version, name)} exists with other content; "

@@ -2,25 +2,31 @@
 
 Each line is validated against the Trace contract one by one (pydantic, in Rust); the accepted lines are then
 parsed together by pyarrow's JSON reader, so only the free-form values (tool args, results, final state) pass
-through Python, where they are written in canonical form.
+through Python, where they are written in canonical form. Whatever a step cannot hold (a NaN, an integer beyond 64
+bits, a contract field given twice, nesting beyond the limit) makes its line a reject, never a failed batch: every
+non-blank line is exactly one trace or one reject.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import multiprocessing as mp
 import os
+import re
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pa_json
 from pydantic import ValidationError
 
 from eval_pipeline.contracts import frames
 from eval_pipeline.contracts.models import Trace
+from eval_pipeline.io.json_limits import SUSPECT_PATTERN, UTF8_BOM, limit_breach
 from eval_pipeline.io.loaders import (
     DEFAULT_MAX_LINE_BYTES,
     collector_paused,
@@ -93,6 +99,9 @@ def iter_raw_lines(location: Location, run_id: str, chunk_lines: int = RAW_CHUNK
 
 def _raw_frame(run_id: str, source: str, first_line: int, lines: list[bytes]) -> pl.DataFrame:
     lines = [raw[:-1] if raw.endswith(b"\r") else raw for raw in lines]
+    # The byte-order mark some editors write at the start of a UTF-8 file belongs to the file, not to its line
+    # (files joined with cat carry one at the start of a later line too).
+    lines = [raw[len(UTF8_BOM):] if raw.startswith(UTF8_BOM) else raw for raw in lines]
     return pl.DataFrame(
         {
             "run_id": run_id,
@@ -119,18 +128,18 @@ class ParsedTraces:
     blank_lines: int
 
 
-def _explain(raw: bytes, max_line_bytes: int) -> tuple[str, str | None, str | None]:
+def _explain(raw: bytes, max_line_bytes: int, error: ValidationError) -> tuple[str, str | None, str | None]:
     """The reason a line failed validation, with its trace_id and case_id when they can be read."""
     value, reason = parse_json_line(raw, max_line_bytes)
     if value is None:
-        return reason or "invalid", None, None
-    trace_id = value.get("trace_id") if isinstance(value.get("trace_id"), str) else None
-    case_id = value.get("case_id") if isinstance(value.get("case_id"), str) else None
+        return reason or describe_validation_error(error), None, None
+    trace_id, case_id = _ids_of(value)
     try:
         Trace.model_validate(value)
     except ValidationError as exc:
         return describe_validation_error(exc), trace_id, case_id
-    return "invalid", trace_id, case_id
+    # valid as Python reads it, refused by the JSON parser: a limit (surrogate, depth) or the parser's own message
+    return _limit_breach(raw) or describe_validation_error(error), trace_id, case_id
 
 
 def _free_form(trace: Trace) -> tuple[list[list[str | None]], str | None]:
@@ -155,27 +164,73 @@ def _free_form(trace: Trace) -> tuple[list[list[str | None]], str | None]:
 Checked = tuple
 
 
-def _check_line(raw: bytes, max_line_bytes: int) -> Checked | None:
-    """None for a blank line; else the line validated against the Trace contract."""
+def _check_line(raw: bytes, max_line_bytes: int, suspect: bool = True) -> Checked | None:
+    """None for a blank line; else the line validated against the Trace contract (and, when `suspect`, against the
+    limits of json_limits)."""
     if not raw.strip():
         return None
     if len(raw) > max_line_bytes:
         return ("reject", f"line of {len(raw)} bytes exceeds the {max_line_bytes}-byte limit", None, None)
+    if suspect:
+        breach = _limit_breach(raw)
+        if breach is not None:
+            return ("reject", breach, *_identifiers(raw))
     try:
         trace = Trace.model_validate_json(raw)
-    except ValidationError:
-        return ("reject", *_explain(raw, max_line_bytes))
-    return ("ok", trace.trace_id, trace.case_id, trace.case_revision, _free_form(trace))
+    except ValidationError as exc:
+        return ("reject", *_explain(raw, max_line_bytes, exc))
+    try:
+        texts = _free_form(trace)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return ("reject", f"a tool argument, result or final state cannot be stored: {exc}", trace.trace_id, trace.case_id)
+    return ("ok", trace.trace_id, trace.case_id, trace.case_revision, texts)
+
+
+def _limit_breach(raw: bytes) -> str | None:
+    try:
+        return limit_breach(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None  # the contract check names the byte
+
+
+def _identifiers(raw: bytes) -> tuple[str | None, str | None]:
+    """trace_id and case_id of a line refused for its numbers or depth (Python's own decoder still reads it)."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, None
+    return _ids_of(value) if isinstance(value, dict) else (None, None)
+
+
+def _ids_of(value: dict) -> tuple[str | None, str | None]:
+    """trace_id and case_id of a decoded line, each when it is a string that is also valid text."""
+    found = []
+    for key in ("trace_id", "case_id"):
+        text = value.get(key)
+        try:
+            found.append(text if isinstance(text, str) and text.encode("utf-8") else None)
+        except UnicodeEncodeError:
+            found.append(None)
+    return found[0], found[1]
 
 
 _PARALLEL_LINES = 40_000
 _lines_for_workers: list[bytes] = []
+_suspects_for_workers: list[bool] = []
 
 
 def _check_range(bounds: tuple[int, int, int]) -> list[Checked | None]:
     start, stop, max_line_bytes = bounds
     with collector_paused():
-        return [_check_line(raw, max_line_bytes) for raw in _lines_for_workers[start:stop]]
+        return [_check_line(raw, max_line_bytes, suspect)
+                for raw, suspect in zip(_lines_for_workers[start:stop], _suspects_for_workers[start:stop], strict=True)]
+
+
+def suspect_lines(raw: pl.Series) -> list[bool]:
+    """Per line, whether it may break a JSON limit (one RE2 pass over the whole column, in Arrow)."""
+    if raw.len() == 0:
+        return []
+    return pc.match_substring_regex(raw.to_arrow(), SUSPECT_PATTERN).fill_null(False).to_pylist()
 
 
 def _worker_signals() -> None:
@@ -184,14 +239,15 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _check_lines(raws: list[bytes], max_line_bytes: int) -> list[Checked | None]:
+def _check_lines(raws: list[bytes], max_line_bytes: int, suspects: list[bool] | None = None) -> list[Checked | None]:
     """Every line checked; large batches on every core (forked workers read the lines they inherit)."""
+    suspects = [True] * len(raws) if suspects is None else suspects
     workers = min(os.cpu_count() or 1, 8)
     if len(raws) < _PARALLEL_LINES or workers < 2 or "fork" not in mp.get_all_start_methods():
         with collector_paused():
-            return [_check_line(raw, max_line_bytes) for raw in raws]
-    global _lines_for_workers
-    _lines_for_workers = raws
+            return [_check_line(raw, max_line_bytes, suspect) for raw, suspect in zip(raws, suspects, strict=True)]
+    global _lines_for_workers, _suspects_for_workers
+    _lines_for_workers, _suspects_for_workers = raws, suspects
     try:
         size = -(-len(raws) // (workers * 4))
         bounds = [(i, min(i + size, len(raws)), max_line_bytes) for i in range(0, len(raws), size)]
@@ -206,7 +262,7 @@ def _check_lines(raws: list[bytes], max_line_bytes: int) -> list[Checked | None]
         finally:
             pool.join()
     finally:
-        _lines_for_workers = []
+        _lines_for_workers, _suspects_for_workers = [], []
 
 
 def case_revisions(cases: pl.DataFrame) -> dict[str, int]:
@@ -228,12 +284,18 @@ def parse_traces(
     revisions = cases if isinstance(cases, dict) else case_revisions(cases)
     seen = set() if seen is None else seen
     sources, numbers, raws = (raw_lines[c].to_list() for c in ("source_file", "line", "raw"))
-    accepted: list[tuple[str, int, bytes]] = []
+    checked_lines = _check_lines(raws, max_line_bytes, suspect_lines(raw_lines["raw"]))
+    valid = [i for i, checked in enumerate(checked_lines) if checked is not None and checked[0] == "ok"]
+    table, rows_of, unreadable = columnar_parse([raws[i] for i in valid])
+    row_of_line = {valid[position]: row for position, row in rows_of.items()}
+    columnar_reasons = {valid[position]: reason for position, reason in unreadable.items()}
+    kept_rows: list[int] = []
+    kept: list[tuple[str, int]] = []
     free_form: list[tuple[list[list[str | None]], str | None]] = []
     rejected = []
     blank = 0
     with collector_paused():
-        for source, number, raw, checked in zip(sources, numbers, raws, _check_lines(raws, max_line_bytes), strict=True):
+        for index, (source, number, checked) in enumerate(zip(sources, numbers, checked_lines, strict=True)):
             if checked is None:
                 blank += 1
                 continue
@@ -244,7 +306,9 @@ def parse_traces(
             _, trace_id, case_id, case_revision, texts = checked
             keys = {"trace_id": trace_id, "case_id": case_id}
             expected_revision = revisions.get(case_id)
-            if expected_revision is None:
+            if index in columnar_reasons:
+                rejected.append(reject(run_id, "trace", source, number, columnar_reasons[index], **keys))
+            elif expected_revision is None:
                 rejected.append(reject(run_id, "trace", source, number, f"unknown case_id {case_id!r}", **keys))
             elif case_revision is not None and case_revision != expected_revision:
                 rejected.append(reject(run_id, "trace", source, number,
@@ -255,21 +319,71 @@ def parse_traces(
                                        f"duplicate trace_id {trace_id!r} (first occurrence kept)", **keys))
             else:
                 seen.add(trace_id)
-                accepted.append((source, number, raw))
+                kept_rows.append(row_of_line[index])
+                kept.append((source, number))
                 free_form.append(texts)
-    return ParsedTraces(lines_to_frame(accepted, free_form, run_id), rejects_frame(rejected), blank)
+    return ParsedTraces(lines_to_frame(table, kept_rows, kept, free_form, run_id), rejects_frame(rejected), blank)
 
 
-def lines_to_frame(accepted: list[tuple[str, int, bytes]], free_form: list[tuple[list[list[str | None]], str | None]],
-                   run_id: str) -> pl.DataFrame:
-    """Validated trace lines as one canonical traces frame (TRACES_SCHEMA): pyarrow parses them in one pass."""
-    if not accepted:
-        return frames.empty(frames.TRACES_SCHEMA)
-    table = pa_json.read_json(
-        io.BytesIO(b"\n".join(raw for _, _, raw in accepted)),
-        read_options=pa_json.ReadOptions(block_size=8 << 20),
+_READ_BLOCK_BYTES = 8 << 20
+_ARROW_COLUMN_TWICE = re.compile(r"Column\((/[^)]*)\) was specified twice")
+
+
+def _read_lines(raws: list[bytes]) -> pa.Table:
+    # a block must hold the longest line: pyarrow refuses a line that straddles two blocks
+    block = max(_READ_BLOCK_BYTES, max(len(raw) for raw in raws) + 1)
+    return pa_json.read_json(
+        io.BytesIO(b"\n".join(raws)),
+        read_options=pa_json.ReadOptions(block_size=block),
         parse_options=pa_json.ParseOptions(explicit_schema=LINE_SCHEMA, unexpected_field_behavior="ignore"),
     )
+
+
+def _columnar_reason(error: Exception) -> str:
+    """A reject reason from pyarrow's message about one line."""
+    message = str(error).removeprefix("JSON parse error: ")
+    twice = _ARROW_COLUMN_TWICE.search(message)
+    if twice:
+        return f"duplicate key {twice.group(1).strip('/').replace('/', '.')!r}: a field may be given once"
+    return f"cannot be read into the trace columns: {message.split(' in row ')[0]}"
+
+
+def columnar_parse(raws: list[bytes]) -> tuple[pa.Table | None, dict[int, int], dict[int, str]]:
+    """Lines parsed by pyarrow against LINE_SCHEMA: (table, line position → table row, line position → reason).
+
+    A block pyarrow refuses is bisected until each refused line is alone, so one line never costs the batch.
+    """
+    tables: list[pa.Table] = []
+    rows: dict[int, int] = {}
+    reasons: dict[int, str] = {}
+    pending = [(0, len(raws))] if raws else []
+    finished: list[tuple[int, pa.Table]] = []
+    while pending:
+        start, stop = pending.pop()
+        try:
+            finished.append((start, _read_lines(raws[start:stop])))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            if stop - start == 1:
+                reasons[start] = _limit_breach(raws[start]) or _columnar_reason(exc)
+            else:
+                middle = (start + stop) // 2
+                pending.extend([(middle, stop), (start, middle)])
+    row = 0
+    for start, table in sorted(finished, key=lambda item: item[0]):
+        for offset in range(table.num_rows):
+            rows[start + offset] = row + offset
+        row += table.num_rows
+        tables.append(table)
+    return (pa.concat_tables(tables) if tables else None), rows, reasons
+
+
+def lines_to_frame(table: pa.Table | None, kept_rows: list[int], kept: list[tuple[str, int]],
+                   free_form: list[tuple[list[list[str | None]], str | None]], run_id: str) -> pl.DataFrame:
+    """The kept rows of the columnar parse as one canonical traces frame (TRACES_SCHEMA)."""
+    if table is None or not kept_rows:
+        return frames.empty(frames.TRACES_SCHEMA)
+    if kept_rows != list(range(table.num_rows)):
+        table = table.take(pa.array(kept_rows, type=pa.int64()))
     parsed = pl.from_arrow(table).with_row_index("_row")
     rounds = pl.col("retrieval").list.eval(
         pl.element().struct.with_fields(
@@ -299,8 +413,8 @@ def lines_to_frame(accepted: list[tuple[str, int, bytes]], free_form: list[tuple
         pl.col("usage").struct.field("output_tokens"),
         pl.col("usage").struct.field("cost_usd"),
         pl.col("usage").struct.field("latency_ms"),
-        pl.Series("source_file", [s for s, _, _ in accepted], dtype=pl.String),
-        pl.Series("source_line", [n for _, n, _ in accepted], dtype=pl.Int64),
+        pl.Series("source_file", [s for s, _ in kept], dtype=pl.String),
+        pl.Series("source_line", [n for _, n in kept], dtype=pl.Int64),
     )
     return _with_step_free_form(frame, free_form).drop("_row").cast(frames.TRACES_SCHEMA)
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.contracts import frames
@@ -20,14 +19,15 @@ from eval_pipeline.contracts.models import (
     GatePolicy,
     GroundingLabel,
     QrelsJudgment,
+    RetrievalPolicy,
     RunManifest,
     ToolRegistry,
 )
+from eval_pipeline.io.json_limits import MAX_JSON_DEPTH, UTF8_BOM, limit_breach, may_break_limits
 from eval_pipeline.io.storage import InputError, Location
+from eval_pipeline.io.strict_yaml import YamlDocument, YamlError, parse_yaml
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
-
-
 @contextmanager
 def collector_paused():
     """Pause Python's cyclic garbage collector while many small objects are built (it rescans them all otherwise)."""
@@ -69,26 +69,39 @@ def rejects_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def parse_json_line(raw: bytes, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[dict | None, str | None]:
-    """(object, None) for a JSON object line, (None, reason) otherwise."""
+    """(object, None) for a JSON object line, (None, reason) otherwise (also NaN, numbers or nesting beyond the limits
+    of json_limits)."""
     if len(raw) > max_line_bytes:
         return None, f"line of {len(raw)} bytes exceeds the {max_line_bytes}-byte limit"
+    offset = 0
+    if raw.startswith(UTF8_BOM):
+        # the first line of a file saved "with BOM", or files concatenated with cat
+        raw, offset = raw[len(UTF8_BOM):], len(UTF8_BOM)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, f"invalid UTF-8 at byte offset {exc.start}"
+        return None, f"invalid UTF-8 at byte offset {exc.start + offset}"
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, f"invalid JSON: {exc.msg} at column {exc.colno}"
+        return None, f"invalid JSON: {exc.msg} at column {exc.colno + offset}"
     except RecursionError:
-        return None, "invalid JSON: nested too deeply"
+        return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    # Python's json reads NaN, Infinity, 1e400 (as inf) and integers of any size; a second, exact pass only for lines
+    # that may hold one
+    if may_break_limits(raw):
+        breach = limit_breach(text)
+        if breach is not None:
+            return None, breach
     if not isinstance(value, dict):
         return None, f"not a JSON object: a {type(value).__name__}"
     return value, None
 
 
 def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(1-based line number, line bytes without the newline) for every line, blank ones included."""
+    """(1-based line number, line bytes without the newline) for every line, blank ones included; no leading BOM."""
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if raw.endswith(b"\r"):
             raw = raw[:-1]
@@ -108,6 +121,18 @@ def _validate(model: type[BaseModel], value: Any) -> tuple[BaseModel | None, str
         return model.model_validate(value), None
     except ValidationError as exc:
         return None, describe_validation_error(exc)
+
+
+def _config(model: type[BaseModel], document: YamlDocument, what: str) -> BaseModel:
+    """A configuration file validated against its model; InputError at file:line:column of the first bad field."""
+    if not isinstance(document.value, dict):
+        found = "an empty file" if document.value is None else f"a {type(document.value).__name__}"
+        raise InputError(f"{document.where(())}: not a valid {what}: expected a mapping, found {found}")
+    try:
+        return model.model_validate(document.value)
+    except ValidationError as exc:
+        first = exc.errors()[0].get("loc", ()) if exc.errors() else ()
+        raise InputError(f"{document.where(first)}: not a valid {what}: {describe_validation_error(exc)}") from exc
 
 
 def _jsonl_records(
@@ -132,30 +157,44 @@ def _jsonl_records(
 # ---------------------------------------------------------------- corpus, tools, cases
 
 
-def load_corpus(location: Location, corpus_version: str) -> Loaded:
-    """corpus/<version>/docs.jsonl as a corpus frame."""
+def require_corpus(location: Location, corpus_version: str) -> tuple[str, str]:
+    """The corpus folder of a version; InputError when there is none."""
     folder = ("corpus", corpus_version)
     if not location.is_dir(*folder):
         raise InputError(f"corpus version {corpus_version!r} not found: no directory {location.uri_of(*folder)}")
+    return folder
+
+
+def load_corpus(location: Location, corpus_version: str) -> Loaded:
+    """corpus/<version>/docs.jsonl as a corpus frame; a doc_id given again is a reject (the first is kept)."""
+    folder = require_corpus(location, corpus_version)
     records, rejects = _jsonl_records(location, folder, CorpusDoc, "corpus")
-    rows = [{"corpus_version": corpus_version, **r.model_dump()} for _, _, r in records]
-    frame = pl.DataFrame(rows, schema=frames.CORPUS_SCHEMA, strict=False).unique("doc_id", keep="first", maintain_order=True)
-    return Loaded(frame, rejects)
+    rows, first = [], {}
+    for source, number, record in records:
+        earlier = first.setdefault(record.doc_id, (source, number))
+        if earlier != (source, number):
+            rejects.append(reject(None, "corpus", source, number, f"duplicate doc_id {record.doc_id!r} "
+                                  f"(first occurrence kept: {earlier[0]} line {earlier[1]})"))
+            continue
+        rows.append({"corpus_version": corpus_version, **record.model_dump()})
+    return Loaded(pl.DataFrame(rows, schema=frames.CORPUS_SCHEMA, strict=False), rejects)
+
+
+def load_tool_registry(location: Location, environment_version: str) -> ToolRegistry:
+    """tools/<version>/tools.yaml, strictly parsed and validated (unknown keys are errors)."""
+    folder = ("tools", environment_version)
+    name = next((n for n in ("tools.yaml", "tools.yml") if location.exists(*folder, n)), None)
+    if name is None:
+        raise InputError(f"tool registry {environment_version!r} not found: no {location.uri_of(*folder, 'tools.yaml')}")
+    document = parse_yaml(location.read_bytes(*folder, name), location.uri_of(*folder, name))
+    return _config(ToolRegistry, document, "tool registry")
 
 
 def load_tools(location: Location, environment_version: str | None) -> pl.DataFrame:
     """tools/<version>/tools.yaml as a tools frame (empty when the run names no environment)."""
     if not environment_version:
         return frames.empty(frames.TOOLS_SCHEMA)
-    folder = ("tools", environment_version)
-    name = next((n for n in ("tools.yaml", "tools.yml") if location.exists(*folder, n)), None)
-    if name is None:
-        raise InputError(f"tool registry {environment_version!r} not found: no {location.uri_of(*folder, 'tools.yaml')}")
-    try:
-        registry = ToolRegistry.model_validate(yaml.safe_load(location.read_text(*folder, name)))
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise InputError(f"{location.uri_of(*folder, name)} is not a valid tool registry: {exc}") from exc
-    return frames.tools_frame_from_registry(registry)
+    return frames.tools_frame_from_registry(load_tool_registry(location, environment_version))
 
 
 def load_cases(location: Location, dataset_version: str) -> Loaded:
@@ -179,10 +218,15 @@ def load_cases(location: Location, dataset_version: str) -> Loaded:
             rows.append(frames.case_row(case, dataset_version, source))
 
     def accept_line(raw: bytes, source: str, number: int) -> None:
-        try:
-            case = Case.model_validate_json(raw)
-        except ValidationError:
-            # the slow path only for bad lines, for a precise reason
+        case = None
+        # pydantic's JSON parser accepts NaN, Infinity and numbers beyond a double: such lines take the slow path
+        if not raw.startswith(UTF8_BOM) and not may_break_limits(raw):
+            try:
+                case = Case.model_validate_json(raw)
+            except ValidationError:
+                case = None
+        if case is None:
+            # the slow path only for bad or suspicious lines, for a precise reason
             value, reason = parse_json_line(raw)
             if value is None:
                 rejects.append(reject(None, "case", source, number, reason or "invalid"))
@@ -205,9 +249,10 @@ def load_cases(location: Location, dataset_version: str) -> Loaded:
                         accept_line(raw, source, number)
                 continue
             try:
-                value = yaml.safe_load(data.decode("utf-8"))
-            except (UnicodeDecodeError, yaml.YAMLError) as exc:
-                rejects.append(reject(None, "case", source, 1, f"invalid YAML: {str(exc).splitlines()[0]}"))
+                value = parse_yaml(data, source).value
+            except YamlError as exc:
+                # a broken case file is bad data, not bad configuration: a reject row, and the run goes on
+                rejects.append(reject(None, "case", source, exc.line, f"invalid YAML: {exc}"))
                 continue
             accept(value, source, 1)
         return Loaded(frames.cases_frame(rows), rejects)
@@ -226,13 +271,7 @@ def load_manifest(location: Location, run_id: str) -> RunManifest:
     path = ("traces", run_id, "run.yaml")
     if not location.exists(*path):
         raise InputError(f"run {run_id!r} has no manifest: {location.uri_of(*path)} does not exist")
-    try:
-        value = yaml.safe_load(location.read_text(*path))
-        manifest = RunManifest.model_validate(value)
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"{location.uri_of(*path)} is not valid YAML: {exc}") from exc
-    except ValidationError as exc:
-        raise InputError(f"{location.uri_of(*path)} is not a valid run manifest: {describe_validation_error(exc)}") from exc
+    manifest = _config(RunManifest, parse_yaml(location.read_bytes(*path), location.uri_of(*path)), "run manifest")
     if manifest.run_id != run_id:
         raise InputError(f"{location.uri_of(*path)} says run_id {manifest.run_id!r} but lives in folder {run_id!r}")
     return manifest
@@ -246,10 +285,27 @@ def trace_files(location: Location, run_id: str) -> list[str]:
 # ---------------------------------------------------------------- labels and policy
 
 
-def load_judgments(location: Location) -> Loaded:
-    """labels/qrels/*.jsonl as a judgments frame."""
+def grade_scale(location: Location) -> tuple[int, int]:
+    """(lowest, highest) qrels grade of the data root's gate policy (`retrieval.grades`, default 0..2)."""
+    try:
+        return load_gate_policy(location).retrieval.grade_scale
+    except InputError:
+        # A broken policy is reported where it is loaded (the CLI's preflight, the gates step); the judgments are
+        # still checked against the default scale rather than not at all.
+        return RetrievalPolicy().grade_scale
+
+
+def load_judgments(location: Location, grades: tuple[int, int] | None = None) -> Loaded:
+    """labels/qrels/*.jsonl as a judgments frame; a grade outside the scale (default: the policy's) is a reject."""
+    low, high = grades or grade_scale(location)
     records, rejects = _jsonl_records(location, ("labels", "qrels"), QrelsJudgment, "qrels_label")
-    rows = [{**r.model_dump(), "source_file": s, "source_line": n} for s, n, r in records]
+    rows = []
+    for source, number, record in records:
+        if not low <= record.grade <= high:
+            rejects.append(reject(None, "qrels_label", source, number,
+                                  f"grade {record.grade} is outside the grade scale {low}..{high} (retrieval.grades of the gate policy)"))
+            continue
+        rows.append({**record.model_dump(), "source_file": source, "source_line": number})
     return Loaded(pl.DataFrame(rows, schema=frames.JUDGMENTS_SCHEMA, strict=False), rejects)
 
 
@@ -260,14 +316,9 @@ def load_grounding_labels(location: Location) -> Loaded:
     return Loaded(pl.DataFrame(rows, schema=frames.GROUNDING_LABELS_SCHEMA, strict=False), rejects)
 
 
-def parse_gate_policy(text: str, source: str = "gates.yaml") -> GatePolicy:
-    """A validated gate policy; unknown metrics or keys raise InputError."""
-    try:
-        return GatePolicy.model_validate(yaml.safe_load(text))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source} is not valid YAML: {exc}") from exc
-    except ValidationError as exc:
-        raise InputError(f"{source} is not a valid gate policy: {describe_validation_error(exc)}") from exc
+def parse_gate_policy(text: str | bytes, source: str = "gates.yaml") -> GatePolicy:
+    """A validated gate policy; bad YAML, duplicate keys, unknown metrics or keys raise InputError (file:line:column)."""
+    return _config(GatePolicy, parse_yaml(text, source), "gate policy")
 
 
 def load_gate_policy(location: Location) -> GatePolicy:
@@ -275,7 +326,7 @@ def load_gate_policy(location: Location) -> GatePolicy:
     path = ("policy", "gates.yaml")
     if not location.exists(*path):
         return default_gate_policy()
-    return parse_gate_policy(location.read_text(*path), location.uri_of(*path))
+    return parse_gate_policy(location.read_bytes(*path), location.uri_of(*path))
 
 
 def default_gate_policy() -> GatePolicy:

@@ -41,19 +41,33 @@ def storage_options_from_env() -> dict[str, str]:
     return options
 
 
+def _inside(parts: tuple[str, ...]) -> list[str]:
+    """The parts stripped of '/' at their ends; InputError for one that could leave the root."""
+    # Identifiers are validated where they enter (manifests, CLI flags, importers); this is the defence in depth. A
+    # part may hold '/' (a relative path such as the gate policy's `judge.profile`), never a '..' segment, '\\' or NUL.
+    checked = []
+    for part in parts:
+        if not part:
+            continue
+        if "\\" in part or "\x00" in part or ".." in part.split("/"):
+            raise InputError(f"refusing path part {part!r}: it could point outside the data root")
+        checked.append(part.strip("/"))
+    return checked
+
+
 @dataclass(frozen=True)
 class Location:
-    """A root directory on some filesystem; paths under it are joined with '/'."""
+    """A root directory on some filesystem; paths under it are joined with '/' and never leave it."""
 
     fs: pafs.FileSystem
     root: str
     uri: str
 
     def join(self, *parts: str) -> str:
-        return "/".join([self.root.rstrip("/"), *[p.strip("/") for p in parts if p]])
+        return "/".join([self.root.rstrip("/"), *_inside(parts)])
 
     def uri_of(self, *parts: str) -> str:
-        return "/".join([self.uri.rstrip("/"), *[p.strip("/") for p in parts if p]])
+        return "/".join([self.uri.rstrip("/"), *_inside(parts)])
 
     def exists(self, *parts: str) -> bool:
         return self.fs.get_file_info(self.join(*parts)).type != pafs.FileType.NotFound

@@ -21,6 +21,10 @@ RESTRICTED_AREA = "_restricted"
 PARTITION_COLUMN = "run_id"
 
 
+# Columns that give the rows of an input-line table (raw lines, traces, rejects) their order: run, file, line.
+LINE_ORDER = ((PARTITION_COLUMN, "source_file", "source_line"), (PARTITION_COLUMN, "source_file", "line"))
+
+
 def sql_literal(value: str) -> str:
     """A single-quoted SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
@@ -196,7 +200,9 @@ class Warehouse:
         # Two lanes may replace their own rows of one table at once. deltalake retries a commit whose version was
         # taken by a non-conflicting writer itself; what reaches here is a logical conflict (metadata or protocol
         # changed, e.g. both lanes creating the table), settled by writing again.
-        _retry_conflicts(lambda: self._replace(table, frame.to_arrow(), restricted, predicate))
+        # one record batch: deltalake encodes the batches of a write concurrently and may store them out of order
+        arrow = frame.rechunk().to_arrow()
+        _retry_conflicts(lambda: self._replace(table, arrow, restricted, predicate))
         return self.version(table, restricted)
 
     def _replace(self, table: str, data, restricted: bool, predicate: str) -> None:
@@ -242,7 +248,8 @@ class Warehouse:
 
     def read_batches(self, table: str, run_id: str, *, restricted: bool = False, columns: list[str] | None = None,
                      batch_rows: int = 100_000) -> Iterator[pl.DataFrame]:
-        """One run's rows of a table as frames of about `batch_rows` rows, in the order they were written."""
+        """One run's rows of a table as frames of about `batch_rows` rows, in storage order (a streamed write may have
+        stored its batches in any order; `read` restores the order of line tables)."""
         delta = self._table(table, restricted)
         if delta is None:
             return
@@ -276,7 +283,10 @@ class Warehouse:
             scan = scan.filter(pl.col(column) == value)
         if columns is not None:
             scan = scan.select(columns)
-        return scan.collect()
+        frame = scan.collect()
+        order = next((key for key in LINE_ORDER if set(key) <= set(frame.columns)), None)
+        # tables of input lines are streamed in batches that deltalake may store in any order: read in file order
+        return frame if order is None else frame.sort(order, maintain_order=True)
 
     def columns(self, table: str, restricted: bool = False) -> list[str]:
         """Column names of a table ([] when it does not exist)."""

@@ -19,6 +19,7 @@ from eval_pipeline.io.loaders import (
     iter_lines,
     parse_json_line,
 )
+from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.io.storage import InputError, open_location
 from eval_pipeline.judge.base import VERDICTS, JudgeConfigError
 from eval_pipeline.settings import ScoringSettings
@@ -372,7 +373,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     estimate.add_argument("--data", required=True, metavar="DIR", help="data root (local path or object-store URL)")
-    estimate.add_argument("--run", required=True, metavar="RUN_ID", help="run id under traces/")
+    estimate.add_argument("--run", required=True, metavar="RUN_ID", type=identifier_arg("run id"), help="run id under traces/")
     estimate.add_argument("--model", default=DEFAULT_ESTIMATE_MODEL, help="judge model the cache is keyed by (default %(default)s)")
     estimate.add_argument("--cache", metavar="PATH", help="verdict cache (default DATA/.judge_cache/verdicts.sqlite)")
     estimate.add_argument("--price-input-per-1k", type=float, default=0.0, help="USD per 1000 input tokens")

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from eval_pipeline.io.strict_yaml import YamlError, load_yaml
 from eval_pipeline.judge.base import JudgeConfigError
 
 PROFILE_VERSION = 1
@@ -74,9 +75,9 @@ class JudgeProfile:
     def from_yaml(cls, text: str, source: str) -> JudgeProfile:
         """A profile from YAML text; unknown keys, bad values and a missing backend or threshold are errors."""
         try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise JudgeConfigError(f"{source}: not valid YAML: {exc}") from exc
+            document = load_yaml(text, source)
+        except YamlError as exc:
+            raise JudgeConfigError(f"not valid YAML: {exc}") from exc
         if not isinstance(document, dict):
             raise JudgeConfigError(f"{source}: a judge profile is a mapping with backend and thresholds")
         unknown = set(document) - _KEYS

@@ -42,13 +42,26 @@ def _mean(frame: pl.DataFrame | None, column: str) -> float | None:
     return values.mean() if len(values) else None
 
 
+def incomplete_lines(frame: pl.DataFrame | None, stage: str) -> list[str]:
+    """One line counting the traces whose `stage` is incomplete, by reason: kept apart from every mean, never a zero."""
+    if frame is None or f"{stage}_stage" not in frame.columns:
+        return []
+    reasons = (frame.filter(pl.col(f"{stage}_stage") == "incomplete").group_by(f"{stage}_reason").len()
+               .sort(["len", f"{stage}_reason"], descending=[True, False], nulls_last=True))
+    if reasons.height == 0:
+        return [f"- incomplete {stage}: 0 traces"]
+    detail = "; ".join(f"{reason or 'no reason given'}: {n}" for reason, n in reasons.iter_rows())
+    return [f"- incomplete {stage}: {int(reasons['len'].sum())} of {frame.height} traces, left out of the means ({detail})"]
+
+
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
 def _metric_table(frame: pl.DataFrame | None, columns: list[str]) -> pl.DataFrame:
-    rows = [{"metric": c, "mean": _mean(frame, c),
-             "scored_traces": frame.filter(pl.col(c).is_not_null()).height if frame is not None and c in frame.columns else 0}
+    # scored_traces counts the rows each mean is taken over: incomplete traces are in neither.
+    scored = frame.filter(pl.col("status") == "scored") if frame is not None and "status" in frame.columns else frame
+    rows = [{"metric": c, "mean": _mean(frame, c), "scored_traces": scored.filter(pl.col(c).is_not_null()).height}
             for c in columns if frame is not None and c in frame.columns]
     return pl.DataFrame(rows, schema={"metric": pl.String, "mean": pl.Float64, "scored_traces": pl.Int64})
 
@@ -85,7 +98,7 @@ def pareto_sections(data: LaneData) -> list[Section]:
 
 
 def hazard_section(data: LaneData) -> Section:
-    hazards = data.outcomes.filter(pl.col("hazard") == UNSUPPORTED_CORRECT).select("trace_id", "case_id", "reason")
+    hazards = data.outcomes.filter(pl.col("hazard") == UNSUPPORTED_CORRECT).sort("trace_id").select("trace_id", "case_id", "reason")
     lines = ["- retrieval failed but the answer is right: counted as a pass on a dashboard, a hazard here — it fails the day "
              "the policy changes. Review these first."]
     return Section(f"Review first: {UNSUPPORTED_CORRECT} ({hazards.height})", lines, hazards)
@@ -108,7 +121,7 @@ def incomplete_section(data: LaneData) -> Section:
 def quarantine_section(data: LaneData) -> Section:
     frame = data.quarantine if data.quarantine is not None else pl.DataFrame()
     lines = ["- flaky cases (both passed and failed across identical attempts) stop gating and are always listed"]
-    return Section(f"Quarantine ({frame.height} flaky cases)", lines, frame.select(
+    return Section(f"Quarantine ({frame.height} flaky cases)", lines, frame.sort("case_id").select(
         [c for c in ("case_id", "reason", "flipped_trace_ids") if c in frame.columns]) if frame.height else frame)
 
 
@@ -116,9 +129,9 @@ def rejects_sections(data: LaneData) -> list[Section]:
     if data.rejects is None:
         return [Section("Rejected input lines", ["- no reject table"])]
     by_reason = (data.rejects.with_columns(pl.col("reason").str.replace_all(r"'[^']*'", "'…'"))
-                 .group_by("input_kind", "reason").len().sort(["len", "reason"], descending=[True, False])
+                 .group_by("input_kind", "reason").len().sort(["len", "reason", "input_kind"], descending=[True, False, False])
                  .rename({"len": "lines"}))
-    detail = data.rejects.select("input_kind", "source_file", "line", "reason").sort("source_file", "line")
+    detail = data.rejects.select("input_kind", "source_file", "line", "reason").sort("source_file", "line", "input_kind", "reason")
     return [Section(f"Rejected input lines ({data.rejects.height})", ["- nothing is dropped silently: every rejected line, with its reason"],
                     by_reason),
             Section("Each rejected line", [], detail, level=3)]
@@ -171,7 +184,7 @@ def rag_sections(data: LaneData) -> list[Section]:
     if retrieval is not None and "qrels_version" in retrieval.columns and retrieval.height:
         lines.append(f"- qrels version `{retrieval['qrels_version'][0]}`")
     classes = (retrieval.filter(pl.col("failure_class").is_not_null()).group_by("failure_class").len()
-               .sort("len", descending=True).rename({"len": "failed_traces"})) if retrieval is not None else None
+               .sort(["len", "failure_class"], descending=[True, False]).rename({"len": "failed_traces"})) if retrieval is not None else None
     sections.append(Section("Retrieval", lines, classes,
                             charts.line_chart("mean recall@k", [str(k) for k in RECALL_KS], recall_curve)))
     sections.append(Section("Retrieval metrics", [], _metric_table(retrieval, [
@@ -180,7 +193,7 @@ def rag_sections(data: LaneData) -> list[Section]:
     sections.append(Section("Context assembly", [], _metric_table(t.get("context_scores"),
                                                                   ["context_recall", "context_precision", "context_tokens"])))
     sections.extend(grounding_sections(data))
-    sections.append(Section("Citations", [], _metric_table(t.get("citation_scores"), [
+    sections.append(Section("Citations", incomplete_lines(t.get("citation_scores"), "citation"), _metric_table(t.get("citation_scores"), [
         "citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate"])))
     sections.append(Section("Answers", [], _metric_table(t.get("answer_scores"),
                                                          ["contains_all", "exact_match", "token_f1", "refused"])))
@@ -194,7 +207,8 @@ def grounding_sections(data: LaneData) -> list[Section]:
     grounding = data.tables.get("grounding_scores")
     calibration = data.tables.get("judge_calibration")
     review = data.tables.get("review_queue")
-    lines = [f"- grounding rate {_fmt(_mean(grounding, 'grounding_rate'))} (supported claims / claims, per trace)"]
+    lines = [f"- grounding rate {_fmt(_mean(grounding, 'grounding_rate'))} (supported claims / claims, per trace)",
+             *incomplete_lines(grounding, "grounding")]
     chart = None
     if calibration is not None and calibration.height:
         claim = calibration.filter(pl.col("level") == "claim") if "level" in calibration.columns else calibration
@@ -246,7 +260,7 @@ def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
         columns = [c for c in ("trace_id", "case_id", "policy_violations", "order_violations", "missing_calls",
                                "unexpected_calls", "adapter_divergence") if c in tools.columns]
         flagged = tools.filter(pl.col("policy_violation").fill_null(False) | pl.col("adapter_divergence").is_not_null()
-                               | pl.col("loop_detected").fill_null(False))
+                               | pl.col("loop_detected").fill_null(False)).sort("trace_id")
         sections.append(Section("Policy violations, loops and adapter divergences", [], flagged.select(columns), level=3))
     out_lines = []
     if outcomes is not None:
@@ -255,7 +269,8 @@ def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
         out_lines.append(f"- success (verified world state, never the final message): {_fmt(rate)} over {scored.height} scored traces")
         if "milestones_failed" in outcomes.columns:
             failed = (outcomes.select(pl.col("milestones_failed").explode().alias("milestone")).drop_nulls()
-                      .group_by("milestone").len().sort("len", descending=True).rename({"len": "failed_traces"}))
+                      .group_by("milestone").len().sort(["len", "milestone"], descending=[True, False])
+                      .rename({"len": "failed_traces"}))
             sections.append(Section("Outcome", out_lines, failed))
         else:
             sections.append(Section("Outcome", out_lines))
@@ -271,7 +286,7 @@ def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
         lines = [f"- pass@1 {_fmt(data.reliability['pass_at_1'].drop_nulls().mean())}; "
                  + ", ".join(f"pass^{c.rsplit('_', 1)[1]} {_fmt(v)}" for c, v in zip(ks, curve, strict=True))]
         sections.append(Section("Reliability over repeated attempts", lines,
-                                data.reliability.select([c for c in ("case_id", "n_attempts", "n_incomplete", "n_success",
+                                data.reliability.sort("case_id").select([c for c in ("case_id", "n_attempts", "n_incomplete", "n_success",
                                                                      "pass_at_1", *ks, "flaky") if c in data.reliability.columns]),
                                 charts.line_chart("pass^k (all k attempts succeed)", [c.rsplit("_", 1)[1] for c in ks], curve)))
     sections.extend([quarantine_section(data), failures_section(data), incomplete_section(data)])

@@ -1,4 +1,9 @@
-"""Report sections rendered twice from one source: Markdown (files and Dagster metadata) and a self-contained HTML page."""
+"""Report sections rendered twice from one source: Markdown (files and Dagster metadata) and a self-contained HTML page.
+
+Text in a report comes from traces (answers, queries, reasons), so both renderings escape it: HTML through
+`html.escape`, Markdown by writing `&`, `<` and `>` as entities, which Markdown viewers show as the characters and
+never read as markup (raw HTML in Markdown, such as a `<script>` in an answer, would otherwise be rendered).
+"""
 
 from __future__ import annotations
 
@@ -33,14 +38,22 @@ def _text(value) -> str:
     return str(value)
 
 
+def markdown_text(text: str) -> str:
+    """Text made inert in Markdown: `&`, `<` and `>` as HTML entities, so no raw HTML reaches a viewer."""
+    return escape(text, quote=False)
+
+
+def _cell(value) -> str:
+    return markdown_text(_text(value)).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def markdown_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS) -> str:
-    """A Markdown table of a frame (values formatted; long tables cut with a note)."""
+    """A Markdown table of a frame (values formatted and escaped; long tables cut with a note)."""
     if frame.height == 0:
         return "_none_"
-    header = "| " + " | ".join(frame.columns) + " |"
+    header = "| " + " | ".join(_cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(_text(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
-            for row in frame.head(max_rows).iter_rows()]
+    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.head(max_rows).iter_rows()]
     more = [f"\n_{frame.height - max_rows} more rows in the table_"] if frame.height > max_rows else []
     return "\n".join([header, rule, *rows, *more])
 
@@ -59,11 +72,11 @@ def html_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS) -> str:
 
 def render_markdown(title: str, sections: list[Section]) -> str:
     """The report as Markdown."""
-    out = [f"# {title}", ""]
+    out = [f"# {markdown_text(title)}", ""]
     for section in sections:
-        out.append(f"{'#' * section.level} {section.title}")
+        out.append(f"{'#' * section.level} {markdown_text(section.title)}")
         out.append("")
-        out.extend(section.lines)
+        out.extend(markdown_text(line) for line in section.lines)
         if section.lines:
             out.append("")
         if section.table is not None:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from eval_pipeline.contracts.identifiers import identifier_arg
+
 
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
@@ -21,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="data root to write into (created if missing)")
     p.add_argument("--traces", type=int, default=None, metavar="N", help="write a synthetic batch of N traces instead of the sample")
     p.add_argument("--seed", type=int, default=None, help="random seed of the synthetic batch (default 7)")
-    p.add_argument("--run-id", default=None, help="run id of the synthetic batch (default synth-<N>)")
+    p.add_argument("--run-id", default=None, type=identifier_arg("run id"),
+                   help="run id of the synthetic batch (default synth-<N>)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 

@@ -188,4 +188,5 @@ def score_answers(traces: pl.DataFrame, cases: pl.DataFrame, settings: ScoringSe
         )
         .select(list(ANSWER_SCHEMA))
         .cast(ANSWER_SCHEMA)
+        .sort("run_id", "trace_id")
     )

@@ -108,9 +108,9 @@ def lane_outcomes(stages: pl.DataFrame) -> pl.DataFrame:
     out = (
         stages.select(keys)
         .unique(maintain_order=True)
-        .join(deciding, on=keys, how="left")
-        .join(applicable, on=keys, how="left")
-        .join(hazards, on=keys, how="left")
+        .join(deciding, on=keys, how="left", maintain_order="left")
+        .join(applicable, on=keys, how="left", maintain_order="left")
+        .join(hazards, on=keys, how="left", maintain_order="left")
     )
     return out.select(
         *keys,

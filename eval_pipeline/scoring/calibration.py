@@ -7,7 +7,8 @@ answer: grounded when every claim is SUPPORTED (an answer without claims is grou
 claim is left out and counted in n_judge_incomplete). Statistics treat the human label as the truth.
 κ is Cohen's kappa (null when undefined: both sides used one and the same category); its 95% interval is the
 percentile bootstrap (numpy default_rng(seed), resampling label pairs with replacement, undefined replicates
-skipped, linear-interpolated 2.5th and 97.5th percentiles). Self-consistency: a judge that is not deterministic
+skipped, linear-interpolated 2.5th and 97.5th percentiles); `calibrate` hands it the pairs ordered by trace_id
+and matched claim text, so the same labels and verdicts give the same interval whatever order they arrive in. Self-consistency: a judge that is not deterministic
 is asked again, without caches, on a seeded sample of its verdicts; the share that changed is its flip rate.
 """
 
@@ -238,7 +239,8 @@ def calibrate(
     versions = claim_versions | (set(judged_answers["judge_version"].drop_nulls().to_list()) if judged_answers is not None else set())
     for version in sorted(versions):
         matched = claim_labels.join(judged.filter(pl.col("judge_version") == version), on=["trace_id", "_match"], suffix="_judge")
-        complete = matched.filter(pl.col("status") == "ok")
+        # A total order before the seeded bootstrap: a join's row order is not part of its result.
+        complete = matched.filter(pl.col("status") == "ok").sort("trace_id", "_match")
         if version in claim_versions or claim_labels.height:
             rows.append(
                 _statistics(
@@ -257,7 +259,7 @@ def calibrate(
         if answer_labels.is_empty():
             continue
         labelled_answers = answer_labels.join(answers.filter(pl.col("judge_version") == version), on="trace_id")
-        done = labelled_answers.filter(pl.col("judge_grounded").is_not_null())
+        done = labelled_answers.filter(pl.col("judge_grounded").is_not_null()).sort("trace_id")
         rows.append(
             _statistics(
                 version,
@@ -391,4 +393,5 @@ def review_queue(
         .with_columns(stage=pl.lit("grounding"), why=why)
         .select(list(REVIEW_SCHEMA))
         .cast(REVIEW_SCHEMA)
+        .sort("run_id", "trace_id")
     )

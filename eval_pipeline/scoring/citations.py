@@ -11,6 +11,9 @@ of that doc, else the corpus text). A grounding verdict SUPPORTED whose verified
 doc already settles the pair, without another judge call.
 Per claim (`citation_verdict`): SUPPORTS (a cited doc supports it) → DEAD_CITATION (no support and a cited id
 is dead) → null when a pair judgment is incomplete → RELATED_NOT_SUPPORTING; UNCITED when it cites nothing.
+An answered trace that logged no context (SPEC §11) is `incomplete` with reason `no_context_logged`: whether a
+cited id is dead, or a context chunk supports a claim, cannot be known, so its pairs are not judged, its claims'
+verdicts, its rates and its dead-citation counts are null.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import polars as pl
 from eval_pipeline.judge.base import EVIDENCE, Judge
 from eval_pipeline.judge.text import content_word_set, doc_markers, normalize_ws
 from eval_pipeline.scoring.claims import (
+    NO_CONTEXT_LOGGED,
     claim_key,
     extract_claims,
     judge_claims,
+    no_context_logged,
     unanswered,
 )
 from eval_pipeline.scoring.common import (
@@ -79,21 +84,21 @@ def _citation_pairs(claims: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFra
     has_quote = pl.col("quote").is_not_null() & (normalize_ws(pl.col("quote")).str.len_chars() > 0)
     by_index = (
         citations.filter(pl.col("cited_claim_index").is_not_null())
-        .join(claims.select(*_CLAIM), left_on=[*_TRACE, "cited_claim_index"], right_on=_CLAIM)
+        .join(claims.select(*_CLAIM), left_on=[*_TRACE, "cited_claim_index"], right_on=_CLAIM, maintain_order="left")
         .select(*_TRACE, pl.col("cited_claim_index").alias("claim_index"), "doc_id")
     )
     quoted = citations.filter(pl.col("cited_claim_index").is_null() & has_quote).with_row_index("cite_id")
     scope = claims.join(quoted.select(_TRACE).unique(), on=_TRACE, how="semi")
     by_quote = (
         quoted.with_columns(_quote_words=content_word_set(pl.col("quote")))
-        .join(scope.select(*_CLAIM, content_word_set(pl.col("claim")).alias("_claim_words")), on=_TRACE)
+        .join(scope.select(*_CLAIM, content_word_set(pl.col("claim")).alias("_claim_words")), on=_TRACE, maintain_order="left_right")
         .with_columns(_overlap=pl.col("_quote_words").list.set_intersection("_claim_words").list.len())
         .filter(pl.col("_overlap") == pl.col("_overlap").max().over("cite_id"))
         .select(*_CLAIM, "doc_id")
     )
     everywhere = (
         citations.filter(pl.col("cited_claim_index").is_null() & ~has_quote)
-        .join(claims.select(*_CLAIM), on=_TRACE)
+        .join(claims.select(*_CLAIM), on=_TRACE, maintain_order="left_right")
         .select(*_CLAIM, "doc_id")
     )
     return pl.concat([inline.select(*_CLAIM, "doc_id"), by_index, by_quote, everywhere]).unique(maintain_order=True)
@@ -163,13 +168,13 @@ def _judge_pairs(pairs: pl.DataFrame, claims: pl.DataFrame, traces: pl.DataFrame
     settled = (
         (pl.col("verdict") == "SUPPORTED") & pl.col("quote_verified").fill_null(False) & (pl.col("evidence_doc_id") == pl.col("doc_id"))
     )
-    pairs = pairs.join(claims.select(*_CLAIM, "verdict", "quote_verified", "evidence_doc_id"), on=_CLAIM)
+    pairs = pairs.join(claims.select(*_CLAIM, "verdict", "quote_verified", "evidence_doc_id"), on=_CLAIM, maintain_order="left")
     to_judge = pairs.filter(~settled)
     results = judge.judge_claims(citation_requests(to_judge.select(*_CLAIM, "doc_id"), claims, traces, corpus)).select(
         "request_key", pl.col("verdict").alias("_pair_judge"), pl.col("status").alias("_pair_status"), pl.col("reason").alias("_pair_why")
     )
     judged = to_judge.with_columns(claim_key("run_id", "trace_id", "claim_index", "doc_id").alias("request_key")).join(
-        results, on="request_key", how="left"
+        results, on="request_key", how="left", maintain_order="left"
     )
     judged = judged.with_columns(
         pair_verdict=pl.when(pl.col("_pair_status") != "ok")
@@ -270,13 +275,30 @@ def score_citations(
     rag = lane_traces(traces, cases, "rag") if cases is not None else traces
     citations = structured_citations(rag)
     in_corpus, in_context = _known_ids(rag, corpus)
+    blind = rag.filter(~harness_incomplete() & ~unanswered() & no_context_logged()).select(_TRACE)
     pairs = _with_existence(_citation_pairs(judged_claims, citations), in_corpus, in_context)
-    judged_pairs = _judge_pairs(pairs.filter(pl.col("exists")), judged_claims, rag, corpus, judge)
-    dead_pairs = pairs.filter(~pl.col("exists")).select(
+    # Pairs of a trace without context are neither judged (no call is spent) nor dead: they stay incomplete.
+    checkable = pairs.join(blind, on=_TRACE, how="anti", maintain_order="left")
+    judged_pairs = _judge_pairs(checkable.filter(pl.col("exists")), judged_claims, rag, corpus, judge)
+    dead_pairs = checkable.filter(~pl.col("exists")).select(
         *_CLAIM, "doc_id", pl.lit("DEAD_CITATION").alias("pair_verdict"), pl.lit(None, pl.String).alias("pair_reason")
     )
-    all_pairs = pairs.select(*_CLAIM, "doc_id").join(pl.concat([judged_pairs, dead_pairs]), on=[*_CLAIM, "doc_id"], how="left")
-    claims_out = _claim_citations(judged_claims, all_pairs)
+    blind_pairs = pairs.join(blind, on=_TRACE, how="semi", maintain_order="left").select(
+        *_CLAIM, "doc_id", pl.lit(None, pl.String).alias("pair_verdict"), pl.lit(NO_CONTEXT_LOGGED).alias("pair_reason")
+    )
+    all_pairs = pairs.select(*_CLAIM, "doc_id").join(
+        pl.concat([judged_pairs, dead_pairs, blind_pairs]), on=[*_CLAIM, "doc_id"], how="left", maintain_order="left"
+    )
+    blind_claim = pl.col("_blind").fill_null(False)
+    claims_out = (
+        _claim_citations(judged_claims, all_pairs)
+        .join(blind.with_columns(_blind=pl.lit(True)), on=_TRACE, how="left", maintain_order="left")
+        .with_columns(
+            citation_verdict=pl.when(blind_claim).then(None).otherwise(pl.col("citation_verdict")),
+            citation_reason=pl.when(blind_claim).then(pl.lit(NO_CONTEXT_LOGGED)).otherwise(pl.col("citation_reason")),
+        )
+        .drop("_blind")
+    )
 
     cited_ids = pl.concat(
         [
@@ -300,14 +322,15 @@ def score_citations(
         n_supporting_pairs=(pl.col("pair_verdict") == "SUPPORTS").sum(),
         n_incomplete_pairs=pl.col("pair_verdict").is_null().sum(),
     )
-    claim_counts = claims_out.group_by(_TRACE).agg(
+    # In claim order, so the first failing claim named in a reason is the same in every run.
+    claim_counts = claims_out.sort(*_CLAIM).group_by(_TRACE).agg(
         n_claims=pl.len(),
         n_supported_claims=(pl.col("citation_verdict") == "SUPPORTS").sum(),
         n_incomplete_claims=pl.col("citation_verdict").is_null().sum(),
         _first_failure=pl.format("claim {} {}", "claim_index", "citation_verdict").filter(pl.col("citation_verdict") != "SUPPORTS").first(),
         _incomplete_reason=pl.col("citation_reason").filter(pl.col("citation_verdict").is_null()).first(),
     )
-    rows = rag.select(*KEY_COLUMNS, "status", "error", "has_answer", "answer_text", "answer_refused")
+    rows = rag.select(*KEY_COLUMNS, "status", "error", "has_answer", "answer_text", "answer_refused", no_context_logged().alias("_no_context"))
     for part in (resolution, pair_counts, claim_counts, _quotes_found(rag, citations, corpus)):
         rows = rows.join(part, on=_TRACE, how="left")
     counts = [
@@ -329,8 +352,11 @@ def score_citations(
 
     applies = (pl.col("n_cited_ids") > 0) | pl.lit(settings.citations_required)
     passes = (pl.col("n_supported_claims") == pl.col("n_claims")) & (pl.col("n_dead_citations") == 0)
+    blind_trace = ~unanswered() & pl.col("_no_context")
     stage = (
         pl.when(harness_incomplete())
+        .then(pl.lit("incomplete"))
+        .when(blind_trace)
         .then(pl.lit("incomplete"))
         .when(~applies)
         .then(pl.lit("not_applicable"))
@@ -360,6 +386,8 @@ def score_citations(
     reason = (
         pl.when(harness_incomplete())
         .then(harness_reason())
+        .when(blind_trace)
+        .then(pl.lit(NO_CONTEXT_LOGGED))
         .when(~applies)
         .then(pl.lit("the answer cites nothing and the run does not require citations"))
         .when(unanswered())
@@ -384,9 +412,13 @@ def score_citations(
             quotes_found_rate=rate("n_quotes_found", "n_quotes"),
             status=pl.col("citation_stage").replace({"pass": "scored", "fail": "scored"}),
             reason=pl.when(~scored).then(pl.col("citation_reason")),
+            # Without the context, an id missing from the corpus may still have been in it: dead is unknown.
+            n_dead_citations=pl.when(~blind_trace).then(pl.col("n_dead_citations")),
+            dead_citation_ids=pl.when(~blind_trace).then(pl.col("dead_citation_ids")),
         )
         .select(list(CITATION_SCORES_SCHEMA))
         .cast(CITATION_SCORES_SCHEMA)
+        .sort("run_id", "trace_id")
     )
     return claims_out, scores
 
@@ -403,7 +435,8 @@ def claims_and_citations(
 
     Every step is per trace, so batches only bound memory: the judge's working set grows with the claims it holds.
     """
-    rag = lane_traces(traces, cases, "rag").select(traces.columns)
+    # By trace id: batches, judge requests and output rows then come in the same order whatever order traces arrive in.
+    rag = lane_traces(traces, cases, "rag").select(traces.columns).sort("run_id", "trace_id")
     claim_parts, score_parts = [], []
     for start in range(0, max(rag.height, 1), batch_traces):
         batch = rag.slice(start, batch_traces)
@@ -411,4 +444,5 @@ def claims_and_citations(
         claims, scores = score_citations(judged, batch, corpus, judge, settings, cases=cases)
         claim_parts.append(claims)
         score_parts.append(scores)
-    return pl.concat(claim_parts, how="vertical_relaxed"), pl.concat(score_parts, how="vertical_relaxed")
+    claims = pl.concat(claim_parts, how="vertical_relaxed").sort(*_CLAIM)
+    return claims, pl.concat(score_parts, how="vertical_relaxed").sort(*_TRACE)

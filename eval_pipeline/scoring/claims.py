@@ -6,8 +6,9 @@ Not claims: pleasantries, interjections and offers of help ("Thanks for reaching
 word ("Yes, it does."), lead-ins to a list (ending in `:`), refusals (a sentence holding one of the refusal
 phrases: "I couldn't find…" asserts nothing about the evidence) and pieces without a letter or digit.
 Traces whose harness status is error/timeout yield no claims: every lane of theirs is incomplete anyway.
-`judge_claims` then gives each claim the judge's verdict against the context its answer was given (an answer
-without context has empty evidence: NOT_IN_EVIDENCE).
+`judge_claims` then gives each claim the judge's verdict against the context its answer was given. A trace that
+logged no context (null or an empty list) is not judged: what the model saw is unknown, so its claims are
+`incomplete` with reason `no_context_logged` (SPEC §11), never NOT_IN_EVIDENCE, and cost no judge call.
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ PLEASANTRY = (
     r"|(?i)^(?:(?:yes|yeah|oh|well|no|ok|okay)[,!.]?\s*)*(?:i (?:agree|think so|believe so|guess so|hope so|know)(?: with you)?"
     r"|(?:that|it)'?s? (?:is )?(?:so |very )?(?:true|right|correct)|so true|me too|same here)\b[\s!.,]*$"
 )
+
+
+NO_CONTEXT_LOGGED = "no_context_logged"
+
+
+def no_context_logged() -> pl.Expr:
+    """True for a trace whose harness logged no context (null or an empty list)."""
+    return pl.col("context").list.len().fill_null(0) == 0
 
 
 def unanswered() -> pl.Expr:
@@ -129,20 +138,28 @@ def claim_key(*columns: str) -> pl.Expr:
 
 
 def grounding_requests(claims: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
-    """Judge requests (REQUEST_SCHEMA) for claims against their trace's context; no context means empty evidence."""
-    return claims.join(context_evidence(traces), on=["run_id", "trace_id"], how="left").select(
+    """Judge requests (REQUEST_SCHEMA) for claims against their trace's context; claims of a trace without context get none."""
+    return claims.join(context_evidence(traces), on=["run_id", "trace_id"], how="inner", maintain_order="left").select(
         claim_key("run_id", "trace_id", "claim_index").alias("request_key"),
         "claim",
-        pl.col("evidence").fill_null(pl.lit([], dtype=EVIDENCE)),
+        "evidence",
         claim_key("run_id", "trace_id").alias("evidence_key"),
     )
 
 
 def judge_claims(claims: pl.DataFrame, traces: pl.DataFrame, judge: Judge) -> pl.DataFrame:
-    """The claims with the judge's verdict against their trace's context (JUDGED_COLUMNS added)."""
-    results = judge.judge_claims(grounding_requests(claims, traces))
+    """The claims with the judge's verdict against their trace's context (JUDGED_COLUMNS added; module docstring)."""
+    requests = grounding_requests(claims, traces)
+    results = judge.judge_claims(requests).with_columns(_asked=pl.lit(True))
+    unasked = pl.col("_asked").is_null()
     return (
         claims.with_columns(claim_key("run_id", "trace_id", "claim_index").alias("request_key"))
-        .join(results, on="request_key", how="left")
+        .join(results, on="request_key", how="left", maintain_order="left")
+        .with_columns(
+            status=pl.when(unasked).then(pl.lit("incomplete")).otherwise(pl.col("status")),
+            reason=pl.when(unasked).then(pl.lit(NO_CONTEXT_LOGGED)).otherwise(pl.col("reason")),
+            judge_version=pl.when(unasked).then(pl.lit(judge.version, pl.String)).otherwise(pl.col("judge_version")),
+            judge_model=pl.when(unasked).then(pl.lit(judge.model, pl.String)).otherwise(pl.col("judge_model")),
+        )
         .select(*claims.columns, *JUDGED_COLUMNS)
     )

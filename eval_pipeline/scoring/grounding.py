@@ -2,14 +2,16 @@
 
 `grounding_rate` = supported claims / claims; 1.0 for an answer without claims; null when the judge could not
 finish any claim of the trace (an incomplete judgment is never counted as unsupported) or the trace is
-incomplete. The stage passes when the rate reaches `settings.grounding_threshold` (1.0: every claim supported).
+incomplete. An answered trace that logged no context is incomplete with reason `no_context_logged` (SPEC §11):
+there is nothing to ground against, which says nothing about the answer. The stage passes when the rate reaches
+`settings.grounding_threshold` (1.0: every claim supported).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from eval_pipeline.scoring.claims import unanswered
+from eval_pipeline.scoring.claims import NO_CONTEXT_LOGGED, no_context_logged, unanswered
 from eval_pipeline.scoring.common import (
     KEY_COLUMNS,
     harness_incomplete,
@@ -44,8 +46,9 @@ def score_grounding(
     settings: ScoringSettings,
     judge_version: str | None = None,
 ) -> pl.DataFrame:
-    """`grounding_scores`: one row per rag-lane trace (GROUNDING_SCHEMA); judge_version fills traces without claims."""
-    counts = judged_claims.group_by("run_id", "trace_id").agg(
+    """`grounding_scores`: one row per rag-lane trace (GROUNDING_SCHEMA), by trace id; judge_version fills traces without claims."""
+    # In claim order, so the first unsupported claim named in a reason is the same in every run.
+    counts = judged_claims.sort("run_id", "trace_id", "claim_index").group_by("run_id", "trace_id").agg(
         n_claims=pl.len(),
         n_supported=(pl.col("verdict") == "SUPPORTED").sum(),
         n_contradicted=(pl.col("verdict") == "CONTRADICTED").sum(),
@@ -59,7 +62,7 @@ def score_grounding(
     fallback_version = judge_version if judge_version is not None else (versions[0] if len(versions) == 1 else None)
     rows = (
         lane_traces(traces, cases, "rag")
-        .select(*KEY_COLUMNS, "status", "error", "has_answer", "answer_text", "answer_refused")
+        .select(*KEY_COLUMNS, "status", "error", "has_answer", "answer_text", "answer_refused", no_context_logged().alias("_no_context"))
         .join(counts, on=["run_id", "trace_id"], how="left")
         .with_columns(
             pl.col("n_claims", "n_supported", "n_contradicted", "n_not_in_evidence", "n_incomplete").fill_null(0).cast(pl.Int64),
@@ -72,6 +75,8 @@ def score_grounding(
         .then(pl.lit("incomplete"))
         .when(unanswered())
         .then(pl.lit("incomplete"))
+        .when(pl.col("_no_context"))
+        .then(pl.lit("incomplete"))
         .when(pl.col("n_incomplete") > 0)
         .then(pl.lit("incomplete"))
         .when(rate >= settings.grounding_threshold)
@@ -83,6 +88,8 @@ def score_grounding(
         .then(harness_reason())
         .when(unanswered())
         .then(pl.lit("trace has no answer"))
+        .when(pl.col("_no_context"))
+        .then(pl.lit(NO_CONTEXT_LOGGED))
         .when(pl.col("n_incomplete") > 0)
         .then(pl.format("judge could not finish {} of {} claims: {}", "n_incomplete", "n_claims", "_incomplete_reason"))
         .when(rate >= settings.grounding_threshold)
@@ -107,4 +114,5 @@ def score_grounding(
         )
         .select(list(GROUNDING_SCHEMA))
         .cast(GROUNDING_SCHEMA)
+        .sort("run_id", "trace_id")
     )

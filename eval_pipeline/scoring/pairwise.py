@@ -112,6 +112,7 @@ def pairwise_compare(baseline: pl.DataFrame, candidate: pl.DataFrame, judge: Jud
         )
         .select(list(PAIRWISE_SCHEMA))
         .cast(PAIRWISE_SCHEMA)
+        .sort("case_id", "attempt", "baseline_trace_id", "candidate_trace_id")
     )
     return per_pair, _summary(per_pair, judge.version)
 

@@ -12,6 +12,7 @@ import hashlib
 
 import polars as pl
 
+from eval_pipeline.contracts.models import SEED_GRADE
 from eval_pipeline.scoring.retrieval import first_occurrences, ranked_entries, retrieval_rounds
 
 QRELS_SCHEMA: dict[str, pl.DataType] = {
@@ -21,7 +22,7 @@ QRELS_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String,
     "annotator": pl.String,
 }
-SEED_GRADE = 2
+# SEED_GRADE (2) is defined with the contracts: the policy's grade scale must hold it (RetrievalPolicy).
 # Unlabelled variants still pool; they are named so pooled_from stays a readable "run_id:variant".
 UNLABELLED_VARIANT = "unlabelled"
 

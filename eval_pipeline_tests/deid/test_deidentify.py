@@ -27,9 +27,9 @@ def _text_of(*frames: pl.DataFrame) -> str:
 
 
 def _expected_token(entity_type: str, normal_form: str, key: bytes = DEMO_KEY) -> str:
-    """The token computed independently: HMAC-SHA256 over `TYPE\\x1fnormal form`, first 8 hex characters."""
+    """The token computed independently: HMAC-SHA256 over `TYPE\\x1fnormal form`, first 16 hex characters (64 bits)."""
     digest = hmac.new(key, f"{entity_type}\x1f{normal_form}".encode(), hashlib.sha256).hexdigest()
-    return f"<{entity_type}_{digest[:8]}>"
+    return f"<{entity_type}_{digest[:16]}>"
 
 
 def _step(frame: pl.DataFrame, row: int, index: int) -> dict:
@@ -294,7 +294,7 @@ def test_values_run_together_are_all_replaced_by_a_later_pass():
         "input": "call +44 20 7946 0958 4111 1111 1111 1111 or jane@x.com_203.0.113.7",
     }
     traces = traces_frame_from_records([trace])
-    cases = cases_frame_from_records([{"case_id": "c-1", "lanes": ["rag"]}])
+    cases = cases_frame_from_records([{"case_id": "c-1", "lanes": ["agent"]}])
     result = deidentify(traces, cases, None, DEMO_KEY)
     phone, card = _expected_token("PHONE", "442079460958"), _expected_token("CARD", "4111111111111111")
     email, ip = _expected_token("EMAIL", "jane@x.com"), _expected_token("IP", "203.0.113.7")

@@ -36,7 +36,7 @@ def test_person_under_a_name_key_is_found_without_a_name_list():
         {
             "result_json": [
                 '{"customer_name":"Mia Li"}',
-                '{"customer_name":"<PERSON_3f9a2c1d>"}',
+                '{"customer_name":"<PERSON_3f9a2c1d04b5e6f7>"}',
                 '{"tool_name":"Get Order"}',
                 '{"first_name":"mia_li_3668"}',
             ]
@@ -52,10 +52,23 @@ def test_known_names_are_found_in_free_text_only_when_given():
 
 
 def test_scan_text_reports_the_line():
-    report = "# Run report\n\nAll good for <EMAIL_3f9a2c1d>.\nEscalate to jane@x.com or 203.0.113.77\n"
+    report = "# Run report\n\nAll good for <EMAIL_3f9a2c1d04b5e6f7>.\nEscalate to jane@x.com or 203.0.113.77\n"
     found = scan_text(report, "report.md")
     assert found.select("table", "column", "row", "entity_type").rows() == [
         ("report.md", "text", 3, "EMAIL"),
         ("report.md", "text", 3, "IP"),
     ]
     assert scan_text("# Clean\nnothing here: order 88131, 2026-03-01\n", "report.md").height == 0
+
+
+def test_the_blocking_check_on_a_scorer_table_names_where_a_leak_is_never_the_value():
+    from eval_pipeline.quality.contracts import check_no_personal_data
+
+    leaked = pl.DataFrame({"trace_id": ["t1", "t2"], "reason": ["claim cites maria.lopez @example.com", "fine"],
+                           "note": ["call 030 901820 or +49 30 901820", "ok"]})
+    verdict = check_no_personal_data("attribution", leaked)
+    assert verdict.passed is False
+    text = f"{verdict.description} {verdict.metadata}"
+    assert "attribution.reason: EMAIL ×1" in text and "attribution.note: PHONE" in text
+    for fragment in ("maria", "lopez", "example.com", "901820", "30 90"):
+        assert fragment not in text

@@ -31,6 +31,7 @@ def rag_cases():
     return cases_frame_from_records(
         [
             {"case_id": "c1", "lanes": ["rag"], "input": "How long is the refund window for annual SMB plans?",
+             "required_doc_ids": ["policy/refunds-2025"],
              "expected_answer_contains": ["14 days"], "reference_answer": "Annual SMB plans have a 14 day refund window."},
             {"case_id": "c-refusal", "lanes": ["rag"], "input": "Do you refund enterprise plans?", "expect_refusal": True},
             {"case_id": "c-agent", "lanes": ["agent"], "input": "Refund order 88131."},

@@ -53,11 +53,12 @@ def test_refusal_is_checked_both_ways(rag_cases):
         {"trace_id": "answers-refusal-case", "case_id": "c-refusal", "answer": {"text": "Enterprise plans get 30 days."}},
         {"trace_id": "refuses-answerable", "case_id": "c1", "answer": {"text": "I couldn't find the refund window, 14 days maybe."}},
     ])
+    # rows come by trace id, whatever order the traces came in
     assert [(t, r["refused"], r["expect_refusal"], r["answer_stage"]) for t, r in rows.items()] == [
-        ("refuses-ok", True, True, "pass"),
-        ("flag-ok", True, True, "pass"),
         ("answers-refusal-case", False, True, "fail"),
+        ("flag-ok", True, True, "pass"),
         ("refuses-answerable", True, False, "fail"),
+        ("refuses-ok", True, True, "pass"),
     ]
     assert rows["answers-refusal-case"]["answer_reason"] == "expected a refusal; the answer did not refuse"
     assert rows["refuses-answerable"]["answer_reason"] == "the answer refused"
@@ -65,8 +66,8 @@ def test_refusal_is_checked_both_ways(rag_cases):
 
 def test_reference_only_uses_the_f1_threshold_and_no_contract_is_not_applicable():
     cases = cases_frame_from_records([
-        {"case_id": "ref", "lanes": ["rag"], "reference_answer": "the Nile river is the longest"},
-        {"case_id": "none", "lanes": ["rag", "agent"]},
+        {"case_id": "ref", "lanes": ["rag"], "required_doc_ids": ["geo/rivers"], "reference_answer": "the Nile river is the longest"},
+        {"case_id": "none", "lanes": ["rag", "agent"], "required_doc_ids": ["geo/rivers"]},
     ])
     records = [
         {"trace_id": "close", "case_id": "ref", "answer": {"text": "The Nile is the longest river."}},
@@ -89,8 +90,8 @@ def test_incomplete_traces_have_null_metrics(rag_cases):
         {"trace_id": "t-missing", "case_id": "c1"},
     ])
     assert [(r["status"], r["reason"], r["contains_all"], r["token_f1"], r["refused"]) for r in rows.values()] == [
-        ("incomplete", "harness status timeout: provider timeout", None, None, None),
-        ("incomplete", "trace has no answer", None, None, None),
+        ("incomplete", "trace has no answer", None, None, None),  # t-missing
+        ("incomplete", "harness status timeout: provider timeout", None, None, None),  # t-timeout
     ]
 
 

@@ -88,8 +88,10 @@ def test_calibrate_gives_claim_and_answer_rows():
     claim, answer = calibration.to_dicts()
     assert (claim["judge_version"], claim["level"], claim["n"], claim["agreement"], claim["n_unmatched_labels"]) == ("v1", "claim", 10, 0.7, 1)
     assert claim["cohen_kappa"] == pytest.approx(0.31 / 0.61)
+    # The bootstrap resamples the pairs in trace-id order (t1, t10, t2, …, t9), not in the order they came.
+    by_trace = sorted(range(len(HUMAN)), key=lambda i: f"t{i + 1}")
     assert (claim["kappa_ci_low"], claim["kappa_ci_high"]) == bootstrap_kappa_ci(
-        [LONG[h] for h in HUMAN], [LONG[j] for j in JUDGE], n_boot=200, seed=3)
+        [LONG[HUMAN[i]] for i in by_trace], [LONG[JUDGE[i]] for i in by_trace], n_boot=200, seed=3)
     assert json.loads(claim["confusion"])["SUPPORTED"] == {"SUPPORTED": 4, "CONTRADICTED": 0, "NOT_IN_EVIDENCE": 1}
     # kappa 0.508 < 0.6: may not gate, although n = 10 meets min_n
     assert claim["may_gate"] is False
@@ -101,6 +103,16 @@ def test_calibrate_gives_claim_and_answer_rows():
     lenient = calibrate(_judged(), labels, ScoringSettings(min_kappa=0.5, min_n=10), n_boot=50)
     assert judge_may_gate(lenient, "v1") is True
     assert judge_may_gate(lenient, "v2") is False  # no calibration row: may not gate
+
+
+def test_calibration_does_not_depend_on_the_order_of_claims_or_labels():
+    labels = _labels()
+    calibration = calibrate(_judged(), labels, ScoringSettings(), n_boot=200, seed=3)
+    shuffled = calibrate(_judged().reverse(), labels.reverse(), ScoringSettings(), n_boot=200, seed=3)
+    assert shuffled.equals(calibration)
+    # Rows in reverse give the claim interval in reverse order too: only the sorted pairs make the two runs agree.
+    assert bootstrap_kappa_ci([LONG[h] for h in HUMAN[::-1]], [LONG[j] for j in JUDGE[::-1]], n_boot=200, seed=3) != (
+        calibration["kappa_ci_low"][0], calibration["kappa_ci_high"][0])
 
 
 def test_incomplete_verdicts_are_counted_apart_and_too_few_labels_never_gate():

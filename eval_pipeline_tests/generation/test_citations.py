@@ -112,3 +112,26 @@ def test_batches_of_traces_give_the_same_claims_and_scores_as_one_batch(context,
     batched = claims_and_citations(traces, corpus, rag_cases, make_judge("local"), ScoringSettings(), batch_traces=1)
     assert whole[0].height == 4 and whole[1]["trace_id"].to_list() == ["t1", "t2", "t3"]
     assert batched[0].equals(whole[0]) and batched[1].equals(whole[1])
+
+
+def test_citations_of_an_answer_without_logged_context_are_incomplete_not_dead(context, corpus, rag_cases):
+    text = f"{WINDOW} [doc:policy/refunds-2025]. {PROCESSING} [doc:ghost/doc]."
+    claims, scores = _score(context, corpus, rag_cases, [
+        {"trace_id": "t-null", "context": None, "answer": {"text": text}},
+        {"trace_id": "t-with", "answer": {"text": text}},
+    ])
+    assert claims.select("trace_id", "claim_index", "cited_doc_ids", "citation_verdict", "citation_reason").rows() == [
+        ("t-null", 0, ["policy/refunds-2025"], None, "no_context_logged"),
+        ("t-null", 1, ["ghost/doc"], None, "no_context_logged"),
+        ("t-with", 0, ["policy/refunds-2025"], "SUPPORTS", None),
+        ("t-with", 1, ["ghost/doc"], "DEAD_CITATION", "cited id ghost/doc is in neither the corpus nor the context"),
+    ]
+    blind, seen = scores["t-null"], scores["t-with"]
+    # Without the context, ghost/doc may have been in it: no rate, no dead count, no verdict.
+    assert (blind["n_claims"], blind["n_citation_pairs"], blind["citation_precision"], blind["citation_recall"],
+            blind["citation_resolution_rate"], blind["n_dead_citations"], blind["dead_citation_ids"]) == (2, 2, None, None, None, None, None)
+    assert (blind["status"], blind["reason"], blind["citation_stage"], blind["citation_reason"]) == (
+        "incomplete", "no_context_logged", "incomplete", "no_context_logged")
+    # With it: pairs (0, refunds) supports, (1, ghost) dead: precision 1/2, recall 1/2, 1 of 2 ids resolve
+    assert (seen["citation_precision"], seen["citation_recall"], seen["citation_resolution_rate"], seen["n_dead_citations"],
+            seen["citation_stage"]) == (0.5, 0.5, 0.5, 1, "fail")

@@ -207,7 +207,8 @@ def test_grounding_rate_reproduces_ragchecker_faithfulness(ragchecker_outputs):
             for chunk, verdict in zip(item["retrieved_context"], item["retrieved2response"][index], strict=True):
                 entailment[(claim, chunk["doc_id"])] = verdict
     trace_frame = traces_frame_from_records(traces, run_id="ragchecker")
-    cases = cases_frame_from_records([{"case_id": t["case_id"], "lanes": ["rag"]} for t in traces])
+    cases = cases_frame_from_records([{"case_id": t["case_id"], "lanes": ["rag"], "required_doc_ids": [t["context"][0]["doc_id"]]}
+                                      for t in traces])
     judged = judge_claims(pl.DataFrame(claims, schema=CLAIMS_SCHEMA), trace_frame, RecordedEntailmentJudge(entailment))
     scores = score_grounding(judged, trace_frame, cases, ScoringSettings()).sort("trace_id")
     # Query 0: 4 of 11 claims entailed by some chunk = 0.3636; query 1: 5 of 5 (entailed despite contradicting chunks) = 1.0.
@@ -215,3 +216,47 @@ def test_grounding_rate_reproduces_ragchecker_faithfulness(ragchecker_outputs):
     assert [round(r, 4) for r in scores["grounding_rate"]] == [0.3636, 1.0]
     assert scores["grounding_rate"].to_list() == pytest.approx([r["metrics"]["faithfulness"] for r in results])
     assert judged["quote_verified"].filter(judged["verdict"] == "SUPPORTED").to_list() == [True] * 9
+
+
+class CountingJudge(Judge):
+    """The local judge, counting the claims it is asked about."""
+
+    def __init__(self) -> None:
+        self.inner, self.asked = make_judge("local"), []
+        self.version, self.model = self.inner.version, self.inner.model
+
+    def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
+        self.asked.extend(requests["request_key"].to_list())
+        return self.inner._judge_claims(requests)
+
+    def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
+        raise NotImplementedError("pairwise is not used here")
+
+
+def test_an_answer_without_logged_context_is_incomplete_not_a_zero_and_costs_no_judge_call(context, rag_cases):
+    answer = {"text": "Annual SMB plans can be refunded within 30 days. Processing takes 5 business days."}
+    traces = traces_frame_from_records([
+        {"trace_id": "t-null", "case_id": "c1", "answer": answer},
+        {"trace_id": "t-empty", "case_id": "c1", "context": [], "answer": answer},
+        {"trace_id": "t-with", "case_id": "c1", "context": context, "answer": answer},
+    ])
+    judge = CountingJudge()
+    judged = judge_claims(extract_claims(traces), traces, judge)
+    # only the two claims of the trace that logged its context went to the judge
+    assert judge.asked == ["test-run\x1ft-with\x1f0", "test-run\x1ft-with\x1f1"]
+    assert judged.select("trace_id", "claim_index", "verdict", "status", "reason", "judge_version").rows()[:4] == [
+        ("t-null", 0, None, "incomplete", "no_context_logged", LOCAL_VERSION),
+        ("t-null", 1, None, "incomplete", "no_context_logged", LOCAL_VERSION),
+        ("t-empty", 0, None, "incomplete", "no_context_logged", LOCAL_VERSION),
+        ("t-empty", 1, None, "incomplete", "no_context_logged", LOCAL_VERSION),
+    ]
+    scores = score_grounding(judged, traces, rag_cases, ScoringSettings())
+    # by trace id; with context: 30 days contradicts the 14-day window, 5 business days is supported: 1/2
+    assert scores.select("trace_id", "n_claims", "n_supported", "n_incomplete", "grounding_rate", "status", "reason",
+                         "grounding_stage", "grounding_reason").rows() == [
+        ("t-empty", 2, 0, 2, None, "incomplete", "no_context_logged", "incomplete", "no_context_logged"),
+        ("t-null", 2, 0, 2, None, "incomplete", "no_context_logged", "incomplete", "no_context_logged"),
+        ("t-with", 2, 1, 0, 0.5, "scored", None, "fail",
+         "grounding_rate 0.5 < threshold 1.0: 1 contradicted, 0 not in evidence "
+         "(first: claim 0 CONTRADICTED: Annual SMB plans can be refunded within 30 days.)"),
+    ]

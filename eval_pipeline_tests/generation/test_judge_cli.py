@@ -62,7 +62,7 @@ def _data_root(root):
     (root / "corpus" / "c1" / "docs.jsonl").write_text(
         json.dumps({"doc_id": "policy/refunds-2025", "text": "Annual SMB plans have a 14 day refund window."}) + "\n")
     (root / "cases" / "d1").mkdir(parents=True)
-    (root / "cases" / "d1" / "rag-1.yaml").write_text("case_id: rag-1\nlanes: [rag]\ninput: Refund window?\n")
+    (root / "cases" / "d1" / "rag-1.yaml").write_text("case_id: rag-1\nlanes: [rag]\ninput: Refund window?\nrequired_doc_ids: [policy/refunds]\n")
     (root / "cases" / "d1" / "agent-1.yaml").write_text("case_id: agent-1\nlanes: [agent]\ninput: Refund it\n")
     (root / "traces" / "run-1").mkdir(parents=True)
     (root / "traces" / "run-1" / "run.yaml").write_text("run_id: run-1\ncandidate: bot\ncorpus_version: c1\ndataset_version: d1\n")
