@@ -8,8 +8,9 @@ claim is left out and counted in n_judge_incomplete). Statistics treat the human
 κ is Cohen's kappa (null when undefined: both sides used one and the same category); its 95% interval is the
 percentile bootstrap (numpy default_rng(seed), resampling label pairs with replacement, undefined replicates
 skipped, linear-interpolated 2.5th and 97.5th percentiles); `calibrate` hands it the pairs ordered by trace_id
-and matched claim text, so the same labels and verdicts give the same interval whatever order they arrive in. Self-consistency: a judge that is not deterministic
-is asked again, without caches, on a seeded sample of its verdicts; the share that changed is its flip rate.
+and matched claim text, so the same labels and verdicts give the same interval whatever order they arrive in.
+Self-consistency: a judge that is not deterministic is asked again, without caches, on a seeded sample of its
+verdicts; the share that changed is its flip rate.
 """
 
 from __future__ import annotations
