@@ -7,7 +7,7 @@ from eval_pipeline.defs import checks
 from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.resources import EvalConfig, lane_key
 from eval_pipeline.io.facts import manifest_from_warehouse
 from eval_pipeline.quality import tables
 from eval_pipeline.quality.contracts import check_no_personal_data
@@ -38,7 +38,7 @@ def _lane_cases(cases: pl.DataFrame, lane: str) -> pl.DataFrame:
 def build_lane(lane: str) -> list:
     """The attribution, reliability and report assets of one lane."""
     lane_ins = {name: dg.AssetIn(key=name) for name in LANE_TABLES[lane]}
-    stage_key = dg.AssetKey([lane, "stage_results"])
+    stage_key = lane_key(lane, "stage_results")
 
     @dg.asset(key=stage_key, partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION,
               io_manager_key="warehouse_io", ins={"run_manifest": dg.AssetIn(), **lane_ins},
@@ -52,8 +52,8 @@ def build_lane(lane: str) -> list:
         return materialized(frame, versions=manifest, headline={f"stages_{s}": n for s, n in counts.iter_rows()},
                             check_results=checks.results(stage_key, tables.STAGE_RESULTS, frame))
 
-    attribution_key = dg.AssetKey([lane, "attribution"])
-    rollup_key = dg.AssetKey([lane, "attribution_rollup"])
+    attribution_key = lane_key(lane, "attribution")
+    rollup_key = lane_key(lane, "attribution_rollup")
 
     @dg.multi_asset(
         name=f"{lane}_attribution",
@@ -85,8 +85,8 @@ def build_lane(lane: str) -> list:
                            headline={f"failures_{s}": n for s, n in rollup.select("stage", "failures").iter_rows()},
                            check_results=rollup_checks)
 
-    reliability_key = dg.AssetKey([lane, "reliability"])
-    quarantine_key = dg.AssetKey([lane, "quarantine"])
+    reliability_key = lane_key(lane, "reliability")
+    quarantine_key = lane_key(lane, "quarantine")
     reliability_ins = {"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=stage_key), "deid_cases": dg.AssetIn()}
     if lane == "agent":
         reliability_ins["outcome_scores"] = dg.AssetIn()
@@ -127,9 +127,9 @@ def build_lane(lane: str) -> list:
         **{name: dg.AssetIn() for name in REPORT_EXTRAS[lane]},
     }
 
-    @dg.asset(key=[lane, "report"], partitions_def=runs_partitions, group_name=GROUP, code_version=REPORT_CODE_VERSION,
+    @dg.asset(key=lane_key(lane, "report"), partitions_def=runs_partitions, group_name=GROUP, code_version=REPORT_CODE_VERSION,
               ins=report_ins, deps=[attribution_key], kinds={"markdown", "html"},
-              check_specs=[dg.AssetCheckSpec(REPORT_PRIVACY_CHECK, asset=[lane, "report"], blocking=True,
+              check_specs=[dg.AssetCheckSpec(REPORT_PRIVACY_CHECK, asset=lane_key(lane, "report"), blocking=True,
                                              description="No personal data in the report text.")],
               description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.")
     def report(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,

@@ -7,7 +7,7 @@ from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.generation import JudgeConfig
-from eval_pipeline.defs.resources import AGENT_COLUMNS, RETRIEVAL_COLUMNS, EvalConfig, traces_without
+from eval_pipeline.defs.resources import AGENT_COLUMNS, lane_key, RETRIEVAL_COLUMNS, EvalConfig, traces_without
 from eval_pipeline.io.facts import run_facts
 from eval_pipeline.reporting.gate_report import gate_sections
 from eval_pipeline.reporting.render import render_html, render_markdown
@@ -28,12 +28,12 @@ GATE_INS = {
     "tool_scores": dg.AssetIn(),
     "grounding_scores": dg.AssetIn(),
     "judge_calibration": dg.AssetIn(),
-    "rag_stage_results": dg.AssetIn(key=["rag", "stage_results"]),
-    "agent_stage_results": dg.AssetIn(key=["agent", "stage_results"]),
-    "rag_reliability": dg.AssetIn(key=["rag", "reliability"]),
-    "agent_reliability": dg.AssetIn(key=["agent", "reliability"]),
-    "rag_quarantine": dg.AssetIn(key=["rag", "quarantine"]),
-    "agent_quarantine": dg.AssetIn(key=["agent", "quarantine"]),
+    "rag_stage_results": dg.AssetIn(key=lane_key("rag", "stage_results")),
+    "agent_stage_results": dg.AssetIn(key=lane_key("agent", "stage_results")),
+    "rag_reliability": dg.AssetIn(key=lane_key("rag", "reliability")),
+    "agent_reliability": dg.AssetIn(key=lane_key("agent", "reliability")),
+    "rag_quarantine": dg.AssetIn(key=lane_key("rag", "quarantine")),
+    "agent_quarantine": dg.AssetIn(key=lane_key("agent", "quarantine")),
 }
 
 

@@ -79,11 +79,16 @@ class EvalConfig(dg.ConfigurableResource):
         return ScoringSettings.from_policy(self.policy(), **overrides)
 
 
+def lane_key(lane: str, name: str) -> dg.AssetKey:
+    """The key of a lane's asset: rag/rag_stage_results (distinct names in the UI graph), stored in table stage_results."""
+    return dg.AssetKey([lane, f"{lane}_{name}"])
+
+
 def table_of(asset_key: dg.AssetKey) -> tuple[str, dict[str, str]]:
-    """The warehouse table of an asset and the lane it owns in it (rag/stage_results → stage_results, lane=rag)."""
+    """The warehouse table of an asset and the lane it owns in it (rag/rag_stage_results → stage_results, lane=rag)."""
     path = asset_key.path
     if len(path) == 2 and path[0] in LANE_PREFIXES:
-        return path[1], {"lane": path[0]}
+        return path[1].removeprefix(f"{path[0]}_"), {"lane": path[0]}
     return path[-1], {}
 
 

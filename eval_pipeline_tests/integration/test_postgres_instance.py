@@ -45,8 +45,8 @@ def test_sample_suite_on_postgres_with_the_multiprocess_executor(postgres_server
     assert sorted(run.tags["dagster/partition"] for run in runs) == RUNS
     assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
     assert sorted(instance.get_dynamic_partitions("evaluation_runs")) == RUNS
-    for key in (dg.AssetKey("retrieval_scores"), dg.AssetKey("deid_traces"), dg.AssetKey(["agent", "report"]),
-                dg.AssetKey(["rag", "stage_results"])):
+    for key in (dg.AssetKey("retrieval_scores"), dg.AssetKey("deid_traces"), dg.AssetKey(["agent", "agent_report"]),
+                dg.AssetKey(["rag", "rag_stage_results"])):
         records = instance.fetch_materializations(key, limit=10).records
         assert sorted(record.partition_key for record in records) == RUNS, key
 

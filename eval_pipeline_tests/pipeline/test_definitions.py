@@ -13,8 +13,8 @@ def test_definitions_load_with_the_whole_graph():
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
     for expected in ["run_manifest", "raw_traces", "traces", "trace_rejects", "cases", "corpus", "deid_traces", "deid_cases",
                      "qrels", "judging_queue", *LANE_TABLES, "judge_calibration", "review_queue", "tool_call_diffs",
-                     "rag/stage_results", "agent/stage_results", "rag/attribution", "agent/attribution_rollup",
-                     "rag/reliability", "agent/quarantine", "rag/report", "agent/report", "gate_results", "gate_report"]:
+                     "rag/rag_stage_results", "agent/agent_stage_results", "rag/rag_attribution", "agent/agent_attribution_rollup",
+                     "rag/rag_reliability", "agent/agent_quarantine", "rag/rag_report", "agent/agent_report", "gate_results", "gate_report"]:
         assert expected in keys, expected
 
 

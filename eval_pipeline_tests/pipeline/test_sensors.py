@@ -12,8 +12,8 @@ from eval_pipeline.defs.resources import EvalConfig
 from eval_pipeline.io.fingerprints import run_fingerprints
 from eval_pipeline.io.storage import open_location
 
-NOT_RETRIEVAL = {"answer_scores", "tool_scores", "outcome_scores", "claims", "grounding_scores", "agent/stage_results",
-                 "agent/report", "deid_traces", "traces"}
+NOT_RETRIEVAL = {"answer_scores", "tool_scores", "outcome_scores", "claims", "grounding_scores", "agent/agent_stage_results",
+                 "agent/agent_report", "deid_traces", "traces"}
 
 
 @pytest.fixture()
@@ -50,7 +50,7 @@ def test_a_judgment_change_rescores_only_the_affected_runs_and_only_retrieval_do
     second = _tick(instance, data, first.cursor)
     assert sorted(r.partition_key for r in second.run_requests) == ["base-41", "cand-42"]
     selected = {k.to_user_string() for k in second.run_requests[0].asset_selection}
-    assert {"qrels", "judging_queue", "retrieval_scores", "context_scores", "rag/stage_results", "rag/report", "gate_results"} <= selected
+    assert {"qrels", "judging_queue", "retrieval_scores", "context_scores", "rag/rag_stage_results", "rag/rag_report", "gate_results"} <= selected
     assert not selected & NOT_RETRIEVAL
     third = _tick(instance, data, second.cursor)
     assert third.run_requests == []
@@ -71,7 +71,7 @@ def test_a_new_corpus_version_rescores_that_run_only(data):
     assert [r.partition_key for r in second.run_requests] == ["cand-42"]
     selected = {k.to_user_string() for k in second.run_requests[0].asset_selection}
     assert {"run_manifest", "corpus", "deid_corpus", "retrieval_scores"} <= selected
-    assert not selected & {"answer_scores", "tool_scores", "outcome_scores", "agent/report"}
+    assert not selected & {"answer_scores", "tool_scores", "outcome_scores", "agent/agent_report"}
 
 
 def test_runs_not_yet_known_are_left_to_the_new_batch_sensor(data):

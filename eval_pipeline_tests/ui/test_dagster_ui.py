@@ -20,7 +20,7 @@ LANE_GROUPS = {
     "agent": ("tool_scores", ("outcome_scores", "tool_call_diffs", "tool_scores")),
 }
 # Both lanes' attribution assets, as the catalog writes a two-part key.
-ATTRIBUTION_ASSETS = tuple(f"{lane} / {name}" for lane in ("agent", "rag") for name in
+ATTRIBUTION_ASSETS = tuple(f"{lane} / {lane}_{name}" for lane in ("agent", "rag") for name in
                            ("attribution", "attribution_rollup", "quarantine", "reliability", "report", "stage_results"))
 # The checks every lane table carries, blocking, ERROR severity.
 LANE_TABLE_CHECKS = ("complete", "no_personal_data", "schema", "value_ranges")
@@ -81,13 +81,13 @@ def test_a_lane_tables_checks_render_with_the_recorded_outcome(page, ui_run, ass
 @pytest.mark.parametrize("lane", ["rag", "agent"])
 def test_a_lane_reports_markdown_metadata_renders(page, ui_run, lane):
     run = ui_run.run_id
-    assert f"{lane}/report" in ui_run.materialized, (
-        f"{lane}/report of {run} was never materialized, so the UI has no report to show; run exit "
+    assert f"{lane}/{lane}_report" in ui_run.materialized, (
+        f"{lane}/{lane}_report of {run} was never materialized, so the UI has no report to show; run exit "
         f"{ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}")
     markdown = ui_run.reports / run / f"{lane}.md"
     sections = [line[3:] for line in markdown.read_text().splitlines() if line.startswith("## ")]
     assert "First failing stage (Pareto)" in sections
-    page.goto(f"{ui_run.url}/assets/{lane}/report?partition={run}")
+    page.goto(f"{ui_run.url}/assets/{lane}/{lane}_report?partition={run}")
     expect(page.get_by_text(str(markdown), exact=True)).to_be_visible()
     page.get_by_text("[Show Markdown]", exact=True).click()
     dialog = page.get_by_role("dialog")
