@@ -140,12 +140,19 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `eval-pipeline` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # A command cut off while writing has no result of its own; 1 is what Python exits with on a broken pipe.
+    code = EXIT_FAILED
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        # Flushed here, not at interpreter exit: a reader that went away (`… | head -1`) then fails this flush, inside
+        # the try, instead of printing "Exception ignored … BrokenPipeError" at exit and exiting 120.
+        sys.stdout.flush()
     except BrokenPipeError:
-        # The reader of our output went away (`… | head`): stop quietly, as command-line tools do.
-        sys.stderr.close()
-        return EXIT_OK
+        # As Python's documentation recommends: what is still buffered goes to devnull, so the flush at exit succeeds.
+        # The exit status stays the command's own when it had finished (a failed gate still exits 1).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return code
 
 
 if __name__ == "__main__":

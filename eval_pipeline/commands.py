@@ -39,11 +39,11 @@ def latest_passing_baseline(warehouse, candidate: str, policy_baseline: str | No
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
-    from eval_pipeline.defs.gates import compare
+    from eval_pipeline.gating import compare
     from eval_pipeline.io.facts import run_facts
     from eval_pipeline.io.loaders import load_gate_policy, parse_gate_policy
-    from eval_pipeline.reporting.gate_report import EXIT_MEANING, gate_text_table
-    from eval_pipeline.scoring.gates import exit_code
+    from eval_pipeline.reporting.gate_report import EXIT_MEANING, gate_json, gate_junit, gate_text_table
+    from eval_pipeline.scoring.gates import baseline_of, exit_code
 
     try:
         policy = (parse_gate_policy(Path(args.policy).read_text(), args.policy) if args.policy
@@ -57,14 +57,22 @@ def _cmd_gate(args: argparse.Namespace) -> int:
         print(f"eval-pipeline gate: error: run {args.candidate!r} has not been scored in {warehouse.root} "
               f"(run `eval-pipeline run --run {args.candidate}` first)", file=sys.stderr)
         return 2
-    baseline = args.baseline or policy.baseline_run_id
+    # With --json, stdout holds the JSON document only.
+    notes = sys.stderr if args.json else sys.stdout
+    baseline = args.baseline or baseline_of(candidate.manifest, policy)
     if baseline == LATEST_PASSING:
         baseline = latest_passing_baseline(warehouse, args.candidate, policy.baseline_run_id)
-        print(f"baseline: latest passing run = {baseline or 'none found'}")
+        print(f"baseline: latest passing run = {baseline or 'none found'}", file=notes)
     results = compare(policy, candidate, baseline, warehouse)
+    code = exit_code(results)
+    if args.junit:
+        Path(args.junit).write_text(gate_junit(results, args.candidate, baseline), encoding="utf-8")
+        print(f"JUnit XML: {args.junit}", file=notes)
+    if args.json:
+        print(gate_json(results, args.candidate, baseline, policy.version))
+        return code
     print(f"gates: candidate {args.candidate} vs baseline {baseline or 'none'} (policy {policy.version})\n")
     print(gate_text_table(results))
-    code = exit_code(results)
     print(f"\nexit {code}: {EXIT_MEANING[code]}")
     return code
 
@@ -100,10 +108,15 @@ def _register_gate(sub) -> None:
         "Exit status: 0 every gate passed, 1 a gate failed, 2 a gate is incomplete or incomparable (or bad input).",
     )
     gate.add_argument("--candidate", required=True, metavar="RUN", type=identifier_arg("run id"), help="the run under test")
-    gate.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"), help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the policy)")
+    gate.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"), help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the candidate's run.yaml, else of the policy)")
     gate.add_argument("--data", default="data", help="input root holding policy/gates.yaml (default: data)")
     gate.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")
     gate.add_argument("--policy", help="a gate policy file instead of DATA/policy/gates.yaml")
+    gate.add_argument("--json", action="store_true",
+                      help="print one JSON object instead of the table: verdict, exit_code and a `gates` list, each with "
+                      "gate, status, unit, baseline_value, candidate_value, delta, threshold, blocking_cases, owner "
+                      "(schema: docs/gate_json.md); the exit status is the same")
+    gate.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE, one test case per gate, for CI test reports")
     gate.set_defaults(handler=_cmd_gate)
 
 
@@ -127,11 +140,13 @@ def _register_compare(sub) -> None:
 
 def _helper_registrations() -> list:
     from eval_pipeline.bench import register as register_bench
+    from eval_pipeline.exports.cli import register as register_export
     from eval_pipeline.importers.cli import register as register_import
     from eval_pipeline.judge.cli import register as register_judge
+    from eval_pipeline.reporting.show_cli import register as register_show
     from eval_pipeline.trec.cli import register as register_trec
 
-    return [register_trec, register_import, register_judge, register_bench]
+    return [register_show, register_export, register_trec, register_import, register_judge, register_bench]
 
 
 REGISTRATIONS: list = [_register_gate, _register_compare]

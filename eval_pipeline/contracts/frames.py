@@ -252,6 +252,7 @@ MANIFEST_COLUMNS: tuple[str, ...] = (
     "created_at",
     "citations",
     "locale",
+    "baseline_run_id",
 )
 
 
@@ -491,4 +492,5 @@ def manifest_row(manifest: RunManifest) -> dict[str, Any]:
         "created_at": manifest.created_at,
         "citations": manifest.citations,
         "locale": manifest.locale,
+        "baseline_run_id": manifest.baseline_run_id,
     }

@@ -254,6 +254,8 @@ class RunManifest(_Strict):
     dataset_version: Identifier
     mode: Literal["gate", "exploratory"] = "gate"
     created_at: str | None = None
+    # the run this one is gated against; without it, the gate policy's baseline_run_id
+    baseline_run_id: Identifier | None = None
     citations: Literal["required", "optional"] | None = None
     # BCP 47 tag (e.g. "de-DE"): the default region for national phone numbers and ids in this run's traces
     locale: str | None = None

@@ -8,12 +8,13 @@ from eval_pipeline.defs.ingestion import manifest_of
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import EvalConfig, lane_key
-from eval_pipeline.io.facts import manifest_from_warehouse
+from eval_pipeline.gating import baseline_or_reason, compare
 from eval_pipeline.quality import tables
 from eval_pipeline.quality.contracts import check_no_personal_data
-from eval_pipeline.reporting.lanes import LaneData, agent_sections, rag_sections
+from eval_pipeline.reporting.lanes import LaneData, agent_sections, lane_verdict, rag_sections
 from eval_pipeline.reporting.render import render_html, render_markdown
 from eval_pipeline.scoring import attribution as attribution_scoring
+from eval_pipeline.scoring import gates as gate_scoring
 from eval_pipeline.scoring import outcome as outcome_scoring
 from eval_pipeline.scoring import reliability as reliability_scoring
 
@@ -26,7 +27,7 @@ LANE_TABLES = {
     "rag": ("retrieval_scores", "context_scores", "grounding_scores", "citation_scores", "answer_scores"),
     "agent": ("tool_scores", "outcome_scores"),
 }
-REPORT_EXTRAS = {"rag": ("judge_calibration", "review_queue"), "agent": ()}
+REPORT_EXTRAS = {"rag": ("judge_calibration", "review_queue", "qrels"), "agent": ()}
 
 
 def _lane_cases(cases: pl.DataFrame, lane: str) -> pl.DataFrame:
@@ -123,6 +124,7 @@ def build_lane(lane: str) -> list:
         "reliability": dg.AssetIn(key=reliability_key),
         "quarantine": dg.AssetIn(key=quarantine_key),
         "trace_rejects": dg.AssetIn(),
+        "deid_cases": dg.AssetIn(),
         **lane_ins,
         **{name: dg.AssetIn() for name in REPORT_EXTRAS[lane]},
     }
@@ -134,7 +136,7 @@ def build_lane(lane: str) -> list:
               description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.")
     def report(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                stage_results: pl.DataFrame, attribution_rollup: pl.DataFrame, reliability: pl.DataFrame,
-               quarantine: pl.DataFrame, trace_rejects: pl.DataFrame, **lane_tables: pl.DataFrame):
+               quarantine: pl.DataFrame, trace_rejects: pl.DataFrame, deid_cases: pl.DataFrame, **lane_tables: pl.DataFrame):
         manifest = manifest_of(run_manifest)
         run_id = context.partition_key
         data = LaneData(
@@ -143,13 +145,15 @@ def build_lane(lane: str) -> list:
             rejects=trace_rejects, reliability=reliability, quarantine=quarantine, tables=dict(lane_tables),
         )
         _attach_baseline(data, eval_config, run_id)
+        data.gates = lane_gates(lane, eval_config, data, deid_cases)
         if lane == "rag":
             sections = rag_sections(data)
         else:
             outcomes = lane_tables["outcome_scores"]
             sections = agent_sections(data, outcome_scoring.fault_rates(outcomes), outcome_scoring.efficiency(outcomes))
         title = f"{lane.upper() if lane == 'rag' else 'Agent'} lane report — run {run_id}"
-        markdown, html = render_markdown(title, sections), render_html(title, sections)
+        verdict = lane_verdict(data)
+        markdown, html = render_markdown(title, sections, verdict), render_html(title, sections, verdict)
         reports = eval_config.reports()
         reports.write_bytes(markdown.encode(), run_id, f"{lane}.md")
         reports.write_bytes(html.encode(), run_id, f"{lane}.html")
@@ -171,21 +175,37 @@ def build_lane(lane: str) -> list:
 
 
 def _attach_baseline(data: LaneData, eval_config: EvalConfig, run_id: str) -> None:
-    """Add the policy's baseline run (when it was scored and is another run) for the comparison section."""
+    """Add the run's baseline (scored, another run, same dataset) for the comparison sections, or say why there is none."""
     from eval_pipeline.scoring.attribution import rollup
 
-    baseline = eval_config.policy().baseline_run_id
-    if not baseline or baseline == run_id:
-        return
     warehouse = eval_config.warehouse()
-    if manifest_from_warehouse(warehouse, baseline) is None:
+    baseline, data.baseline_note = baseline_or_reason(data.manifest, eval_config.policy(), warehouse)
+    if baseline is None:
+        if data.baseline_note == "this run is the baseline":
+            data.baseline_note = None
         return
     stages = warehouse.read("stage_results", baseline, within={"lane": data.lane})
     if stages is None:
+        data.baseline_note = f"baseline run {baseline} has no {data.lane} stage results"
         return
     data.baseline_run_id = baseline
     data.baseline_outcomes = attribution_scoring.lane_outcomes(stages)
     data.baseline_rollup = rollup(data.baseline_outcomes, data.lane)
+
+
+def lane_gates(lane: str, eval_config: EvalConfig, data: LaneData, cases: pl.DataFrame) -> pl.DataFrame:
+    """This lane's gates of the policy, computed by the gating use case from this lane's tables (as gate_results does)."""
+    policy = eval_config.policy()
+    lane_policy = policy.model_copy(update={"gates": [g for g in policy.gates if g.lane == lane]})
+    t = data.tables
+    qrels = t.get("qrels")
+    candidate = gate_scoring.RunFacts(
+        run_id=data.run_id, manifest=data.manifest, cases=cases, outcomes=data.outcomes,
+        retrieval=t.get("retrieval_scores"), tools=t.get("tool_scores"), grounding=t.get("grounding_scores"),
+        reliability=data.reliability, quarantine=data.quarantine, calibration=t.get("judge_calibration"),
+        qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None,
+    )
+    return compare(lane_policy, candidate, gate_scoring.baseline_of(data.manifest, policy), eval_config.warehouse())
 
 
 defs = dg.Definitions(assets=[*build_lane("rag"), *build_lane("agent")])

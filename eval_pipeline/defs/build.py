@@ -6,10 +6,11 @@ import dagster as dg
 
 from eval_pipeline.defs import agent, attribution, automation, deid, gates, generation, ingestion, retrieval
 from eval_pipeline.defs.generation import JudgeConfig, judge_config_from_env
+from eval_pipeline.defs.jobs import EVALUATE_RUN_JOB, evaluate_run
 from eval_pipeline.defs.progress import progress_logger
 from eval_pipeline.defs.resources import DeltaWarehouseIOManager, EvalConfig
 
-EVALUATE_RUN_JOB = "evaluate_run"
+__all__ = ["DOMAINS", "EVALUATE_RUN_JOB", "all_assets_definitions", "build_definitions", "config_from_env"]
 DOMAINS = (ingestion, deid, retrieval, generation, agent, attribution, gates, automation)
 
 
@@ -23,21 +24,15 @@ def config_from_env() -> EvalConfig:
     )
 
 
-evaluate_run = dg.define_asset_job(
-    EVALUATE_RUN_JOB,
-    selection=dg.AssetSelection.all(),
-    description="Materialize every table, check and report of one evaluation run (one partition).",
-)
-
-
 def all_assets_definitions() -> dg.Definitions:
     """Every domain's definitions without resources (for resolving asset selections)."""
     return dg.Definitions.merge(*(domain.defs for domain in DOMAINS))
 
 
 def build_definitions(eval_config: EvalConfig | None = None, judge_config: JudgeConfig | None = None,
-                      extra_resources: dict | None = None) -> dg.Definitions:
-    """All definitions, with the evaluation config and judge (default: from the environment) bound."""
+                      extra_resources: dict | None = None, executor: dg.ExecutorDefinition | None = None) -> dg.Definitions:
+    """All definitions, with the evaluation config and judge (default: from the environment) bound, and `executor`
+    as the default of every job (None: Dagster's, which `eval-pipeline run` and deploy/ override)."""
     config = eval_config or config_from_env()
     resources = {
         "eval_config": config,
@@ -47,7 +42,7 @@ def build_definitions(eval_config: EvalConfig | None = None, judge_config: Judge
     }
     return dg.Definitions.merge(
         all_assets_definitions(),
-        dg.Definitions(jobs=[evaluate_run], resources=resources,
+        dg.Definitions(jobs=[evaluate_run], resources=resources, executor=executor,
                        loggers={"console": dg.colored_console_logger, "progress": progress_logger}),
     )
 

@@ -8,16 +8,22 @@ from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.generation import JudgeConfig
 from eval_pipeline.defs.resources import AGENT_COLUMNS, lane_key, RETRIEVAL_COLUMNS, EvalConfig, traces_without
-from eval_pipeline.io.facts import run_facts
-from eval_pipeline.reporting.gate_report import gate_sections
-from eval_pipeline.reporting.render import render_html, render_markdown
+from eval_pipeline.gating import comparable_baseline, compare
+from eval_pipeline.reporting.gate_report import blocking_table, gate_sections, release_verdict
+from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, write_case_pages
+from eval_pipeline.reporting.index import write_index
+from eval_pipeline.reporting.render import markdown_table, render_html, render_markdown
 from eval_pipeline.scoring import gates as gate_scoring
 from eval_pipeline.scoring.attribution import lane_outcomes
 from eval_pipeline.scoring.common import lane_traces
 from eval_pipeline.scoring.pairwise import PAIRWISE_SCHEMA, pairwise_compare
 
 GROUP = "gates"
-CODE_VERSION = "gates-1"
+CODE_VERSION = "gates-2"
+RELEASE_CHECK = "release_is_not_blocked"
+CASE_PAGES_CODE_VERSION = "case-pages-1"
+# pages are for the cases a person opens from a report; `show` tells the story of any other
+CASE_PAGE_LIMIT = 300
 PAIRWISE_CODE_VERSION = "pairwise-1"
 
 GATE_INS = {
@@ -37,23 +43,11 @@ GATE_INS = {
 }
 
 
-def compare(policy, candidate: gate_scoring.RunFacts, baseline_run_id: str | None, warehouse) -> pl.DataFrame:
-    """gate_results of a candidate against a baseline run read from the warehouse."""
-    if not baseline_run_id:
-        return gate_scoring.undecided_gates(policy, candidate.run_id, None, gate_scoring.INCOMPLETE,
-                                            "no baseline: set baseline_run_id in policy/gates.yaml or pass --baseline")
-    if baseline_run_id == candidate.run_id:
-        return gate_scoring.undecided_gates(policy, candidate.run_id, baseline_run_id, "not_applicable",
-                                            "this run is the baseline")
-    baseline = run_facts(warehouse, baseline_run_id)
-    if baseline is None or baseline.outcomes is None:
-        return gate_scoring.undecided_gates(policy, candidate.run_id, baseline_run_id, gate_scoring.INCOMPLETE,
-                                            f"baseline run {baseline_run_id} has not been scored")
-    return gate_scoring.evaluate_gates(policy, candidate, baseline)
-
-
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, io_manager_key="warehouse_io",
-          ins=GATE_INS, kinds={"polars", "deltalake"})
+          ins=GATE_INS, kinds={"polars", "deltalake"},
+          # not blocking here, so the reports are still written; gate_report's blocking twin fails the run
+          check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_results",
+                                         description="Fails when a release gate fails, naming the gates and blocking cases.")])
 def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **tables: pl.DataFrame):
     """Each gate of policy/gates.yaml for this run against the policy's baseline run: pass, fail, incomplete, incomparable."""
     manifest = manifest_of(tables["run_manifest"])
@@ -67,12 +61,14 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
         calibration=tables["judge_calibration"],
         qrels_version=tables["qrels"]["qrels_version"][0] if tables["qrels"].height else None,
     )
-    results = compare(policy, candidate, policy.baseline_run_id, eval_config.warehouse())
+    baseline = gate_scoring.baseline_of(manifest, policy)
+    results = compare(policy, candidate, baseline, eval_config.warehouse())
     results = with_versions(results, manifest, CODE_VERSION)
     statuses = dict(results.group_by("status").len().iter_rows())
-    context.log.info(f"gates vs {policy.baseline_run_id}: {statuses}")
+    context.log.info(f"gates vs {baseline}: {statuses}")
     return materialized(results, versions=manifest,
-                        headline={"gates_failed": statuses.get("fail", 0), "exit_code": gate_scoring.exit_code(results)})
+                        headline={"gates_failed": statuses.get("fail", 0), "exit_code": gate_scoring.exit_code(results)},
+                        check_results=[release_check("gate_results", results, context.partition_key)])
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=PAIRWISE_CODE_VERSION, io_manager_key="warehouse_io",
@@ -81,13 +77,13 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
                         run_manifest: pl.DataFrame, deid_traces: pl.DataFrame, deid_cases: pl.DataFrame):
     """Baseline vs candidate answers of each RAG case, judged twice with positions swapped; a win counts only in both orders."""
     manifest = manifest_of(run_manifest)
-    baseline = eval_config.policy().baseline_run_id
-    candidate = lane_traces(deid_traces, deid_cases, "rag").select(deid_traces.columns)
     warehouse = eval_config.warehouse()
-    baseline_traces = warehouse.read("deid_traces", baseline) if baseline and baseline != context.partition_key else None
+    baseline = comparable_baseline(manifest, eval_config.policy(), warehouse)
+    candidate = lane_traces(deid_traces, deid_cases, "rag").select(deid_traces.columns)
+    baseline_traces = warehouse.read("deid_traces", baseline) if baseline else None
     if baseline_traces is None:
         pairs, summary = pl.DataFrame(schema=PAIRWISE_SCHEMA), {"n_pairs": 0}
-        context.log.info("no other baseline run scored: nothing to compare pairwise")
+        context.log.info("no comparable baseline run scored: nothing to compare pairwise")
     else:
         pairs, summary = pairwise_compare(baseline_traces.join(candidate.select("case_id").unique(), on="case_id", how="semi"),
                                           candidate, judge.make(eval_config.data_root))
@@ -98,21 +94,77 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, kinds={"markdown", "html"},
-          description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*")
+          check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=True,
+                                         description="Fails when a release gate fails: the run is marked failed once every report is written.")],
+          description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*, and reports/index.html across runs")
 def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate_results: pl.DataFrame,
                 pairwise_comparison: pl.DataFrame):
-    """Render the gate table with blocking cases and owners, and the pairwise answer comparison beside it."""
+    """Render the release verdict, the gate table with blocking cases and owners, and the pairwise comparison beside it."""
     run_id = context.partition_key
     baseline = gate_results["baseline_run_id"][0] if gate_results.height else None
     sections = gate_sections(gate_results, run_id, baseline, pairwise_comparison)
+    verdict = release_verdict(gate_results, run_id, baseline)
     title = f"Release gates — run {run_id}"
-    markdown = render_markdown(title, sections)
+    markdown = render_markdown(title, sections, verdict)
     reports = eval_config.reports()
     reports.write_bytes(markdown.encode(), run_id, "gate.md")
-    reports.write_bytes(render_html(title, sections).encode(), run_id, "gate.html")
-    return dg.MaterializeResult(metadata={"report": dg.MetadataValue.md(markdown),
-                                          "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
-                                          "exit_code": gate_scoring.exit_code(gate_results)})
+    reports.write_bytes(render_html(title, sections, verdict).encode(), run_id, "gate.html")
+    index = write_index(eval_config.warehouse(), reports)
+    metadata = {"report": dg.MetadataValue.md(markdown), "verdict": dg.MetadataValue.text(verdict.status),
+                "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
+                "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results)))}
+    if index:
+        metadata["index_path"] = dg.MetadataValue.path(index[0])
+    return dg.MaterializeResult(metadata=metadata, check_results=[release_check("gate_report", gate_results, run_id)])
 
 
-defs = dg.Definitions(assets=[gate_results, pairwise_comparison, gate_report])
+# read by the case pages from the warehouse, declared so the lineage shows them
+CASE_PAGE_SOURCES = ["deid_traces", "qrels", "retrieval_scores", "context_scores", "claims", "grounding_scores",
+                     "citation_scores", "answer_scores", "tool_scores", "tool_call_diffs", "outcome_scores"]
+
+
+@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CASE_PAGES_CODE_VERSION, kinds={"html"},
+          ins={"run_manifest": dg.AssetIn(), "deid_cases": dg.AssetIn(), "gate_results": dg.AssetIn(),
+               "review_queue": dg.AssetIn(), "rag_attribution": dg.AssetIn(key=lane_key("rag", "attribution")),
+               "agent_attribution": dg.AssetIn(key=lane_key("agent", "attribution"))},
+          deps=CASE_PAGE_SOURCES,
+          description="One page per blocking, failed or review-queue case under reports/<run_id>/cases/, against the baseline")
+def case_pages(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
+               deid_cases: pl.DataFrame, gate_results: pl.DataFrame, review_queue: pl.DataFrame,
+               rag_attribution: pl.DataFrame, agent_attribution: pl.DataFrame):
+    """The end-to-end story of every case a report row links to (the blocking ones first), as `eval-pipeline show` prints it."""
+    manifest = manifest_of(run_manifest)
+    warehouse = eval_config.warehouse()
+    policy = eval_config.policy()
+    wanted = case_ids_worth_a_page(gate_results, [rag_attribution, agent_attribution], review_queue,
+                                   limit=CASE_PAGE_LIMIT + 1, cases=deid_cases)
+    written = write_case_pages(warehouse, eval_config.reports(), context.partition_key, wanted[:CASE_PAGE_LIMIT],
+                               baseline_run_id=comparable_baseline(manifest, policy, warehouse),
+                               relevance_threshold=policy.retrieval.relevance_threshold)
+    if len(wanted) > CASE_PAGE_LIMIT:
+        context.log.info(f"case pages for the first {CASE_PAGE_LIMIT} cases by priority; `eval-pipeline show` tells any other")
+    return dg.MaterializeResult(metadata={"pages": len(written), "limit": CASE_PAGE_LIMIT,
+                                          "first_pages": dg.MetadataValue.md("\n".join(f"- {uri}" for uri in written[:10]) or "_none_")})
+
+
+def release_check(asset: str, gate_results: pl.DataFrame, run_id: str) -> dg.AssetCheckResult:
+    """The release decision as an ERROR check: failed gates and blocking cases in the metadata."""
+    failed = gate_results.filter(pl.col("status") == "fail")
+    baseline = gate_results["baseline_run_id"][0] if gate_results.height else None
+    verdict = release_verdict(gate_results, run_id, baseline)
+    blocking = blocking_table(gate_results)
+    return dg.AssetCheckResult(
+        asset_key=asset, check_name=RELEASE_CHECK, passed=failed.height == 0, severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict.headline,
+        metadata={
+            "verdict": dg.MetadataValue.text(verdict.status),
+            "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results))),
+            "failed_gates": dg.MetadataValue.json(failed.select("gate", "metric", "unit", "baseline_value", "candidate_value",
+                                                                "delta", "threshold", "owner", "reason").to_dicts()),
+            "blocking_cases": dg.MetadataValue.md(markdown_table(blocking) if blocking.height else "_none_"),
+            "baseline_run_id": dg.MetadataValue.text(baseline or "none"),
+        },
+    )
+
+
+defs = dg.Definitions(assets=[gate_results, pairwise_comparison, gate_report, case_pages])

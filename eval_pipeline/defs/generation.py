@@ -174,9 +174,13 @@ def labelled_claims(eval_config: EvalConfig, run_id: str, claims: pl.DataFrame, 
             other_claims = other_claims.join(missing, on="trace_id", how="semi").filter(pl.col("judge_version").is_in(versions))
             if other_claims.height:
                 claim_parts.append(other_claims.select(claims.columns))
-                other_scores = warehouse.read("grounding_scores", other)
-                if other_scores is not None:
-                    score_parts.append(other_scores.join(missing, on="trace_id", how="semi").select(grounding_scores.columns))
+            # a labelled answer that states no claim has grounding scores and no claim rows: it is still an answer label
+            other_scores = warehouse.read("grounding_scores", other)
+            if other_scores is not None:
+                other_scores = other_scores.join(missing, on="trace_id", how="semi")
+                if "judge_version" in other_scores.columns:
+                    other_scores = other_scores.filter(pl.col("judge_version").is_in(versions))
+                score_parts.append(other_scores.select(grounding_scores.columns))
     return pl.concat(claim_parts, how="vertical_relaxed"), pl.concat(score_parts, how="vertical_relaxed")
 
 

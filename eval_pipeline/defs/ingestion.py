@@ -5,6 +5,7 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.contracts import frames
+from eval_pipeline.defs.jobs import EVALUATE_RUN_JOB, evaluate_run
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import RESTRICTED_METADATA_KEY, EvalConfig
@@ -186,7 +187,7 @@ def parsed_traces(
     )
 
 
-@dg.sensor(name="new_trace_batches", minimum_interval_seconds=30, target=dg.AssetSelection.groups(GROUP).downstream(),
+@dg.sensor(name="new_trace_batches", minimum_interval_seconds=30, target=evaluate_run,
            default_status=dg.DefaultSensorStatus.RUNNING)
 def new_trace_batches(context: dg.SensorEvaluationContext, eval_config: EvalConfig) -> dg.SensorResult:
     """Adds a partition for each new data/traces/<run_id>/ folder with a run.yaml and requests its evaluation."""
@@ -196,7 +197,7 @@ def new_trace_batches(context: dg.SensorEvaluationContext, eval_config: EvalConf
     if not new:
         return dg.SensorResult(skip_reason=dg.SkipReason(f"no new trace batch ({len(found)} known runs)"))
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=run, run_key=f"new-batch:{run}") for run in new],
+        run_requests=[dg.RunRequest(partition_key=run, run_key=f"new-batch:{run}", job_name=EVALUATE_RUN_JOB) for run in new],
         dynamic_partitions_requests=[runs_partitions.build_add_request(new)],
     )
 

@@ -8,6 +8,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from eval_pipeline.contracts.column_docs import describe
+from eval_pipeline.defs.resources import table_of
 from eval_pipeline.io.warehouse import FrameBatches
 
 VERSION_COLUMNS = ("dataset_version", "corpus_version", "environment_version", "index_version", "candidate", "model", "prompt_version")
@@ -20,9 +22,20 @@ def with_versions(frame: pl.DataFrame, manifest: Mapping[str, Any], code_version
     return frame.with_columns(**stamps)
 
 
-def table_schema(schema: dict) -> dg.TableSchema:
-    """Columns as a Dagster table schema."""
-    return dg.TableSchema(columns=[dg.TableColumn(name=n, type=str(t)) for n, t in schema.items()])
+def table_schema(schema: dict, table: str | None = None) -> dg.TableSchema:
+    """Columns as a Dagster table schema, each with its meaning in `table`."""
+    return dg.TableSchema(columns=[dg.TableColumn(name=n, type=str(t), description=describe(table, n)) for n, t in schema.items()])
+
+
+def _table_name(asset_key: str | dg.AssetKey | None) -> str | None:
+    """The warehouse table an asset writes: from its key, else from the asset being materialized."""
+    if asset_key is None:
+        try:
+            asset_key = dg.AssetExecutionContext.get().asset_key
+        except dg.DagsterError:
+            # Called outside a materialization (a scorer test): column meanings without per-table overrides.
+            return None
+    return table_of(dg.AssetKey.from_coercible(asset_key))[0]
 
 
 def _cell(value: Any, width: int = 40) -> str:
@@ -73,13 +86,14 @@ def materialized(
     """A MaterializeResult carrying the frame and what the UI should show about it (no preview of restricted data).
 
     Batches are counted by the IO manager as it writes them, so their row count comes from it."""
+    table = _table_name(asset_key)
     if isinstance(frame, FrameBatches):
         return dg.MaterializeResult(asset_key=asset_key, value=frame, check_results=check_results,
-                                    metadata={"dagster/column_schema": table_schema(frame.schema),
+                                    metadata={"dagster/column_schema": table_schema(frame.schema, table),
                                               **_versions_and_headline(versions, headline), **(extra or {})})
     metadata: dict[str, Any] = {
         "dagster/row_count": frame.height,
-        "dagster/column_schema": table_schema(dict(frame.schema)),
+        "dagster/column_schema": table_schema(dict(frame.schema), table),
         **_versions_and_headline(versions, headline),
     }
     if preview:

@@ -108,7 +108,8 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
         version = self._warehouse().write_partition(
             table, obj, context.partition_key, restricted=restricted, within=within or None
         )
-        metadata = {"delta_table": self._warehouse().uri(table, restricted), "delta_version": version}
+        # Text, not a number: a table version is an identifier, and the UI would plot a number as a metric.
+        metadata = {"delta_table": self._warehouse().uri(table, restricted), "delta_version": dg.MetadataValue.text(str(version))}
         if isinstance(obj, FrameBatches):
             metadata["dagster/row_count"] = obj.rows
         context.add_output_metadata(metadata)

@@ -533,7 +533,8 @@ def import_bfcl(
     tool_match: str = "unordered",
     candidate: str | None = None,
     model: str | None = None,
-    mode: str = "gate",
+    mode: str | None = None,
+    baseline_run_id: str | None = None,
     overwrite: bool = False,
     collisions: str = "qualify",
     underscore_to_dot: bool = False,
@@ -655,7 +656,8 @@ def import_bfcl(
         _note_ids(summary, "items have no result line (no case written for them)", [c for c in cases if c not in attempted])
         cases = {cid: case for cid, case in cases.items() if cid in attempted}
     return finish_import(summary, data_root, list(cases.values()), traces, registry, rejects,
-                         candidate or default_candidate, model, mode, trace_file, overwrite)
+                         candidate or default_candidate, model, mode, trace_file, overwrite,
+                         baseline_run_id=baseline_run_id)
 
 
 def _trace(run_id: str, case: Mapping[str, Any], attempt: int, steps: list[dict[str, Any]],

@@ -71,7 +71,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                              "unordered with reference calls, goal_only without)")
     parser.add_argument("--candidate", help="candidate named in run.yaml (default: the source file name)")
     parser.add_argument("--model", help="model named in run.yaml")
-    parser.add_argument("--mode", choices=("gate", "exploratory"), default="gate", help="run mode in run.yaml (default: gate)")
+    parser.add_argument("--mode", choices=("gate", "exploratory"), default=None,
+                        help="run mode in run.yaml (default: exploratory, never gated, unless --baseline names a baseline)")
+    parser.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"),
+                        help="gate the run against RUN, a run of the same dataset under DATA/traces "
+                             "(run.yaml gets mode: gate and baseline_run_id: RUN)")
     parser.add_argument("--force", action="store_true", help="replace the run if traces/<RUN_ID>/run.yaml already exists")
     bfcl = parser.add_argument_group("bfcl")
     bfcl.add_argument("--questions", metavar="FILE", help="BFCL question file (default: SOURCE)")
@@ -101,6 +105,7 @@ def run_import(args: argparse.Namespace) -> int:
         "candidate": args.candidate,
         "model": args.model,
         "mode": args.mode,
+        "baseline_run_id": args.baseline,
         "overwrite": args.force,
     }
     if args.tool_match:
@@ -127,4 +132,8 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"eval-pipeline import: {exc}", file=sys.stderr)
         return 2
     print("\n".join(summary.lines()))
+    if summary.mode == "exploratory":
+        print("  mode: exploratory, not gated; to gate this run, import it again with --baseline RUN (a run of the same dataset)")
+    elif args.baseline:
+        print(f"  mode: gate, against baseline run {args.baseline}")
     return 0 if summary.traces else 1

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from eval_pipeline.contracts.frames import canonical_json
 from eval_pipeline.contracts.identifiers import validate_identifier
 from eval_pipeline.contracts.models import Case, RunManifest, ToolRegistry, Trace
-from eval_pipeline.io.loaders import describe_validation_error, reject
+from eval_pipeline.io.loaders import describe_validation_error, load_manifest, reject
 from eval_pipeline.io.storage import InputError, Location, open_location
 from eval_pipeline.io.strict_yaml import load_yaml
 
@@ -56,6 +56,7 @@ class ImportSummary:
     rejects: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    mode: str | None = None
 
     def lines(self) -> list[str]:
         """The human-readable summary the CLI prints."""
@@ -296,8 +297,9 @@ def _yaml(value: Any) -> str:
 
 
 def manifest(run_id: str, candidate: str, dataset_version: str, environment_version: str, corpus_version: str,
-             model: str | None, mode: str) -> dict[str, Any]:
+             model: str | None, mode: str, baseline_run_id: str | None = None) -> dict[str, Any]:
     """The run.yaml of an imported run."""
+    baseline = {"baseline_run_id": baseline_run_id} if baseline_run_id else {}
     return {
         "run_id": run_id,
         "candidate": candidate,
@@ -306,8 +308,25 @@ def manifest(run_id: str, candidate: str, dataset_version: str, environment_vers
         "environment_version": environment_version,
         "dataset_version": dataset_version,
         "mode": mode,
+        **baseline,
         "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def import_mode(data_root: str | Path, dataset_version: str, mode: str | None, baseline_run_id: str | None) -> str:
+    """An imported run is exploratory (never gated) unless it names a baseline run of the same dataset."""
+    if baseline_run_id is None:
+        return mode or "exploratory"
+    location = open_location(str(data_root))
+    if not location.exists("traces", baseline_run_id, "run.yaml"):
+        raise ImporterError(f"baseline run {baseline_run_id} is not under {location.uri_of('traces')}")
+    baseline = load_manifest(location, baseline_run_id)
+    if baseline.dataset_version != dataset_version:
+        raise ImporterError(f"baseline run {baseline_run_id} is of dataset {baseline.dataset_version}, this import of "
+                            f"{dataset_version}: a run is gated only against a baseline of the same dataset")
+    if mode == "exploratory":
+        raise ImporterError("--baseline gates the run; it cannot be combined with --mode exploratory")
+    return "gate"
 
 
 def import_reject(run_id: str, fmt: str, source: str, number: int, reason: str, **keys: Any) -> dict[str, Any]:
@@ -383,16 +402,18 @@ def usage_record(value: Any) -> dict[str, Any] | None:
 
 
 def finish_import(summary: ImportSummary, data_root: str | Path, cases: list[dict[str, Any]], traces: list[dict[str, Any]],
-                  registry: dict[str, Any], rejects: list[dict[str, Any]], candidate: str, model: str | None, mode: str,
-                  trace_file: str, overwrite: bool) -> ImportSummary:
+                  registry: dict[str, Any], rejects: list[dict[str, Any]], candidate: str, model: str | None, mode: str | None,
+                  trace_file: str, overwrite: bool, baseline_run_id: str | None = None) -> ImportSummary:
     """Write what an importer built and complete its summary."""
+    mode = import_mode(data_root, summary.dataset_version, mode, baseline_run_id)
     rejects = sorted(rejects, key=lambda r: r["line"])
     if not traces:
         summary.rejects = rejects
         summary.notes.append("nothing written: no record could be imported")
         return summary
     run_manifest = manifest(summary.run_id, candidate, summary.dataset_version, summary.environment_version,
-                            summary.corpus_version, model, mode)
+                            summary.corpus_version, model, mode, baseline_run_id)
+    summary.mode = mode
     summary.files = write_run(data_root, RunFiles(run_manifest, cases, traces, registry, trace_file, rejects), overwrite)
     summary.cases, summary.traces, summary.rejects = len(cases), len(traces), rejects
     summary.incomplete = [{"trace_id": t["trace_id"], "reason": t["error"] or t["status"]} for t in traces if t["status"] != "ok"]

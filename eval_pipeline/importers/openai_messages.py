@@ -377,7 +377,8 @@ def import_openai_messages(
     tool_match: str | None = None,
     candidate: str | None = None,
     model: str | None = None,
-    mode: str = "gate",
+    mode: str | None = None,
+    baseline_run_id: str | None = None,
     overwrite: bool = False,
 ) -> ImportSummary:
     """Write the cases, traces, registry and run manifest of a chat-completions message file under data_root."""
@@ -436,7 +437,8 @@ def import_openai_messages(
         trace_ids.add(trace["trace_id"])
         traces.append(trace)
     return finish_import(summary, data_root, list(cases.values()), traces, registry, rejects,
-                         candidate or path.stem, model, mode, f"{stem}.jsonl", overwrite)
+                         candidate or path.stem, model, mode, f"{stem}.jsonl", overwrite,
+                         baseline_run_id=baseline_run_id)
 
 
 def _case(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], case_id: str, tool_match: str | None,

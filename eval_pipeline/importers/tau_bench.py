@@ -275,7 +275,8 @@ def import_tau_bench(
     tool_match: str = "unordered",
     candidate: str | None = None,
     model: str | None = None,
-    mode: str = "gate",
+    mode: str | None = None,
+    baseline_run_id: str | None = None,
     overwrite: bool = False,
     case_prefix: str = "tau-",
 ) -> ImportSummary:
@@ -325,4 +326,5 @@ def import_tau_bench(
         traces.append(trace_record(run_id, case_id, attempt, None, t.steps, t.defects, status=t.status, error=t.error,
                                    input_text=case["input"], final_state=t.final_state, usage=t.usage))
     return finish_import(summary, data_root, list(cases.values()), traces, registry, rejects,
-                         candidate or path.stem, model, mode, f"{stem}.jsonl", overwrite)
+                         candidate or path.stem, model, mode, f"{stem}.jsonl", overwrite,
+                         baseline_run_id=baseline_run_id)

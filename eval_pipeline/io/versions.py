@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import difflib
+
 import polars as pl
 
+from eval_pipeline.io.storage import open_location
 from eval_pipeline.io.warehouse import Warehouse, sql_literal
 from eval_pipeline.scoring.retrieval import side_by_side
+
+
+def warehouse_tables(warehouse: Warehouse) -> list[str]:
+    """Names of the tables under the warehouse root (the restricted area, which compare does not read, left out)."""
+    root = open_location(warehouse.root)
+    return [name for name in root.subdirs() if root.is_dir(name, "_delta_log")]
+
+
+def _unknown(kind: str, name: str, where: str, known: list[str], list_all: bool = False) -> LookupError:
+    """A LookupError naming what does not exist, the close names, and every name when asked or when none is close."""
+    close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+    hints = [f"did you mean {', '.join(close)}?"] if close else []
+    if list_all or not close:
+        hints.append(f"{kind}s: {', '.join(known) or 'none'}")
+    return LookupError(f"{kind} {name} does not exist in {where}; {' '.join(hints)}")
 
 
 def run_write_versions(warehouse: Warehouse, table: str, run_id: str) -> list[int]:
@@ -29,7 +47,11 @@ def metric_versions(warehouse: Warehouse, table: str, metric: str, run_id: str,
                     from_version: int | None = None, to_version: int | None = None) -> tuple[pl.DataFrame, int, int]:
     """(side-by-side frame, old version, new version) for one run's rows of a table."""
     if not warehouse.exists(table):
-        raise LookupError(f"table {table} does not exist in {warehouse.root}")
+        raise _unknown("table", table, warehouse.root, warehouse_tables(warehouse), list_all=True)
+    # Checked before the history: a mistyped name is not a table with too few versions.
+    columns = warehouse.columns(table)
+    if metric not in columns:
+        raise _unknown("column", metric, table, columns)
     writes = run_write_versions(warehouse, table, run_id)
     if to_version is None:
         if not writes:

@@ -272,15 +272,17 @@ class Warehouse:
         *,
         restricted: bool = False,
         version: int | None = None,
-        within: dict[str, str] | None = None,
+        within: dict[str, str | list[str]] | None = None,
         columns: list[str] | None = None,
     ) -> pl.DataFrame | None:
-        """Rows of a table (one run, or all), at the latest or a given version; None when the table does not exist."""
+        """Rows of a table (one run, or all), at the latest or a given version; None when the table does not exist.
+
+        `within` keeps the rows whose column equals a value, or is one of a list of values (filtered in the scan)."""
         if self._table(table, restricted, version) is None:
             return None
         scan = pl.scan_delta(self.uri(table, restricted), version=version, storage_options=self.storage_options or None)
         for column, value in {**({PARTITION_COLUMN: run_id} if run_id is not None else {}), **(within or {})}.items():
-            scan = scan.filter(pl.col(column) == value)
+            scan = scan.filter(pl.col(column).is_in(list(value)) if isinstance(value, list | tuple | set) else pl.col(column) == value)
         if columns is not None:
             scan = scan.select(columns)
         frame = scan.collect()

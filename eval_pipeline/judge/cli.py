@@ -21,7 +21,8 @@ from eval_pipeline.io.loaders import (
 )
 from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.io.storage import InputError, open_location
-from eval_pipeline.judge.base import VERDICTS, JudgeConfigError
+from eval_pipeline.judge.base import VERDICTS, Judge, JudgeConfigError
+from eval_pipeline.judge.reuse import ReusingJudge
 from eval_pipeline.settings import ScoringSettings
 
 DEFAULT_ESTIMATE_MODEL = "gpt-4o-mini"
@@ -69,15 +70,17 @@ def _score(value: dict[str, Any], path: str, number: int) -> float | None:
 
 CLAIM_VERDICT_SCHEMA = {"judge_version": pl.String, "trace_id": pl.String, "claim": pl.String, "verdict": pl.String,
                         "score": pl.Float64, "status": pl.String}
-ANSWER_VERDICT_SCHEMA = {"judge_version": pl.String, "trace_id": pl.String, "judge_grounded": pl.Boolean, "score": pl.Float64}
+ANSWER_VERDICT_SCHEMA = {"judge_version": pl.String, "trace_id": pl.String, "judge_grounded": pl.Boolean, "score": pl.Float64,
+                         "n_claims": pl.Int64}
 
 
 def read_verdicts(paths: str | list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Verdict JSONL files as (judged claims, judged answers).
 
     Claim lines: {trace_id or id, claim, verdict[, score, judge_version, status]}; answer lines: {trace_id or id,
-    answer_grounded or grounded[, score, judge_version]}. `eval-pipeline judge` output at either level reads as is:
-    its line with a null claim is an answer without claims (not grounded, score 0).
+    answer_grounded or grounded[, score, judge_version, n_claims]}. `eval-pipeline judge` output at either level
+    reads as is: its line with a null claim is an answer without claims (n_claims 0), which calibration reads as the
+    pipeline does (scoring.calibration.given_answers).
     """
     claims, answers = [], []
     for path in [paths] if isinstance(paths, str) else paths:
@@ -91,14 +94,14 @@ def read_verdicts(paths: str | list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
             if "answer_grounded" in value or "grounded" in value:
                 if grounded is not None and not isinstance(grounded, bool):
                     raise InputError(f"{path}:{number}: answer_grounded/grounded must be true, false or null")
-                if score is None and value.get("n_claims") == 0:
-                    # `judge --level answer` on an answer that states nothing: never grounded, as a score of 0
-                    score = 0.0
-                answers.append({"judge_version": version, "trace_id": ident, "judge_grounded": grounded, "score": score})
+                n_claims = value.get("n_claims")
+                n_claims = n_claims if isinstance(n_claims, int) and not isinstance(n_claims, bool) else None
+                answers.append({"judge_version": version, "trace_id": ident, "judge_grounded": grounded, "score": score,
+                                "n_claims": n_claims})
                 continue
             claim, verdict, status = value.get("claim"), value.get("verdict"), value.get("status") or "ok"
             if claim is None and verdict is None and "claim" in value:
-                answers.append({"judge_version": version, "trace_id": ident, "judge_grounded": False, "score": 0.0})
+                answers.append({"judge_version": version, "trace_id": ident, "judge_grounded": None, "score": None, "n_claims": 0})
                 continue
             if not isinstance(claim, str) or (verdict not in VERDICTS and not (verdict is None and status != "ok")):
                 raise InputError(f"{path}:{number}: a verdict line needs a string claim and a verdict in {', '.join(VERDICTS)} "
@@ -220,51 +223,155 @@ def _fit(args: argparse.Namespace, claims: pl.DataFrame, answers: pl.DataFrame, 
     return 0
 
 
-def estimate_run(data: str, run_id: str, model: str, prices: dict[str, float], cache_path: str | None,
-                 output_tokens_per_call: int = 60) -> dict[str, Any]:
-    """Calls and cost the grounding and citation checks of one run would need, before spending anything."""
+def estimate_judge(data: str, model: str | None) -> tuple[str, str | None]:
+    """(judge version, openai model or None) of the judge estimated: the openai judge of `model` when given, else the
+    judge a pipeline run would use (EVAL_PIPELINE_JUDGE_* and the gate policy's profile)."""
+    from eval_pipeline.judge.openai_backend import CLAIM_PROMPT_VERSION, judge_version
+
+    if model:
+        return judge_version(model), model
+    from eval_pipeline.defs.generation import judge_config_from_env, make_run_judge
+    from eval_pipeline.defs.resources import EvalConfig
+
+    config = judge_config_from_env()
+    if config.backend == "openai":
+        # Not built: the openai judge asks for its API key, which a dry run must not need; its version is model and prompt.
+        if not config.model:
+            raise JudgeConfigError("the openai judge needs EVAL_PIPELINE_JUDGE_MODEL; or pass --model")
+        return judge_version(config.model, config.prompt_version or CLAIM_PROMPT_VERSION), config.model
+    return make_run_judge(config, EvalConfig(data_root=data)).version, None
+
+
+def _run_inputs(location, run_id: str, warehouse) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, str]:
+    """(traces, cases, corpus, where from): the de-identified inputs of the run's last materialization, which are
+    what its judge saw, else the raw inputs under the data root."""
     from eval_pipeline.io.ingest import parse_traces, read_raw_lines
     from eval_pipeline.io.loaders import load_cases, load_corpus, load_manifest
-    from eval_pipeline.judge.cache import VerdictCache
-    from eval_pipeline.judge.openai_backend import CLAIM_PROMPT_VERSION, estimate_calls
-    from eval_pipeline.scoring.citations import citation_requests, live_citation_pairs
-    from eval_pipeline.scoring.claims import extract_claims, grounding_requests
-    from eval_pipeline.scoring.common import lane_traces
 
-    location = open_location(data)
+    if warehouse is not None:
+        tables = [warehouse.read(name, run_id) for name in ("deid_traces", "deid_cases", "deid_corpus")]
+        if all(t is not None and t.height for t in tables):
+            return (*tables, "warehouse")
     manifest = load_manifest(location, run_id)
     cases = load_cases(location, manifest.dataset_version).frame
     corpus = load_corpus(location, manifest.corpus_version).frame
-    traces = parse_traces(read_raw_lines(location, run_id), cases, run_id).traces
+    return parse_traces(read_raw_lines(location, run_id), cases, run_id).traces, cases, corpus, "data"
+
+
+class _DryRun(Judge):
+    """A judge that answers nothing: every verdict is incomplete, and the requests that reach it are the calls a real
+    judge would get, kept per phase."""
+
+    def __init__(self, version: str, model: str | None) -> None:
+        self.version = version
+        self.model = model or version
+        self.phase = "grounding"
+        self.asked: dict[str, list[pl.DataFrame]] = {}
+
+    def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
+        self.asked.setdefault(self.phase, []).append(requests.select("request_key", "claim", "evidence", "evidence_key"))
+        return requests.select("request_key", status=pl.lit("incomplete"), reason=pl.lit("dry run: not judged"))
+
+    def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
+        return requests.select("request_key", status=pl.lit("incomplete"), reason=pl.lit("dry run: not judged"))
+
+
+class _CountedReuse(ReusingJudge):
+    """ReusingJudge over a dry run that counts, per phase, the requests it is given and the verdicts it reuses."""
+
+    def __init__(self, inner: _DryRun, known: pl.LazyFrame | None) -> None:
+        super().__init__(inner, known)
+        self.requests: dict[str, int] = {}
+        self.reused_in: dict[str, int] = {}
+
+    def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
+        phase, before = self.inner.phase, self.reused
+        result = super()._judge_claims(requests)
+        self.requests[phase] = self.requests.get(phase, 0) + requests.height
+        self.reused_in[phase] = self.reused_in.get(phase, 0) + self.reused - before
+        return result
+
+
+def estimate_run(data: str, run_id: str, model: str | None, prices: dict[str, float], cache_path: str | None,
+                 output_tokens_per_call: int = 60, warehouse: str | None = None) -> dict[str, Any]:
+    """Calls and cost the grounding and citation checks of one run would need, before spending anything.
+
+    The run's claims go through the pipeline's own judging path with a judge that answers nothing: a request whose
+    verdict judge_verdicts (in `warehouse`, default DATA/warehouse) holds for the judge version is reused as in a run,
+    every other one is a call, unless the openai judge's cache at `cache_path` has it. A citation pair that a reused
+    grounding verdict settles needs no call; the pairs of claims not judged yet are counted as if none were settled.
+    """
+    from eval_pipeline.defs.generation import VERDICT_STORE
+    from eval_pipeline.defs.resources import EvalConfig
+    from eval_pipeline.io.loaders import load_manifest
+    from eval_pipeline.judge.base import REQUEST_SCHEMA
+    from eval_pipeline.judge.cache import VerdictCache
+    from eval_pipeline.judge.openai_backend import CLAIM_PROMPT_VERSION, estimate_calls
+    from eval_pipeline.scoring.citations import score_citations
+    from eval_pipeline.scoring.claims import extract_claims, judge_claims
+    from eval_pipeline.scoring.common import lane_traces
+
+    config = EvalConfig(data_root=data, warehouse_root=warehouse or "")
+    location = config.location()
+    settings = config.settings(load_manifest(location, run_id).model_dump())
+    version, openai_model = estimate_judge(data, model)
+    store = config.warehouse()
+    known = store.scan(VERDICT_STORE)
+    traces, cases, corpus, inputs = _run_inputs(location, run_id, store if store.exists("deid_traces") else None)
     rag = lane_traces(traces, cases, "rag").select(traces.columns)
-    claims = extract_claims(rag)
-    cache = VerdictCache(cache_path) if cache_path and os.path.exists(cache_path) else None
-    pairs = live_citation_pairs(claims, rag, corpus).filter(pl.col("exists")).select("run_id", "trace_id", "claim_index", "doc_id")
-    grounding = estimate_calls(grounding_requests(claims, rag), cache, model, prices, CLAIM_PROMPT_VERSION, output_tokens_per_call)
-    citation = estimate_calls(citation_requests(pairs, claims, rag, corpus), cache, model, prices, CLAIM_PROMPT_VERSION, output_tokens_per_call)
-    total = {k: grounding[k] + citation[k] for k in ("calls", "est_input_tokens", "est_output_tokens", "est_cost_usd")}
-    return {"run_id": run_id, "model": model, "traces": rag.height, "claims": claims.height,
-            "cache": cache_path if cache is not None else None, "grounding": grounding, "citations_at_most": citation,
+    claims = extract_claims(rag, settings.refusal_phrases)
+    dry = _DryRun(version, openai_model)
+    judge = _CountedReuse(dry, known)
+    judged = judge_claims(claims, rag, judge)
+    dry.phase = "citations"
+    score_citations(judged, rag, corpus, judge, settings, cases=cases)
+    # Only the openai judge keeps a call cache; the local and model judges are reused through judge_verdicts alone.
+    cache = VerdictCache(cache_path) if openai_model and cache_path and os.path.exists(cache_path) else None
+    parts = {}
+    for name, phase in (("grounding", "grounding"), ("citations_at_most", "citations")):
+        asked = pl.concat(dry.asked.get(phase) or [pl.DataFrame(schema=REQUEST_SCHEMA)], how="vertical_relaxed")
+        part = estimate_calls(asked, cache, openai_model or version, prices, CLAIM_PROMPT_VERSION, output_tokens_per_call)
+        reused = judge.reused_in.get(phase, 0)
+        parts[name] = {**part, "requests": judge.requests.get(phase, 0), "unique_inputs": part["unique_inputs"] + reused,
+                       "in_judge_verdicts": reused}
+    total = {k: parts["grounding"][k] + parts["citations_at_most"][k] for k in ("calls", "est_input_tokens", "est_output_tokens", "est_cost_usd")}
+    return {"run_id": run_id, "judge_version": version, "model": openai_model, "inputs": inputs, "traces": rag.height,
+            "claims": claims.height, "judge_verdicts": store.uri(VERDICT_STORE) if known is not None else None,
+            "cache": cache_path if cache is not None else None, **parts,
             "total_at_most": {**total, "est_cost_usd": round(total["est_cost_usd"], 6)}}
+
+
+def _cache_line(report: dict[str, Any]) -> str:
+    """What the caches hold: `cache: judge_verdicts holds 75 of 80 claims for local-2.0+…; 5 calls needed`."""
+    grounding, version = report["grounding"], report["judge_version"]
+    if report["judge_verdicts"]:
+        stored = f"judge_verdicts holds {grounding['in_judge_verdicts']} of {grounding['unique_inputs']} claims for {version}"
+    else:
+        stored = f"no judge_verdicts table yet, so nothing is reused for {version}"
+    if report["model"]:
+        stored += f"; openai cache {report['cache']} holds {grounding['cached']} more" if report["cache"] else "; no openai cache found"
+    return f"cache: {stored}; {grounding['calls']} calls needed"
 
 
 def run_estimate(args: argparse.Namespace) -> int:
     """Handler of `judge-estimate`."""
     prices = {"input_per_1k": args.price_input_per_1k, "output_per_1k": args.price_output_per_1k}
-    cache_path = args.cache or os.path.join(args.data, ".judge_cache", "verdicts.sqlite")
+    cache_path = args.cache or os.environ.get("EVAL_PIPELINE_JUDGE_CACHE") or os.path.join(args.data, ".judge_cache", "verdicts.sqlite")
     try:
-        report = estimate_run(args.data, args.run, args.model, prices, cache_path, args.output_tokens_per_call)
-    except InputError as exc:
+        report = estimate_run(args.data, args.run, args.model, prices, cache_path, args.output_tokens_per_call, args.warehouse)
+    except (InputError, JudgeConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"run {report['run_id']}: {report['traces']} rag traces, {report['claims']} claims; model {report['model']}")
-    print(f"cache: {report['cache'] or 'none found (every input needs a call)'}")
+    source = "de-identified inputs of the last materialization" if report["inputs"] == "warehouse" else "raw inputs under the data root"
+    print(f"run {report['run_id']}: {report['traces']} rag traces, {report['claims']} claims ({source}); judge {report['judge_version']}")
+    print(_cache_line(report))
     for label, key in (("grounding", "grounding"), ("citations (at most)", "citations_at_most")):
         part = report[key]
-        print(f"{label}: {part['unique_inputs']} distinct inputs, {part['cached']} cached, {part['calls']} calls, "
+        print(f"{label}: {part['unique_inputs']} distinct inputs, {part['in_judge_verdicts']} in judge_verdicts, "
+              f"{part['cached']} in the openai cache, {part['calls']} calls, "
               f"~{part['est_input_tokens']} input + {part['est_output_tokens']} output tokens, ~${part['est_cost_usd']:.4f}")
     total = report["total_at_most"]
     print(f"total (at most): {total['calls']} calls, ~${total['est_cost_usd']:.4f}")
@@ -364,18 +471,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     estimate = subparsers.add_parser(
         "judge-estimate",
-        help="dry run: calls, tokens and cost the openai judge would need for a run, after the verdict cache",
+        help="dry run: judge calls, tokens and cost a run would need, after judge_verdicts and the openai cache",
         description=(
-            "Read a run's traces, split the rag answers into claims and count the judge calls the grounding check needs "
-            "(distinct claim+context inputs not already in the verdict cache) and, as an upper bound, the citation "
-            "checks. Tokens are estimated at 4 characters a token for input and --output-tokens-per-call for output. "
-            "Nothing is sent anywhere. Exits 0, or 2 when the data root or run cannot be read."
+            "Read a run's traces (the de-identified ones of its last materialization when the warehouse has them), split "
+            "the rag answers into claims and count the judge calls the grounding check needs: distinct claim+context "
+            "inputs whose verdict neither the judge_verdicts table holds for the judge version nor, for the openai "
+            "judge, its cache; and, as an upper bound, the citation checks. The judge is the one a pipeline run would "
+            "use (EVAL_PIPELINE_JUDGE_* and the gate policy's profile), or the openai judge of --model. Tokens are "
+            "estimated at 4 characters a token for input and --output-tokens-per-call for output. Nothing is sent "
+            "anywhere. Exits 0, or 2 when the data root, run or judge configuration cannot be read."
         ),
     )
-    estimate.add_argument("--data", required=True, metavar="DIR", help="data root (local path or object-store URL)")
+    estimate.add_argument("--data", default="data", metavar="DIR", help="data root, local path or object-store URL (default: data)")
     estimate.add_argument("--run", required=True, metavar="RUN_ID", type=identifier_arg("run id"), help="run id under traces/")
-    estimate.add_argument("--model", default=DEFAULT_ESTIMATE_MODEL, help="judge model the cache is keyed by (default %(default)s)")
-    estimate.add_argument("--cache", metavar="PATH", help="verdict cache (default DATA/.judge_cache/verdicts.sqlite)")
+    estimate.add_argument("--warehouse", metavar="DIR", help="Delta warehouse root holding judge_verdicts (default: DATA/warehouse)")
+    estimate.add_argument("--model", help=f"estimate the openai judge of this model (e.g. {DEFAULT_ESTIMATE_MODEL}) instead of the run's judge")
+    estimate.add_argument("--cache", metavar="PATH",
+                          help="openai verdict cache (default EVAL_PIPELINE_JUDGE_CACHE, else DATA/.judge_cache/verdicts.sqlite)")
     estimate.add_argument("--price-input-per-1k", type=float, default=0.0, help="USD per 1000 input tokens")
     estimate.add_argument("--price-output-per-1k", type=float, default=0.0, help="USD per 1000 output tokens")
     estimate.add_argument("--output-tokens-per-call", type=int, default=60, help="output tokens assumed per call (default %(default)s)")

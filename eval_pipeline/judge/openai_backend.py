@@ -290,13 +290,18 @@ def estimate_calls(
     }
 
 
+def judge_version(model: str, prompt_version: str = CLAIM_PROMPT_VERSION) -> str:
+    """The version of the OpenAI-compatible judge with this model and claim prompt."""
+    return f"openai:{model}:{prompt_version}"
+
+
 class OpenAIJudge(Judge):
     """Judge backed by any OpenAI-compatible chat-completions server (module docstring)."""
 
     def __init__(self, config: OpenAIJudgeConfig, client: openai.OpenAI | None = None) -> None:
         self.config = config
         self.model = config.model
-        self.version = f"openai:{config.model}:{config.prompt_version}"
+        self.version = judge_version(config.model, config.prompt_version)
         self.stats = JudgeStats()
         self._lock = threading.Lock()
         if client is None:

@@ -1,26 +1,118 @@
-"""The release-gate report: each gate on its own, with the blocking cases and the owner."""
+"""The release-gate report: each gate on its own, in its own unit, with the blocking cases, why they block, and the owner."""
 
 from __future__ import annotations
 
+import json
+import xml.etree.ElementTree as ET
+
 import polars as pl
 
-from eval_pipeline.reporting.render import Section
-from eval_pipeline.scoring.gates import exit_code, overall_status
+from eval_pipeline.reporting.render import Section, Verdict
+from eval_pipeline.scoring.gates import UNIT_CASES, exit_code
 
 EXIT_MEANING = {0: "every gate passed", 1: "a gate failed: the release is blocked", 2: "undecided: a gate is incomplete or incomparable"}
+# The machine-readable gate output (`gate --json`); bump on any change of its fields or meanings.
+GATE_JSON_SCHEMA_VERSION = 1
+GATE_JSON_FIELDS = ("gate", "lane", "metric", "unit", "status", "baseline_value", "candidate_value", "delta", "threshold",
+                    "blocking_cases", "blocking_details", "excluded_cases", "n_cases", "owner", "reason")
+CASE_PAGE = "cases/{value}.html"
+UNITS_LINE = ("- rate gates (unit `fraction`) compare the mean over the cases complete in both runs, flaky cases excluded "
+              "(and multi-hop ones where the policy says so): values are fractions in [0, 1], the delta and the limit are "
+              "in points (value × 100); a drop equal to the limit passes. Count gates (unit `cases`) count cases.")
+
+
+def verdict_status(gate_results: pl.DataFrame) -> str:
+    """pass, fail, undecided, or not_gated (no gate applies: an exploratory run, or the run is its own baseline)."""
+    statuses = set(gate_results["status"].to_list())
+    if not statuses or statuses <= {"not_applicable"}:
+        return "not_gated"
+    return {0: "pass", 1: "fail", 2: "undecided"}[exit_code(gate_results)]
+
+
+def _number(value: float | None, unit: str) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.0f}" if unit == UNIT_CASES else f"{value:.4f}"
+
+
+def _delta(row: dict) -> str:
+    if row["delta"] is None:
+        return "–"
+    if row["unit"] != UNIT_CASES:
+        return f"{row['delta']:+.2f} points"
+    what = "newly failing" if row["metric"] == "no_new_failures" else "new"
+    return f"{row['delta']:.0f} {what}"
+
+
+def _limit(row: dict) -> str:
+    if row["threshold"] is None:
+        return "–"
+    if row["unit"] != UNIT_CASES:
+        return f"drop ≤ {row['threshold']:g} points"
+    return f"≤ {row['threshold']:g} new"
 
 
 def gate_table(gate_results: pl.DataFrame) -> pl.DataFrame:
-    """The gate table as printed: values in points, the blocking cases, owner and reason."""
-    return gate_results.select(
-        "gate", "lane", "metric", "status",
-        (pl.col("baseline_value") * pl.when(pl.col("metric").is_in(["policy_violations", "no_new_failures"])).then(1).otherwise(100))
-        .round(2).alias("baseline"),
-        (pl.col("candidate_value") * pl.when(pl.col("metric").is_in(["policy_violations", "no_new_failures"])).then(1).otherwise(100))
-        .round(2).alias("candidate"),
-        pl.col("delta").round(2).alias("delta"),
-        "threshold", "blocking_cases", "owner", "reason",
-    )
+    """The gate table as shown: each value in its gate's unit, the scope (cases compared, cases excluded), owner and reason."""
+    rows = []
+    for row in gate_results.iter_rows(named=True):
+        unit = row.get("unit") or "fraction"
+        row = {**row, "unit": unit}
+        rows.append({
+            "gate": row["gate"], "lane": row["lane"], "metric": row["metric"], "status": row["status"], "unit": unit,
+            "baseline": _number(row["baseline_value"], unit), "candidate": _number(row["candidate_value"], unit),
+            "delta": _delta(row), "limit": _limit(row), "cases": row["n_cases"],
+            "excluded": row["excluded_cases"] or [], "owner": row["owner"], "reason": row["reason"],
+        })
+    schema = {"gate": pl.String, "lane": pl.String, "metric": pl.String, "status": pl.String, "unit": pl.String,
+              "baseline": pl.String, "candidate": pl.String, "delta": pl.String, "limit": pl.String,
+              "cases": pl.Int64, "excluded": pl.List(pl.String), "owner": pl.String, "reason": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def blocking_table(gate_results: pl.DataFrame) -> pl.DataFrame:
+    """One row per blocking case: the gates it blocks, why (its values), and the owners."""
+    failed = gate_results.filter(pl.col("status") == "fail")
+    if failed.height == 0:
+        return pl.DataFrame(schema={"case_id": pl.String, "gates": pl.List(pl.String), "why": pl.List(pl.String),
+                                    "owners": pl.List(pl.String)})
+    rows = []
+    for row in failed.iter_rows(named=True):
+        details = dict(zip(row["blocking_cases"], row.get("blocking_details") or [], strict=False))
+        for case in row["blocking_cases"] or []:
+            why = details.get(case, f"{case}: blocks {row['gate']}").split(": ", 1)[-1]
+            rows.append({"case_id": case, "gate": row["gate"], "why": f"{row['gate']}: {why}", "owner": row["owner"]})
+    frame = pl.DataFrame(rows, schema={"case_id": pl.String, "gate": pl.String, "why": pl.String, "owner": pl.String})
+    return (frame.group_by("case_id", maintain_order=True)
+            .agg(pl.col("gate").alias("gates"), pl.col("why"), pl.col("owner").unique(maintain_order=True).alias("owners"))
+            .sort("case_id"))
+
+
+def release_verdict(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> Verdict:
+    """The release decision of a gate table, as the banner atop every report of the run."""
+    status = verdict_status(gate_results)
+    n = gate_results.height
+    failed = gate_results.filter(pl.col("status") == "fail")
+    undecided = gate_results.filter(pl.col("status").is_in(["incomplete", "incomparable"]))
+    against = f"`{candidate}` against `{baseline}`" if baseline and baseline != candidate else f"`{candidate}`"
+    if status == "fail":
+        cases = blocking_table(gate_results).height
+        headline = f"Release blocked: {failed.height} of {n} gates failed, {cases} blocking case(s) — {against}"
+    elif status == "undecided":
+        headline = f"Release undecided: {undecided.height} of {n} gates incomplete or incomparable — {against}"
+    elif status == "not_gated":
+        reason = gate_results["reason"][0] if n else "no gate in the policy"
+        headline = f"Not gated — {against}: {reason}"
+    else:
+        headline = f"Release passes: every gate passed ({n}) — {against}"
+    details = []
+    for row in gate_results.filter(pl.col("status").is_in(["fail", "incomplete", "incomparable"])).iter_rows(named=True):
+        unit = row.get("unit") or "fraction"
+        row = {**row, "unit": unit}
+        values = (f"{_number(row['baseline_value'], unit)} → {_number(row['candidate_value'], unit)}, {_delta(row)} "
+                  f"(limit: {_limit(row)}); " if row["baseline_value"] is not None else "")
+        details.append(f"- **{row['gate']}** {row['status']} (owner {row['owner']}): {values}{row['reason'] or ''}")
+    return Verdict(status=status, headline=headline, details=details)
 
 
 def pairwise_section(pairs: pl.DataFrame) -> Section:
@@ -44,15 +136,15 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     """Sections of the gate report."""
     code = exit_code(gate_results)
     lines = [
-        f"- candidate `{candidate}` against baseline `{baseline or 'none'}`: **{overall_status(gate_results)}** "
-        f"(exit code {code}: {EXIT_MEANING[code]})",
-        "- each gate stands on its own; nothing is averaged. Regression metrics are in points (value × 100); "
-        "a drop equal to the threshold passes.",
+        f"- candidate `{candidate}` against baseline `{baseline or 'none'}`: exit code {code} ({EXIT_MEANING[code]})",
+        "- each gate stands on its own; nothing is averaged.",
+        UNITS_LINE,
     ]
-    blocking = (gate_results.filter(pl.col("status") == "fail").select("gate", "owner", pl.col("blocking_cases").alias("cases"))
-                .explode("cases"))
+    blocking = blocking_table(gate_results)
     sections = [Section("Gates", lines, gate_table(gate_results))]
-    sections.append(Section(f"Blocking cases ({blocking['cases'].n_unique() if blocking.height else 0})", [], blocking))
+    sections.append(Section(f"Blocking cases ({blocking.height})",
+                            ["- every case that blocks a failed gate, with its values in both runs; click a case for its whole story"]
+                            if blocking.height else [], blocking, links={"case_id": CASE_PAGE}))
     beside = gate_results.filter(pl.col("beside").is_not_null()).select("gate", "beside")
     if beside.height:
         sections.append(Section("Reported beside the gates", [], beside, level=3))
@@ -62,14 +154,63 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
 
 
 def gate_text_table(gate_results: pl.DataFrame) -> str:
-    """A plain-text gate table for the terminal."""
+    """A plain-text gate table for the terminal, then each blocking case and why it blocks."""
     table = gate_table(gate_results)
-    header = f"{'gate':<22} {'status':<13} {'baseline':>9} {'candidate':>9} {'delta':>8} {'limit':>6}  blocking cases / reason"
+    header = (f"{'gate':<24} {'status':<13} {'unit':<8} {'baseline':>9} {'candidate':>9} {'delta':>16}  "
+              f"{'limit':<20} reason")
     lines = [header, "-" * len(header)]
     for row in table.iter_rows(named=True):
-        def num(v):
-            return f"{v:.2f}" if v is not None else "-"
-        detail = ", ".join(row["blocking_cases"] or []) or (row["reason"] or "")
-        lines.append(f"{row['gate']:<22} {row['status']:<13} {num(row['baseline']):>9} {num(row['candidate']):>9} "
-                     f"{num(row['delta']):>8} {num(row['threshold']):>6}  {detail}")
+        lines.append(f"{row['gate']:<24} {row['status']:<13} {row['unit']:<8} {row['baseline']:>9} {row['candidate']:>9} "
+                     f"{row['delta']:>16}  {row['limit']:<20} {row['reason'] or ''}")
+    blocking = blocking_table(gate_results)
+    if blocking.height:
+        lines += ["", f"blocking cases ({blocking.height}):"]
+        for row in blocking.iter_rows(named=True):
+            lines.append(f"  {row['case_id']:<14} {'; '.join(row['why'])}  (owner: {', '.join(row['owners'])})")
     return "\n".join(lines)
+
+
+def _json_value(value):
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def gate_json(gate_results: pl.DataFrame, candidate: str, baseline: str | None, policy_version: str | None) -> str:
+    """`gate --json`: one object with the verdict, the exit code and a `gates` list (schema in docs/gate_json.md)."""
+    gates = []
+    for row in gate_results.iter_rows(named=True):
+        row = {**row, "unit": row.get("unit") or "fraction"}
+        gates.append({key: _json_value(row.get(key)) if not isinstance(row.get(key), list) else row.get(key)
+                      for key in GATE_JSON_FIELDS})
+    code = exit_code(gate_results)
+    document = {"schema_version": GATE_JSON_SCHEMA_VERSION, "candidate": candidate, "baseline": baseline,
+                "policy_version": policy_version, "verdict": verdict_status(gate_results), "exit_code": code,
+                "exit_meaning": EXIT_MEANING[code], "gates": gates}
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def gate_junit(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> str:
+    """`gate --junit`: JUnit XML, one test case per gate (fail → failure, incomplete/incomparable → error, not applicable → skipped)."""
+    failures = gate_results.filter(pl.col("status") == "fail").height
+    errors = gate_results.filter(pl.col("status").is_in(["incomplete", "incomparable"])).height
+    skipped = gate_results.filter(pl.col("status").is_in(["not_applicable", "not_gating"])).height
+    suites = ET.Element("testsuites", name="eval-pipeline gate")
+    suite = ET.SubElement(suites, "testsuite", name=f"release gates: {candidate} vs {baseline or 'none'}",
+                          tests=str(gate_results.height), failures=str(failures), errors=str(errors), skipped=str(skipped))
+    for row in gate_results.iter_rows(named=True):
+        unit = row.get("unit") or "fraction"
+        row = {**row, "unit": unit}
+        case = ET.SubElement(suite, "testcase", classname=f"gates.{row['lane']}", name=row["gate"])
+        values = (f"baseline {_number(row['baseline_value'], unit)}, candidate {_number(row['candidate_value'], unit)}, "
+                  f"delta {_delta(row)}, limit {_limit(row)}")
+        details = "\n".join(row.get("blocking_details") or row["blocking_cases"] or [])
+        if row["status"] == "fail":
+            failure = ET.SubElement(case, "failure", message=f"{row['reason']} (owner {row['owner']})", type="gate_failed")
+            failure.text = f"{values}\nblocking cases:\n{details}"
+        elif row["status"] in ("incomplete", "incomparable"):
+            error = ET.SubElement(case, "error", message=row["reason"] or row["status"], type=row["status"])
+            error.text = f"{values}\n{details}".strip()
+        elif row["status"] in ("not_applicable", "not_gating"):
+            ET.SubElement(case, "skipped", message=row["reason"] or row["status"])
+        ET.SubElement(case, "system-out").text = values
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

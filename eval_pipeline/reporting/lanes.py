@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from eval_pipeline.reporting import charts
-from eval_pipeline.reporting.render import Section
+from eval_pipeline.reporting.gate_report import CASE_PAGE, UNITS_LINE, blocking_table, gate_table, release_verdict
+from eval_pipeline.reporting.render import Section, Verdict
 from eval_pipeline.scoring.attribution import UNSUPPORTED_CORRECT, contingency, pareto
 
 RECALL_KS = (1, 3, 5, 10, 20)
@@ -30,6 +31,58 @@ class LaneData:
     baseline_run_id: str | None = None
     baseline_outcomes: pl.DataFrame | None = None
     baseline_rollup: pl.DataFrame | None = None
+    # why there is no baseline comparison (exploratory run, another dataset, not scored)
+    baseline_note: str | None = None
+    # this lane's gates, computed as the gate asset computes them (gate_results rows)
+    gates: pl.DataFrame | None = None
+
+
+LINKS = {"case_id": CASE_PAGE}
+# where a lane report's own mean of a gated metric comes from (per trace or per case, every complete one)
+OWN_MEANS = {"recall_at_10": ("retrieval_scores", "recall_at_10"), "grounding_rate": ("grounding_scores", "grounding_rate"),
+             "args_valid_rate": ("tool_scores", "args_valid_rate")}
+
+
+def lane_verdict(data: LaneData) -> Verdict | None:
+    """The banner of a lane report: this lane's gates, and where the whole release decision is."""
+    if data.gates is None or data.gates.height == 0:
+        return None
+    verdict = release_verdict(data.gates, data.run_id, data.gates["baseline_run_id"][0])
+    label = "RAG lane" if data.lane == "rag" else "Agent lane"
+    details = [*verdict.details, "- the release decision over every gate, both lanes and `no_new_failures` included: "
+               "[gate report](gate.html)"]
+    decision, _, rest = verdict.headline.partition(": ")
+    headline = f"{decision}: {label} gates — {rest}" if rest and decision.startswith("Release") else verdict.headline
+    return Verdict(status=verdict.status, headline=headline, details=details)
+
+
+def gated_section(data: LaneData) -> list[Section]:
+    """This lane's gates exactly as the gate computes them: same values, units, cases compared and exclusions."""
+    if data.gates is None or data.gates.height == 0:
+        return []
+    lines = [UNITS_LINE]
+    for row in data.gates.iter_rows(named=True):
+        own = _own_mean(data, row["metric"])
+        if row["candidate_value"] is None or own is None:
+            continue
+        excluded = ", ".join(row["excluded_cases"] or []) or "none"
+        lines.append(f"- {row['gate']}: the gate compares {row['n_cases']} cases complete in both runs (excluded: "
+                     f"{excluded}): candidate {row['candidate_value']:.4f}; this report's mean over every complete "
+                     f"{own[1]} of the run is {own[0]:.4f}")
+    sections = [Section("Release gates of this lane", lines, gate_table(data.gates))]
+    blocking = blocking_table(data.gates)
+    if blocking.height:
+        sections.append(Section(f"Cases that block this lane's gates ({blocking.height})", [], blocking, level=3, links=LINKS))
+    return sections
+
+
+def _own_mean(data: LaneData, metric: str) -> tuple[float, str] | None:
+    if metric == "pass_at_1" and data.reliability is not None and "pass_at_1" in data.reliability.columns:
+        value = data.reliability["pass_at_1"].drop_nulls().mean()
+        return (value, "case") if value is not None else None
+    table, column = OWN_MEANS.get(metric, (None, None))
+    value = _mean(data.tables.get(table), column) if table else None
+    return (value, "trace") if value is not None else None
 
 
 def _mean(frame: pl.DataFrame | None, column: str) -> float | None:
@@ -87,8 +140,13 @@ def pareto_sections(data: LaneData) -> list[Section]:
     ranked = pareto(data.rollup)
     total = int(data.rollup["failures"].sum()) if data.rollup.height else 0
     lane_failures = int(data.rollup["lane_failures"].max()) if data.rollup.height else 0
+    baseline = None
+    if data.baseline_rollup is not None and data.baseline_rollup.height:
+        before = dict(data.baseline_rollup.select("stage", "failures").iter_rows())
+        baseline = [float(before.get(stage) or 0) for stage in ranked["stage"].to_list()]
     chart = charts.bar_chart(f"{data.lane}: failures by first failing stage", ranked["stage"].to_list(),
-                             [float(v) for v in ranked["failures"].to_list()], ranked["cumulative_share"].to_list())
+                             [float(v) for v in ranked["failures"].to_list()], ranked["cumulative_share"].to_list(),
+                             baseline=baseline)
     lines = [f"- stage counts sum to {total}; the lane has {lane_failures} failed traces"
              + (" ✔" if total == lane_failures else " ✘ (mismatch)")]
     table = data.rollup.select("stage", "failures", "share", "hazards", "owner")
@@ -101,21 +159,31 @@ def hazard_section(data: LaneData) -> Section:
     hazards = data.outcomes.filter(pl.col("hazard") == UNSUPPORTED_CORRECT).sort("trace_id").select("trace_id", "case_id", "reason")
     lines = ["- retrieval failed but the answer is right: counted as a pass on a dashboard, a hazard here — it fails the day "
              "the policy changes. Review these first."]
-    return Section(f"Review first: {UNSUPPORTED_CORRECT} ({hazards.height})", lines, hazards)
+    return Section(f"Review first: {UNSUPPORTED_CORRECT} ({hazards.height})", lines, hazards, links=LINKS)
 
 
 def failures_section(data: LaneData) -> Section:
-    failed = (data.outcomes.filter((pl.col("lane") == data.lane) & (pl.col("outcome") == "fail"))
-              .sort(pl.col("hazard").is_null(), "first_failing_stage", "trace_id")
-              .select("trace_id", "case_id", "first_failing_stage", "owner", "hazard", "reason"))
-    return Section(f"Failed traces ({failed.height})", [], failed)
+    """Failed traces grouped per case: attempts failed of attempts made, the first failing stages and their reasons."""
+    lane = data.outcomes.filter(pl.col("lane") == data.lane)
+    failed = lane.filter(pl.col("outcome") == "fail")
+    attempts = lane.group_by("case_id").agg(pl.len().alias("attempts"))
+    grouped = (failed.sort("trace_id").group_by("case_id", maintain_order=True)
+               .agg(pl.len().alias("failed"), pl.col("first_failing_stage").unique(maintain_order=True).alias("first_failing_stages"),
+                    pl.col("owner").unique(maintain_order=True).alias("owners"), pl.col("hazard").drop_nulls().first(),
+                    pl.col("reason").unique(maintain_order=True).alias("reasons"))
+               .join(attempts, on="case_id", how="left")
+               .with_columns(pl.format("{} of {}", "failed", "attempts").alias("attempts_failed"))
+               .sort(pl.col("hazard").is_null(), pl.col("first_failing_stages").list.first(), "case_id")
+               .select("case_id", "attempts_failed", "first_failing_stages", "owners", "hazard", "reasons"))
+    lines = [f"- {failed.height} failed traces in {grouped.height} cases; identical reasons of a case's attempts shown once"]
+    return Section(f"Failed cases ({grouped.height})", lines, grouped, links=LINKS)
 
 
 def incomplete_section(data: LaneData) -> Section:
     incomplete = (data.outcomes.filter((pl.col("lane") == data.lane) & (pl.col("outcome") == "incomplete"))
                   .sort("trace_id").select("trace_id", "case_id", "owner", "reason"))
     lines = ["- an evaluation that could not complete is never a zero, a pass, or dropped: it is counted here"]
-    return Section(f"Incomplete ({incomplete.height}, owner: harness)", lines, incomplete)
+    return Section(f"Incomplete ({incomplete.height}, owner: harness)", lines, incomplete, links=LINKS)
 
 
 def quarantine_section(data: LaneData) -> Section:
@@ -139,7 +207,7 @@ def rejects_sections(data: LaneData) -> list[Section]:
 
 def baseline_sections(data: LaneData) -> list[Section]:
     if data.baseline_run_id is None or data.baseline_outcomes is None:
-        return []
+        return [Section("Against a baseline", [f"- no baseline comparison: {data.baseline_note}"])] if data.baseline_note else []
     lane = data.lane
 
     def case_status(outcomes: pl.DataFrame) -> pl.DataFrame:
@@ -162,7 +230,7 @@ def baseline_sections(data: LaneData) -> list[Section]:
                  .sort("stage_order").drop("stage_order")
                  .with_columns((pl.col("candidate_share").fill_null(0) - pl.col("baseline_share").fill_null(0)).alias("share_shift")))
     lines = [f"- newly failing cases (passed in `{data.baseline_run_id}`, fail here): {newly.height}"]
-    return [Section(f"Against baseline {data.baseline_run_id}", lines, newly),
+    return [Section(f"Against baseline {data.baseline_run_id}", lines, newly, links=LINKS),
             Section("Shift in the attribution mix", ["- share of the lane's failures per first failing stage, baseline → this run"],
                     shift if shift.height else None, level=3)]
 
@@ -173,7 +241,7 @@ def baseline_sections(data: LaneData) -> list[Section]:
 def rag_sections(data: LaneData) -> list[Section]:
     """Sections of the RAG lane report."""
     t = data.tables
-    sections = [summary_section(data), hazard_section(data), *pareto_sections(data)]
+    sections = [summary_section(data), *gated_section(data), hazard_section(data), *pareto_sections(data)]
     sections.append(Section("Retrieval × grounding × answer", [
         "- each cell is a diagnosis: the combination says which component to open first"], contingency(data.stage_results)))
 
@@ -233,7 +301,7 @@ def grounding_sections(data: LaneData) -> list[Section]:
                                "balanced_accuracy", "self_consistency_flip_rate", "may_gate", "confusion") if c in calibration.columns]
         sections.append(Section("Judge calibration", [], calibration.select(columns), level=3))
     if review is not None and review.height:
-        sections.append(Section(f"Review queue ({review.height})", [], review, level=3))
+        sections.append(Section(f"Review queue ({review.height})", [], review, level=3, links=LINKS))
     return sections
 
 
@@ -245,7 +313,7 @@ def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
     """Sections of the agent lane report."""
     t = data.tables
     tools, outcomes = t.get("tool_scores"), t.get("outcome_scores")
-    sections = [summary_section(data), *pareto_sections(data)]
+    sections = [summary_section(data), *gated_section(data), *pareto_sections(data)]
     tool_lines = []
     if tools is not None:
         violations = tools.filter(pl.col("policy_violation").fill_null(False))

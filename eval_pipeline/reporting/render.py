@@ -1,29 +1,79 @@
 """Report sections rendered twice from one source: Markdown (files and Dagster metadata) and a self-contained HTML page.
 
 Text in a report comes from traces (answers, queries, reasons), so both renderings escape it: HTML through
-`html.escape`, Markdown by writing `&`, `<` and `>` as entities, which Markdown viewers show as the characters and
-never read as markup (raw HTML in Markdown, such as a `<script>` in an answer, would otherwise be rendered).
+`html.escape` (tables) and markdown-it with raw HTML off (prose lines), Markdown by writing `&`, `<` and `>` as
+entities, which Markdown viewers show as the characters and never read as markup (raw HTML in Markdown, such as a
+`<script>` in an answer, would otherwise be rendered).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from html import escape
+from urllib.parse import quote
 
 import polars as pl
+from markdown_it import MarkdownIt
 
 MAX_ROWS = 200
+
+# Raw HTML off: a tag in trace text is shown, never parsed. Entities off, so `&lt;` in an answer reads as those four
+# characters, as in the Markdown rendering; autolinks off, as `<` is an entity there; images off, so no text makes the
+# page fetch anything.
+_INLINE = MarkdownIt("commonmark", {"html": False}).disable(["entity", "autolink", "image"])
+
+VERDICT_STATUSES = ("pass", "fail", "undecided", "not_gated")
+VERDICT_LABELS = {"pass": "Release passes", "fail": "Release blocked", "undecided": "Release undecided",
+                  "not_gated": "Not gated"}
+
+# Cell values shown coloured in HTML tables, by tone.
+STATUS_TONES = {
+    "good": ("pass", "scored", "SUPPORTED"),
+    "bad": ("fail", "CONTRADICTED", "UNSUPPORTED"),
+    "warn": ("incomplete", "incomparable", "undecided", "NOT_FOUND", "NOT_IN_EVIDENCE", "unsupported_correct"),
+    "muted": ("not_gating", "not_applicable", "not_gated"),
+}
+STATUS_WORDS = {word: tone for tone, words in STATUS_TONES.items() for word in words}
+_TONE_COLOURS = {"good": ("#e6f4ea", "#1b5e20"), "bad": ("#fdecea", "#b71c1c"), "warn": ("#fff4e0", "#8a4b00"),
+                 "muted": ("#eef0f2", "#555")}
+
+# A cell holding a longer unbroken token (an id, a URL) may break inside words; others wrap at spaces only, since
+# breaking anywhere in every cell lets a table squeeze short columns into broken words.
+LONG_TOKEN = 30
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 @dataclass
 class Section:
-    """One report section: prose lines, an optional table and an optional SVG chart."""
+    """One report section: prose lines, an optional table and an optional SVG chart.
+
+    `links` maps a column to an href template: `{value}` is the URL-quoted cell (each element of a list cell), and
+    `{column}` another cell of the same row, so a row can link under its own run. `caption` is a line read with the
+    chart, shown right under it.
+    """
 
     title: str
     lines: list[str] = field(default_factory=list)
     table: pl.DataFrame | None = None
     chart: str | None = None
     level: int = 2
+    links: dict[str, str] = field(default_factory=dict)
+    caption: str | None = None
+
+
+@dataclass
+class Verdict:
+    """The release decision shown as a banner atop a report."""
+
+    status: str
+    headline: str
+    details: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.status not in VERDICT_STATUSES:
+            raise ValueError(f"verdict status {self.status!r} is not one of {', '.join(VERDICT_STATUSES)}")
 
 
 def _text(value) -> str:
@@ -43,69 +93,224 @@ def markdown_text(text: str) -> str:
     return escape(text, quote=False)
 
 
+def inline_html(text: str) -> str:
+    """One line of inline Markdown as HTML (emphasis, code, links); raw HTML in it stays escaped text."""
+    return _INLINE.renderInline(text)
+
+
+def href(template: str, value, row: dict | None = None) -> str | None:
+    """The template with `{value}` and `{column}` replaced by URL-quoted text; None when a referenced cell is null."""
+    row = row or {}
+    missing = value is None
+
+    def fill(match: re.Match) -> str:
+        nonlocal missing
+        name = match.group(1)
+        if name != "value" and name not in row:
+            return match.group(0)
+        cell = value if name == "value" else row[name]
+        missing = missing or cell is None
+        return "" if cell is None else quote(str(cell), safe="")
+
+    filled = _PLACEHOLDER.sub(fill, template)
+    return None if missing else filled
+
+
+def _flat(text: str) -> str:
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def _cell(value) -> str:
-    return markdown_text(_text(value)).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    return _flat(markdown_text(_text(value)))
 
 
-def markdown_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS) -> str:
-    """A Markdown table of a frame (values formatted and escaped; long tables cut with a note)."""
+def _md_destination(target: str) -> str:
+    # Percent-encoded rather than backslash-escaped: every viewer reads %XX in a link destination.
+    return "".join(f"%{ord(c):02X}" if c in " ()<>\\|[]" or ord(c) < 32 else c for c in target)
+
+
+def _md_link(value, template: str, row: dict) -> str:
+    target = href(template, value, row)
+    text = markdown_text(_text(value))
+    if target is None:
+        return text
+    text = re.sub(r"([\\\[\]])", r"\\\1", text)
+    return f"[{text}]({_md_destination(target)})"
+
+
+def _md_cell(value, template: str | None, row: dict) -> str:
+    if template is None or value is None:
+        return _cell(value)
+    if isinstance(value, list):
+        return _flat(", ".join(_md_link(v, template, row) for v in value)) if value else _cell(value)
+    return _flat(_md_link(value, template, row))
+
+
+def markdown_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[str, str] | None = None) -> str:
+    """A Markdown table of a frame (values formatted and escaped, linked columns as links; long tables cut with a note)."""
     if frame.height == 0:
         return "_none_"
+    links = links or {}
+    templates = [links.get(c) for c in frame.columns]
     header = "| " + " | ".join(_cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.head(max_rows).iter_rows()]
+    rows = ["| " + " | ".join(_md_cell(v, t, row) for v, t in zip(row.values(), templates, strict=True)) + " |"
+            for row in frame.head(max_rows).iter_rows(named=True)]
     more = [f"\n_{frame.height - max_rows} more rows in the table_"] if frame.height > max_rows else []
     return "\n".join([header, rule, *rows, *more])
 
 
-def html_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS) -> str:
-    """An HTML table of a frame."""
+def _html_link(value, template: str, row: dict) -> str:
+    target = href(template, value, row)
+    text = escape(_text(value))
+    return text if target is None else f'<a href="{escape(target)}">{text}</a>'
+
+
+def _html_cell(value, template: str | None, row: dict) -> str:
+    if template is None or value is None:
+        inner = escape(_text(value))
+    elif isinstance(value, list):
+        inner = ", ".join(_html_link(v, template, row) for v in value) if value else escape(_text(value))
+    else:
+        inner = _html_link(value, template, row)
+    classes = [f"status status-{value.lower()}"] if isinstance(value, str) and value in STATUS_WORDS else []
+    if any(len(token) > LONG_TOKEN for token in _text(value).split()):
+        classes.append("long")
+    return f'<td class="{" ".join(classes)}">{inner}</td>' if classes else f"<td>{inner}</td>"
+
+
+def html_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[str, str] | None = None) -> str:
+    """An HTML table of a frame in a horizontally scrolling wrapper; status words are classed, linked columns linked."""
     if frame.height == 0:
         return "<p><em>none</em></p>"
+    links = links or {}
+    templates = [links.get(c) for c in frame.columns]
     head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(_text(v))}</td>" for v in row) + "</tr>" for row in frame.head(max_rows).iter_rows()
+        "<tr>" + "".join(_html_cell(v, t, row) for v, t in zip(row.values(), templates, strict=True)) + "</tr>"
+        for row in frame.head(max_rows).iter_rows(named=True)
     )
     more = f"<p><em>{frame.height - max_rows} more rows in the table</em></p>" if frame.height > max_rows else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{more}'
 
 
-def render_markdown(title: str, sections: list[Section]) -> str:
-    """The report as Markdown."""
+def _verdict_parts(verdict: Verdict) -> tuple[str, str]:
+    """The banner's bold label and the rest of the headline, without the label said twice."""
+    label = VERDICT_LABELS[verdict.status]
+    rest = verdict.headline.strip()
+    if rest.lower().startswith(label.lower()):
+        rest = rest[len(label):].lstrip(" :—–-")
+    return label, rest
+
+
+def _markdown_lines(lines: list[str]) -> list[str]:
+    """Prose lines as Markdown: bullets stay one list; any other line is its own paragraph."""
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        bullet = line.startswith("- ")
+        if i and (not bullet or not lines[i - 1].startswith("- ")):
+            out.append("")
+        out.append(markdown_text(line))
+    return out
+
+
+def render_markdown(title: str, sections: list[Section], verdict: Verdict | None = None) -> str:
+    """The report as Markdown, the verdict (if any) as a blockquote under the title."""
     out = [f"# {markdown_text(title)}", ""]
+    if verdict is not None:
+        label, rest = _verdict_parts(verdict)
+        out.append(f"> **{label}**" + (f" — {markdown_text(rest)}" if rest else ""))
+        if verdict.details:
+            out.append(">")
+            out.extend(f"> {line}" if line else ">" for line in _markdown_lines(verdict.details))
+        out.append("")
     for section in sections:
         out.append(f"{'#' * section.level} {markdown_text(section.title)}")
         out.append("")
-        out.extend(markdown_text(line) for line in section.lines)
+        out.extend(_markdown_lines(section.lines))
         if section.lines:
             out.append("")
+        if section.caption:
+            out.extend([markdown_text(section.caption), ""])
         if section.table is not None:
-            out.append(markdown_table(section.table))
+            out.append(markdown_table(section.table, links=section.links))
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
+def html_lines(lines: list[str]) -> str:
+    """Prose lines as HTML: consecutive "- " lines one list, any other line a paragraph, inline Markdown rendered."""
+    out: list[str] = []
+    items: list[str] = []
+    for line in lines:
+        if line.startswith("- "):
+            items.append(f"<li>{inline_html(line[2:])}</li>")
+            continue
+        if items:
+            out.append(f"<ul>{''.join(items)}</ul>")
+            items = []
+        out.append(f"<p>{inline_html(line)}</p>")
+    if items:
+        out.append(f"<ul>{''.join(items)}</ul>")
+    return "\n".join(out)
+
+
+def _status_style() -> str:
+    rules = []
+    for tone, words in STATUS_TONES.items():
+        background, colour = _TONE_COLOURS[tone]
+        selector = ",".join(f"td.status-{w.lower()}" for w in words)
+        rules.append(f"{selector}{{background:{background};color:{colour};font-weight:600}}")
+    return "\n".join(rules)
+
+
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45}
-table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem}
+*,*::before,*::after{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:2rem auto;padding:0 1rem;max-width:1320px;color:#222;line-height:1.45}
+p,li,h1,h2,h3,h4{overflow-wrap:anywhere}
+.table-wrap{overflow-x:auto;max-width:100%;margin:.5rem 0 1rem}
+table{border-collapse:collapse;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
-th{background:#f1f3f6} h1{font-size:1.5rem} h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
-.chart{margin:.5rem 0 1rem} code{background:#f4f4f4;padding:0 .2rem}
+th{background:#f1f3f6;overflow-wrap:normal} td{max-width:28rem;overflow-wrap:break-word}
+td.long{overflow-wrap:anywhere;min-width:12rem}
+h1{font-size:1.5rem} h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.chart{margin:.5rem 0 1rem;max-width:100%} .chart svg{max-width:100%;height:auto}
+code{background:#f4f4f4;padding:0 .2rem} ul{padding-left:1.4rem} .caption{color:#555;font-size:.85rem;margin-top:-.5rem}
+.verdict{border-left:.4rem solid;border-radius:.25rem;padding:.6rem 1rem;margin:1rem 0 1.5rem}
+.verdict p{margin:.1rem 0;font-size:1.05rem} .verdict ul{margin:.4rem 0 0}
+.verdict-pass{background:#e6f4ea;border-color:#2e7d32;color:#1b5e20}
+.verdict-fail{background:#fdecea;border-color:#c62828;color:#7f1414}
+.verdict-undecided{background:#fff4e0;border-color:#ef8f00;color:#6d3d00}
+.verdict-not_gated{background:#eef0f2;border-color:#8a9299;color:#3c4247}
 """
 
 
-def render_html(title: str, sections: list[Section]) -> str:
-    """The report as one self-contained HTML page with inline SVG charts."""
-    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
-             f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>"]
+def verdict_html(verdict: Verdict) -> str:
+    """The verdict as a coloured banner."""
+    label, rest = _verdict_parts(verdict)
+    headline = f"<strong>{escape(label)}</strong>" + (f" — {inline_html(rest)}" if rest else "")
+    details = html_lines(verdict.details)
+    return (f'<div class="verdict verdict-{verdict.status}" role="status"><p class="verdict-headline">{headline}</p>'
+            f"{details}</div>")
+
+
+def render_html(title: str, sections: list[Section], verdict: Verdict | None = None) -> str:
+    """The report as one self-contained HTML page with inline SVG charts, the verdict (if any) as a banner under the title."""
+    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{escape(title)}</title>"
+             f"<style>{_STYLE}{_status_style()}</style></head><body><h1>{inline_html(title)}</h1>"]
+    if verdict is not None:
+        parts.append(verdict_html(verdict))
     for section in sections:
         level = min(section.level, 4)
-        parts.append(f"<h{level}>{escape(section.title)}</h{level}>")
-        for line in section.lines:
-            parts.append(f"<p>{escape(line.lstrip('- '))}</p>")
+        parts.append(f"<h{level}>{inline_html(section.title)}</h{level}>")
+        if section.lines:
+            parts.append(html_lines(section.lines))
         if section.chart:
             parts.append(f'<div class="chart">{section.chart}</div>')
+        if section.caption:
+            parts.append(f'<p class="caption">{inline_html(section.caption)}</p>')
         if section.table is not None:
-            parts.append(html_table(section.table))
+            parts.append(html_table(section.table, links=section.links))
     parts.append("</body></html>")
     return "\n".join(parts)

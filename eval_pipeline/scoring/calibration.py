@@ -2,9 +2,12 @@
 
 Claim-level labels match judged claims by trace_id and claim text (inline markers removed, lower case, white
 space folded, trailing punctuation dropped); the first judged claim with that text wins, and a label repeated
-for the same claim counts once. Answer-level labels compare `answer_grounded` with the judge's reading of the
-answer: grounded when every claim is SUPPORTED (an answer without claims is grounded; one with an incomplete
-claim is left out and counted in n_judge_incomplete). Statistics treat the human label as the truth.
+for the same claim or answer counts once (labels that disagree: the least supportive one, CONTRADICTED before
+NOT_IN_EVIDENCE before SUPPORTED, not grounded before grounded, whatever order the files came in).
+Answer-level labels compare `answer_grounded` with the judge's reading of the answer: grounded when every claim
+is SUPPORTED (an answer without claims is grounded, as its grounding stage passes, whichever way it arrives:
+n_claims 0 in grounding_scores or in an answer verdict; one with an incomplete claim is left out and counted in
+n_judge_incomplete). Statistics treat the human label as the truth.
 κ is Cohen's kappa (null when undefined: both sides used one and the same category); its 95% interval is the
 percentile bootstrap (numpy default_rng(seed), resampling label pairs with replacement, undefined replicates
 skipped, linear-interpolated 2.5th and 97.5th percentiles); `calibrate` hands it the pairs ordered by trace_id
@@ -188,6 +191,24 @@ def _answer_labels(grounded: pl.Series) -> list[str]:
     return [ANSWER_LABELS[0] if value else ANSWER_LABELS[1] for value in grounded.to_list()]
 
 
+def _without_claims() -> pl.Expr:
+    return pl.col("n_claims").fill_null(-1) == 0
+
+
+def given_answers(judged_answers: pl.DataFrame) -> pl.DataFrame:
+    """Answer verdicts given as such, with an answer that states no claim (n_claims 0) grounded at support 1.0.
+
+    That is how the pipeline reads it (grounding_rate 1.0, the stage passes), whatever a tool's stricter `grounded`
+    said, so `calibrate` and judge_calibration pair the same labels with the same verdicts.
+    """
+    if "n_claims" not in judged_answers.columns:
+        return judged_answers
+    return judged_answers.with_columns(
+        judge_grounded=pl.when(_without_claims()).then(True).otherwise(pl.col("judge_grounded")),
+        score=pl.when(_without_claims()).then(1.0).otherwise(pl.col("score")),
+    )
+
+
 def _judge_answers(judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame | None,
                    judged_answers: pl.DataFrame | None = None) -> pl.DataFrame:
     """judge_version, trace_id, judge_grounded (null when a claim is incomplete) for every judged answer.
@@ -198,7 +219,7 @@ def _judge_answers(judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame |
         judge_grounded=pl.when((pl.col("status") != "ok").any()).then(None).otherwise((pl.col("verdict") == "SUPPORTED").all())
     )
     if judged_answers is not None and judged_answers.height:
-        given = judged_answers.select("judge_version", "trace_id", "judge_grounded").unique(["judge_version", "trace_id"], keep="first")
+        given = given_answers(judged_answers).select("judge_version", "trace_id", "judge_grounded").unique(["judge_version", "trace_id"], keep="first")
         from_claims = pl.concat([given, from_claims.join(given, on=["judge_version", "trace_id"], how="anti")])
     if grounding_scores is None:
         return from_claims
@@ -206,6 +227,24 @@ def _judge_answers(judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame |
         (pl.col("n_claims") == 0) & (pl.col("grounding_stage") != "incomplete") & pl.col("judge_version").is_not_null()
     ).select("judge_version", "trace_id", pl.lit(True).alias("judge_grounded"))
     return pl.concat([from_claims, without_claims.join(from_claims, on=["judge_version", "trace_id"], how="anti")])
+
+
+def _labels_by_level(labels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(claim labels with _match, answer labels): one label per claim and per answer, independent of input order."""
+    claim_labels = (
+        labels.filter(pl.col("claim").is_not_null() & pl.col("verdict").is_not_null())
+        .with_columns(_match=match_text(pl.col("claim")))
+        # Verdict names sort least supportive first, and false before true: a disagreement resolves the same way in
+        # every input order.
+        .sort("trace_id", "_match", "verdict")
+        .unique(["trace_id", "_match"], keep="first", maintain_order=True)
+    )
+    answer_labels = (
+        labels.filter(pl.col("answer_grounded").is_not_null())
+        .sort("trace_id", "answer_grounded")
+        .unique("trace_id", keep="first", maintain_order=True)
+    )
+    return claim_labels, answer_labels
 
 
 def calibrate(
@@ -221,14 +260,10 @@ def calibrate(
 
     A claim row for every judge version in `judged_claims` that has claims; an answer row where answer-level labels
     exist. `grounding_scores` (optional) lets answers without claims count as judged grounded; `judged_answers`
-    (judge_version, trace_id, judge_grounded) are answer-level verdicts given directly.
+    (judge_version, trace_id, judge_grounded[, n_claims]) are answer-level verdicts given directly, read by
+    `given_answers`.
     """
-    claim_labels = (
-        labels.filter(pl.col("claim").is_not_null() & pl.col("verdict").is_not_null())
-        .with_columns(_match=match_text(pl.col("claim")))
-        .unique(["trace_id", "_match"], keep="first", maintain_order=True)
-    )
-    answer_labels = labels.filter(pl.col("answer_grounded").is_not_null()).unique("trace_id", keep="first", maintain_order=True)
+    claim_labels, answer_labels = _labels_by_level(labels)
     judged = (
         judged_claims.with_columns(_match=match_text(pl.col("claim")))
         .sort("claim_index")
@@ -318,18 +353,14 @@ def labelled_scores(judged_claims: pl.DataFrame, judged_answers: pl.DataFrame, l
     A claim label matches a claim as in `calibrate` (truth: verdict SUPPORTED); an answer label takes the answer's own
     score when given, else its lowest claim score (truth: answer_grounded). Incomplete verdicts are left out.
     """
-    claim_labels = (
-        labels.filter(pl.col("claim").is_not_null() & pl.col("verdict").is_not_null())
-        .with_columns(_match=match_text(pl.col("claim")))
-        .unique(["trace_id", "_match"], keep="first", maintain_order=True)
-    )
+    claim_labels, answer_labels = _labels_by_level(labels)
     complete = judged_claims.filter(pl.col("status") == "ok")
     claims = complete.with_columns(_match=match_text(pl.col("claim"))).unique(["trace_id", "_match"], keep="first", maintain_order=True)
     # Sorted by key, so the bootstrap resamples the same rows in every run.
     by_claim = claim_labels.join(claims.select("trace_id", "_match", "score"), on=["trace_id", "_match"]).sort("trace_id", "_match").select(
         "score", (pl.col("verdict") == "SUPPORTED").alias("truth")
     )
-    answer_scores = judged_answers.filter(pl.col("score").is_not_null()).select("trace_id", "score").unique("trace_id", keep="first")
+    answer_scores = given_answers(judged_answers).filter(pl.col("score").is_not_null()).select("trace_id", "score").unique("trace_id", keep="first")
     incomplete = judged_claims.filter(pl.col("status") != "ok").select("trace_id").unique()
     from_claims = (
         complete.join(incomplete, on="trace_id", how="anti").group_by("trace_id").agg(pl.col("score").min(), _null=pl.col("score").is_null().any())
@@ -338,8 +369,7 @@ def labelled_scores(judged_claims: pl.DataFrame, judged_answers: pl.DataFrame, l
         raise ValueError("claim verdicts without a score: only the local and model judges' verdicts can be fitted")
     scored = pl.concat([answer_scores, from_claims.select("trace_id", "score").join(answer_scores, on="trace_id", how="anti")])
     by_answer = (
-        labels.filter(pl.col("answer_grounded").is_not_null()).unique("trace_id", keep="first")
-        .join(scored, on="trace_id").sort("trace_id").select("score", pl.col("answer_grounded").alias("truth"))
+        answer_labels.join(scored, on="trace_id").sort("trace_id").select("score", pl.col("answer_grounded").alias("truth"))
     )
     both = pl.concat([by_claim, by_answer])
     if both["score"].null_count():

@@ -14,6 +14,9 @@ EXIT_PASS, EXIT_FAIL, EXIT_UNDECIDED = 0, 1, 2
 DEFAULT_OWNERS = {"rag": "retrieval and generation", "agent": "agent", "all": "release"}
 # Float noise must not turn a drop equal to the threshold into a failure.
 _EPSILON = 1e-9
+COUNT_METRICS = ("policy_violations", "no_new_failures")
+# Rate metrics are fractions in [0, 1]; their delta and threshold are in points (value × 100).
+UNIT_FRACTION, UNIT_CASES = "fraction", "cases"
 
 GATE_RESULTS_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String,
@@ -32,7 +35,14 @@ GATE_RESULTS_SCHEMA: dict[str, pl.DataType] = {
     "n_cases": pl.Int64,
     "excluded_cases": pl.List(pl.String),
     "beside": pl.String,
+    "unit": pl.String,
+    "blocking_details": pl.List(pl.String),
 }
+
+
+def unit_of(metric: str) -> str:
+    """`cases` for a count gate, `fraction` for a rate gate (its delta and threshold in points)."""
+    return UNIT_CASES if metric in COUNT_METRICS else UNIT_FRACTION
 
 
 @dataclass
@@ -127,6 +137,22 @@ def _beside(facts: RunFacts, spec: GateSpec) -> dict:
     return out
 
 
+NOT_APPLICABLE = "not_applicable"
+
+
+def baseline_of(manifest: dict, policy: GatePolicy) -> str | None:
+    """The run a run is gated against: its manifest's baseline_run_id, else the policy's."""
+    return manifest.get("baseline_run_id") or policy.baseline_run_id
+
+
+def not_gated_reason(manifest: dict) -> str | None:
+    """Why a run is not gated at all (an exploratory run), or None."""
+    if manifest.get("mode") == "exploratory":
+        return ("exploratory run (mode: exploratory): not gated; to gate it, name a baseline of the same dataset "
+                "(baseline_run_id in its run.yaml, or `eval-pipeline import … --baseline RUN`) and set mode: gate")
+    return None
+
+
 def comparability(candidate: RunFacts, baseline: RunFacts) -> str | None:
     """Why two runs cannot be compared at all, or None."""
     if candidate.manifest.get("mode") == "exploratory" or baseline.manifest.get("mode") == "exploratory":
@@ -139,9 +165,49 @@ def comparability(candidate: RunFacts, baseline: RunFacts) -> str | None:
     return None
 
 
+def qrels_mismatch(candidate: RunFacts, baseline: RunFacts) -> str:
+    """Why recall is not comparable across qrels versions, and the command that makes it comparable."""
+    return (f"qrels versions differ: baseline {baseline.run_id} was scored with {baseline.qrels_version}, candidate "
+            f"{candidate.run_id} with {candidate.qrels_version}: re-score the baseline with the current judgments "
+            f"(eval-pipeline run --run {baseline.run_id}), then gate again")
+
+
+def _violation_details(candidate: RunFacts, baseline_run_id: str, cases: list[str]) -> list[str]:
+    """Per case: its first policy violation in the candidate, which the baseline did not have."""
+    tools = candidate.tools
+    found: dict[str, list[str]] = {}
+    if "policy_violations" in tools.columns:
+        order = [c for c in ("case_id", "trace_id") if c in tools.columns]
+        rows = (tools.filter(pl.col("case_id").is_in(cases) & pl.col("policy_violation").fill_null(False))
+                .sort(order).group_by("case_id", maintain_order=True)
+                .agg(pl.col("policy_violations").explode().drop_nulls().unique(maintain_order=True)))
+        found = dict(rows.iter_rows())
+    return [f"{c}: {'; '.join(found.get(c) or ['policy violation'])} (none in {baseline_run_id})" for c in cases]
+
+
+def _failure_details(candidate: RunFacts, baseline_run_id: str, cases: list[str]) -> list[str]:
+    """Per case: passed in the baseline, and where its failed attempts fail first in the candidate."""
+    outcomes = candidate.outcomes
+    if "first_failing_stage" not in outcomes.columns:
+        outcomes = outcomes.with_columns(pl.lit(None, dtype=pl.String).alias("first_failing_stage"))
+    attempts = (outcomes.filter(pl.col("case_id").is_in(cases))
+                .group_by("case_id").agg(pl.len().alias("attempts"), (pl.col("outcome") == "fail").sum().alias("failed"),
+                                         pl.col("first_failing_stage").drop_nulls().unique().sort().alias("stages")))
+    found = {row["case_id"]: row for row in attempts.iter_rows(named=True)}
+    details = []
+    for case in cases:
+        row = found.get(case)
+        stages = f" first at {', '.join(row['stages'])}" if row and row["stages"] else ""
+        where = f"fails{stages} in {row['failed']} of {row['attempts']} attempt(s)" if row else "fails"
+        details.append(f"{case}: passed in {baseline_run_id}, {where}")
+    return details
+
+
 def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None) -> dict:
     """One gate_results row."""
     row = {
+        "unit": unit_of(spec.metric),
+        "blocking_details": [],
         "run_id": candidate.run_id,
         "gate": spec.name,
         "lane": spec.lane,
@@ -161,14 +227,13 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
     }
     reason = comparability(candidate, baseline)
     if reason is None and spec.metric == "recall_at_10" and candidate.qrels_version != baseline.qrels_version:
-        reason = f"qrels versions differ: baseline {baseline.qrels_version}, candidate {candidate.qrels_version}"
+        reason = qrels_mismatch(candidate, baseline)
     if reason is not None:
         return {**row, "status": INCOMPARABLE, "reason": reason}
 
     excluded = _flaky_cases(candidate) | _flaky_cases(baseline)
     if "multi_hop" in spec.exclude:
         excluded |= _multi_hop(candidate)
-    row["excluded_cases"] = sorted(excluded)
 
     if spec.metric == "policy_violations":
         new_cases, base_cases = _violating_cases(candidate), _violating_cases(baseline)
@@ -176,6 +241,7 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
             return {**row, "status": INCOMPLETE, "reason": "tool_scores missing for a run"}
         new = sorted((new_cases - base_cases) - excluded)
         limit = spec.max_new if spec.max_new is not None else 0
+        row["excluded_cases"] = sorted(excluded & (new_cases | base_cases))
         return {
             **row,
             "baseline_value": float(len(base_cases - excluded)),
@@ -185,6 +251,7 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
             "n_cases": len(new),
             "status": FAIL if len(new) > limit else PASS,
             "blocking_cases": new if len(new) > limit else [],
+            "blocking_details": _violation_details(candidate, baseline.run_id, new) if len(new) > limit else [],
             "reason": f"{len(new)} case(s) with a new policy violation" if new else None,
         }
 
@@ -192,6 +259,7 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
         base, cand = _case_passes(baseline), _case_passes(candidate)
         if not base or not cand:
             return {**row, "status": INCOMPLETE, "reason": "attribution missing for a run"}
+        row["excluded_cases"] = sorted(excluded & {c for c, ok in base.items() if ok})
         previously_passing = {c for c, ok in base.items() if ok} - excluded
         newly_failing = sorted(c for c in previously_passing if cand.get(c) is False)
         unknown = sorted(c for c in previously_passing if cand.get(c) is None)
@@ -209,6 +277,7 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
                 **out,
                 "status": FAIL,
                 "blocking_cases": newly_failing,
+                "blocking_details": _failure_details(candidate, baseline.run_id, newly_failing),
                 "reason": f"{len(newly_failing)} previously passing case(s) now fail",
             }
         if unknown:
@@ -224,6 +293,7 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
     cand_values, missing_cand = _metric_values(candidate, spec)
     if base_values is None or cand_values is None:
         return {**row, "status": INCOMPLETE, "reason": f"{missing_base or missing_cand} missing"}
+    row["excluded_cases"] = sorted(excluded & (set(base_values) | set(cand_values)))
     base_values = {c: v for c, v in base_values.items() if c not in excluded}
     cand_values = {c: v for c, v in cand_values.items() if c not in excluded}
     common = sorted(set(base_values) & set(cand_values))
@@ -257,6 +327,7 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
             **out,
             "status": FAIL,
             "blocking_cases": dropped,
+            "blocking_details": [f"{c}: {spec.metric} {base_values[c]:.4f} → {cand_values[c]:.4f}" for c in dropped],
             "reason": f"{spec.metric} dropped {-delta_points:.2f} points (allowed {threshold:g})",
         }
     if lost:
@@ -298,6 +369,8 @@ def undecided_gates(policy: GatePolicy, candidate_run_id: str, baseline_run_id: 
             "owner": g.owner or DEFAULT_OWNERS[g.lane],
             "reason": reason,
             "excluded_cases": [],
+            "unit": unit_of(g.metric),
+            "blocking_details": [],
         }
         for g in policy.gates
     ]

@@ -271,9 +271,10 @@ def _scope_violations(tool: str, args_json: str, allowed: dict[str, set[str]]) -
         if isinstance(value, dict):
             for name, inner in value.items():
                 if name in allowed and canonical_json(inner) not in allowed[name]:
+                    # allowed values are canonical JSON already: listed as they are, not encoded twice
                     found.append(
                         f"scope: {tool} called with {name}={canonical_json(inner)} outside the case scope "
-                        f"{canonical_json(sorted(allowed[name]))}"
+                        f"({', '.join(sorted(allowed[name]))})"
                     )
                 walk(inner)
         elif isinstance(value, list):
@@ -520,20 +521,72 @@ def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame
     verdicts = _schema_verdicts(distinct.iter_rows(), _registry(tools))
     path_tools = ref_t.select(T, tool="ref_tool").unique().with_columns(in_path=pl.lit(True))
     good = ((pl.col("status") == "ok") & pl.col("result_json").is_not_null() & ~pl.col("result_json").is_in(EMPTY_RESULTS)).cast(pl.Int64)
-    return (
+    mismatch = pl.col("schema_error").is_null() & pl.col("in_path") & ~pl.col("read_only") & ~pl.col("args_match")
+    out = (
         calls.join(verdicts, on=list(_SCHEMA_VERDICT_KEYS), how="left", nulls_equal=True)
         .join(path_tools, on=[T, "tool"], how="left")
         .with_columns(pl.col("in_path").fill_null(False))
         .sort(T, "pos")
-        .with_columns(
-            invalid=pl.when(pl.col("schema_error").is_not_null())
-            .then(pl.format("{} ({})", pl.col("key"), pl.col("schema_error")))
-            .when(pl.col("in_path") & ~pl.col("read_only") & ~pl.col("args_match"))
-            .then(pl.format("{} (args match no reference call of {})", pl.col("key"), pl.col("tool"))),
-            # a read-only repeat of an earlier call that returned ok with a non-empty result
-            unnecessary=pl.col("read_only") & ((good.cum_sum().over(T, "key") - good) > 0),
-        )
     )
+    out = _with_argument_diffs(out, ref_t, mismatch)
+    return out.with_columns(
+        invalid=pl.when(pl.col("schema_error").is_not_null())
+        .then(pl.format("{} ({})", pl.col("key"), pl.col("schema_error")))
+        .when(mismatch)
+        .then(pl.format("{} (args match no reference call of {}{})", pl.col("key"), pl.col("tool"),
+                        pl.col("args_diff").fill_null(""))),
+        # a read-only repeat of an earlier call that returned ok with a non-empty result
+        unnecessary=pl.col("read_only") & ((good.cum_sum().over(T, "key") - good) > 0),
+    ).drop("args_diff")
+
+
+def _with_argument_diffs(calls: pl.DataFrame, ref_t: pl.DataFrame, mismatch: pl.Expr) -> pl.DataFrame:
+    """Calls with `args_diff`: for a path call whose arguments match no reference call, the fields that differ from the closest one."""
+    wrong = calls.filter(mismatch).select(T, "pos", "tool", "args_json")
+    if wrong.height == 0:
+        return calls.with_columns(args_diff=pl.lit(None, dtype=pl.String))
+    references = ref_t.group_by(T, "ref_tool").agg(pl.col("ref_args_json").unique().sort())
+    wrong = wrong.join(references, left_on=[T, "tool"], right_on=[T, "ref_tool"], how="left")
+    # few distinct (arguments, references) pairs even in large runs: one diff per distinct pair
+    distinct = wrong.select("args_json", "ref_args_json").unique()
+    diffs = pl.DataFrame(
+        {"args_json": distinct["args_json"], "ref_args_json": distinct["ref_args_json"],
+         "args_diff": [_closest_diff(args, refs or []) for args, refs in distinct.iter_rows()]},
+        schema={"args_json": pl.String, "ref_args_json": pl.List(pl.String), "args_diff": pl.String},
+    )
+    wrong = wrong.join(diffs, on=["args_json", "ref_args_json"], how="left", nulls_equal=True).select(T, "pos", "args_diff")
+    return calls.join(wrong, on=[T, "pos"], how="left")
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted path → leaf value of a JSON value (list items by index)."""
+    if isinstance(value, dict) and value:
+        return {k: v for name, inner in value.items() for k, v in _leaves(inner, f"{prefix}{name}.").items()}
+    if isinstance(value, list) and value:
+        return {k: v for i, inner in enumerate(value) for k, v in _leaves(inner, f"{prefix}{i}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def _closest_diff(args_json: str, reference_jsons: list[str]) -> str | None:
+    """`: amount 89, expected 79; reason missing` against the reference call with the fewest differing fields."""
+    try:
+        actual = _leaves(json.loads(args_json))
+        references = [_leaves(json.loads(r)) for r in reference_jsons]
+    except (TypeError, ValueError):
+        return None
+    best: list[str] | None = None
+    for expected in references:
+        parts = []
+        for path in sorted(set(actual) | set(expected)):
+            if path not in actual:
+                parts.append(f"{path} missing, expected {canonical_json(expected[path])}")
+            elif path not in expected:
+                parts.append(f"{path} {canonical_json(actual[path])} not expected")
+            elif canonical_json(actual[path]) != canonical_json(expected[path]):
+                parts.append(f"{path} {canonical_json(actual[path])}, expected {canonical_json(expected[path])}")
+        if parts and (best is None or len(parts) < len(best)):
+            best = parts
+    return f": {'; '.join(best)}" if best else None
 
 
 def _policy(calls: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:

@@ -182,7 +182,7 @@ def test_args_valid_rate_checks_schema_and_reference_values(build, score):
     assert r["args_valid_rate"] == 2 / 5
     assert r["invalid_calls"] == [
         "get_order({\"order_id\":88131}) (schema: order_id: 88131 is not of type 'string')",
-        'issue_refund({"amount":50,"order_id":"88131"}) (args match no reference call of issue_refund)',
+        'issue_refund({"amount":50,"order_id":"88131"}) (args match no reference call of issue_refund: amount 50, expected 49)',
         "frobnicate({}) (tool frobnicate is not in the tool registry)",
     ]
     assert r["tool_arguments_stage"] == "fail"
@@ -238,8 +238,8 @@ def test_policy_allowed_forbidden_and_scope(build, score):
     assert build.row(ts, "outside")["policy_violations"] == ["tool set_status is not in allowed_tools"]
     # scope: a top-level order_id and a nested customer_id with values the case does not allow
     assert build.row(ts, "scope")["policy_violations"] == [
-        'scope: get_order called with order_id="99999" outside the case scope ["\\"88131\\""]',
-        'scope: send_email called with customer_id="c-9" outside the case scope ["\\"c-771\\""]',
+        'scope: get_order called with order_id="99999" outside the case scope ("88131")',
+        'scope: send_email called with customer_id="c-9" outside the case scope ("c-771")',
     ]
 
 

@@ -99,7 +99,8 @@ def test_calibrate_reads_answer_level_verdicts_and_the_judge_output(tmp_path, ca
     source = _write(tmp_path / "in.jsonl", INPUT)
     out = tmp_path / "claims.jsonl"
     assert cli(["judge", str(source), "--output", str(out), "--quiet"]) == 0
-    answer_labels = _write(tmp_path / "al.jsonl", [{"id": "a", "grounded": True}, {"id": 7, "grounded": False}, {"id": "q", "grounded": False}])
+    # "q" states no claim: grounded, as the pipeline's judge_calibration reads it (nothing in it is unsupported)
+    answer_labels = _write(tmp_path / "al.jsonl", [{"id": "a", "grounded": True}, {"id": 7, "grounded": False}, {"id": "q", "grounded": True}])
     assert cli(["calibrate", "--verdicts", str(out), "--labels", str(answer_labels), "--json", "--n-boot", "20"]) == 0
     answer = [r for r in json.loads(capsys.readouterr().out) if r["level"] == "answer"][0]
     assert (answer["n"], answer["agreement"], answer["n_unmatched_labels"]) == (3, 1.0, 0)
@@ -140,9 +141,9 @@ def test_fit_reads_the_answer_level_output_of_judge_answers_without_claims_inclu
     out = tmp_path / "answers.jsonl"
     assert cli(["judge", str(source), "--output", str(out), "--level", "answer", "--quiet"]) == 0
     labels = _write(tmp_path / "l.jsonl", [{"id": "a", "grounded": True}, {"id": 7, "grounded": False},
-                                           {"id": "c", "grounded": True}, {"id": "q", "grounded": False}])
+                                           {"id": "c", "grounded": True}, {"id": "q", "grounded": True}])
     assert cli(["calibrate", "--fit", "--verdicts", str(out), "--labels", str(labels), "--output", str(tmp_path / "p.yaml")]) == 0
-    assert "l.jsonl: n 4 (2 grounded), balanced accuracy 1.0000" in capsys.readouterr().out
+    assert "l.jsonl: n 4 (3 grounded), balanced accuracy 1.0000" in capsys.readouterr().out
 
 
 def test_fit_refuses_verdicts_without_scores(tmp_path, capsys):

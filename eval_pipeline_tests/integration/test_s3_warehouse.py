@@ -78,8 +78,11 @@ def test_a_sample_run_reads_inputs_from_s3_and_writes_warehouse_and_reports_ther
     assert warehouse.read("stage_results", "base-41", within={"lane": "rag"}).height == 305
     assert warehouse.read("retrieval_scores", "base-41").height == 61
     assert warehouse.read("tool_scores", "base-41").height == 72
-    reports = sorted(k.rsplit("/", 1)[1] for k in keys(client, bucket, "reports/base-41/"))
+    written = keys(client, bucket, "reports/base-41/")
+    reports = sorted(k.rsplit("/", 1)[1] for k in written if "/cases/" not in k)
     assert reports == ["agent.html", "agent.md", "gate.html", "gate.md", "rag.html", "rag.md"]
+    # the case pages and the index go to the same store
+    assert any("/cases/" in k for k in written) and keys(client, bucket, "reports/index.html")
     assert "s3://" in summary.getvalue() and f"s3://{bucket}/reports/base-41/rag.md" in summary.getvalue()
     # Personal data stays in the restricted area: no restricted table leaks to the top level.
     top = {k.split("/")[1] for k in keys(client, bucket, "warehouse/")}

@@ -3,6 +3,8 @@
 import dagster as dg
 
 from eval_pipeline.definitions import defs
+from eval_pipeline.defs.build import build_definitions
+from eval_pipeline.defs.jobs import LOCAL_EXECUTOR
 
 LANE_TABLES = ["retrieval_scores", "context_scores", "claims", "grounding_scores", "citation_scores", "answer_scores",
                "tool_scores", "outcome_scores"]
@@ -39,3 +41,20 @@ def test_jobs_schedule_and_sensors():
     assert defs.resolve_job_def("evaluate_run") is not None
     assert defs.resolve_schedule_def("nightly_full_suite").cron_schedule == "0 2 * * *"
     assert {s.name for s in defs.sensors} == {"new_trace_batches", "rescore_on_version_bump"}
+
+
+def test_the_schedule_and_the_rescore_sensor_target_the_named_job():
+    assert defs.resolve_schedule_def("nightly_full_suite").job_name == "evaluate_run"
+    assert defs.resolve_sensor_def("rescore_on_version_bump").job_name == "evaluate_run"
+    job = defs.resolve_job_def("evaluate_run")
+    assert job.partitions_def is not None and job.partitions_def.name == "evaluation_runs"
+
+
+def test_the_local_executor_runs_every_step_in_one_process():
+    local = build_definitions(executor=LOCAL_EXECUTOR)
+    dg.Definitions.validate_loadable(local)
+    assert LOCAL_EXECUTOR is dg.in_process_executor
+    assert local.resolve_job_def("evaluate_run").executor_def is dg.in_process_executor
+    # Without one, the job keeps Dagster's default, which `eval-pipeline run --executor multiprocess` configures and
+    # deploy/ replaces with the Kubernetes or Celery step executor.
+    assert build_definitions().resolve_job_def("evaluate_run").executor_def is dg.multi_or_in_process_executor

@@ -98,14 +98,18 @@ def test_quarantine_lists_flaky_cases_with_the_traces_that_flipped(scored, plant
 def test_reports_exist_for_each_lane_and_list_every_stage(scored):
     for run_id in ("base-41", "cand-42"):
         folder = scored["reports"] / run_id
-        assert sorted(p.name for p in folder.iterdir()) == ["agent.html", "agent.md", "gate.html", "gate.md", "rag.html", "rag.md"]
+        assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["agent.html", "agent.md", "gate.html", "gate.md",
+                                                                            "rag.html", "rag.md"]
+        assert (folder / "cases").is_dir()
+    assert (scored["reports"] / "index.html").is_file()
     rag = (scored["reports"] / "cand-42" / "rag.md").read_text()
     assert "unsupported_correct" in rag and "First failing stage (Pareto)" in rag
     assert "Against baseline base-41" in rag
     agent = (scored["reports"] / "cand-42" / "agent.md").read_text()
     assert "Quarantine (2 flaky cases)" in agent and "agent-014" in agent
     gate = (scored["reports"] / "cand-42" / "gate.md").read_text()
-    assert "**fail** (exit code 1" in gate and "position consistency 1.0000" in gate
+    assert gate.startswith("# Release gates — run cand-42\n\n> **Release blocked**")
+    assert "exit code 1 (a gate failed" in gate and "position consistency 1.0000" in gate
 
 
 def test_pairwise_comparison_judges_both_orders(scored):

@@ -25,6 +25,9 @@ from eval_pipeline.runner import run_pipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = "base-41"
+# the candidate, evaluated after its baseline, whose release the gates block
+CANDIDATE_RUN_ID = "cand-42"
+RUN_IDS = (RUN_ID, CANDIDATE_RUN_ID)
 # Debian's chromium; Playwright drives it as is and never downloads a browser of its own.
 CHROMIUM = Path(os.environ.get("EVAL_PIPELINE_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -42,6 +45,7 @@ class UiRun:
 
     url: str
     run_id: str
+    candidate_run_id: str
     reports: Path
     pipeline_exit: int
     pipeline_summary: str
@@ -67,11 +71,11 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-def _sample_with_one_run(target: Path) -> Path:
-    """A copy of data/ holding only RUN_ID's traces, so the new-batch sensor finds nothing to launch."""
+def _sample_with_the_runs(target: Path) -> Path:
+    """A copy of data/ holding only the traces of RUN_IDS, so the new-batch sensor finds nothing to launch."""
     def ignore(folder: str, names: list[str]) -> list[str]:
         if Path(folder) == REPO_ROOT / "data" / "traces":
-            return [name for name in names if name != RUN_ID]
+            return [name for name in names if name not in RUN_IDS]
         return [name for name in names if Path(folder) == REPO_ROOT / "data" and name in {"warehouse", "reports"}]
 
     shutil.copytree(REPO_ROOT / "data", target, ignore=ignore)
@@ -164,9 +168,9 @@ def _recorded(instance: dg.DagsterInstance) -> tuple[dict[tuple[str, str], bool]
 
 @pytest.fixture(scope="session")
 def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
-    """RUN_ID materialized on a persistent sqlite instance while `dagster dev` starts on it; stopped after the session."""
+    """RUN_IDS materialized on a persistent sqlite instance while `dagster dev` starts on it; stopped after the session."""
     root = tmp_path_factory.mktemp("ui")
-    data = _sample_with_one_run(root / "data")
+    data = _sample_with_the_runs(root / "data")
     home = _instance_home(root / "dagster_home")
     warehouse, reports, log = root / "warehouse", root / "reports", root / "dagster_dev.log"
     port = _free_port()
@@ -181,19 +185,19 @@ def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
             patch.setenv("DAGSTER_HOME", str(home))
             instance = dg.DagsterInstance.from_config(str(home))
             # Known before the daemon's first tick, so the new-batch sensor does not launch a second evaluation.
-            instance.add_dynamic_partitions(runs_partitions.name, [RUN_ID])
+            instance.add_dynamic_partitions(runs_partitions.name, list(RUN_IDS))
             with log.open("wb") as server_out:
                 # It boots while the run is evaluated; the pages are opened only after the run is recorded.
                 server = subprocess.Popen(
                     [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
                     cwd=REPO_ROOT, env=env, stdout=server_out, stderr=subprocess.STDOUT, start_new_session=True)
             summary = io.StringIO()
-            code = run_pipeline(data=str(data), run_ids=[RUN_ID], warehouse=str(warehouse), reports=str(reports),
+            code = run_pipeline(data=str(data), run_ids=list(RUN_IDS), warehouse=str(warehouse), reports=str(reports),
                                 deid_demo=True, quiet=True, instance=instance, stream=summary)
             checks, materialized = _recorded(instance)
             instance.dispose()
         _wait_until_serving(server, url, log)
-        yield UiRun(url=url, run_id=RUN_ID, reports=reports, pipeline_exit=code, pipeline_summary=summary.getvalue(),
+        yield UiRun(url=url, run_id=RUN_ID, candidate_run_id=CANDIDATE_RUN_ID, reports=reports, pipeline_exit=code, pipeline_summary=summary.getvalue(),
                     check_passed=checks, materialized=materialized, server_log=log)
     finally:
         if server is not None:

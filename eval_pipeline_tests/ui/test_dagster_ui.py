@@ -80,7 +80,8 @@ def test_a_lane_tables_checks_render_with_the_recorded_outcome(page, ui_run, ass
 
 @pytest.mark.parametrize("lane", ["rag", "agent"])
 def test_a_lane_reports_markdown_metadata_renders(page, ui_run, lane):
-    run = ui_run.run_id
+    # the overview shows the latest materialization: the candidate's, evaluated after its baseline
+    run = ui_run.candidate_run_id
     assert f"{lane}/{lane}_report" in ui_run.materialized, (
         f"{lane}/{lane}_report of {run} was never materialized, so the UI has no report to show; run exit "
         f"{ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}")
@@ -97,3 +98,46 @@ def test_a_lane_reports_markdown_metadata_renders(page, ui_run, lane):
     pareto = dialog.get_by_role("heading", name="First failing stage (Pareto)", exact=True)
     pareto.scroll_into_view_if_needed()
     expect(pareto).to_be_visible()
+
+
+def test_the_candidates_blocked_release_is_a_failed_check_on_the_gate_asset(page, ui_run):
+    run = ui_run.candidate_run_id
+    assert ui_run.check_passed.get(("gate_results", "release_is_not_blocked")) is False, (
+        f"the release check of {run} did not fail; run exit {ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}")
+    page.goto(f"{ui_run.url}/assets/gate_results?view=checks")
+    entry = page.locator("span", has=page.get_by_title("release_is_not_blocked", exact=True))
+    expect(entry).to_contain_text("Failed")
+    page.get_by_title("release_is_not_blocked", exact=True).click()
+    expect(page).to_have_url(re.compile(r"checkDetail=release_is_not_blocked"))
+    expect(page.get_by_text("Release blocked: 5 of 6 gates failed", exact=False).first).to_be_visible()
+
+
+def _fits_the_window(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@pytest.mark.parametrize("report", ["gate.html", "rag.html", "agent.html"])
+def test_a_report_shows_a_red_banner_and_fits_the_window(page, ui_run, report):
+    path = ui_run.reports / ui_run.candidate_run_id / report
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(path.as_uri())
+    banner = page.locator(".verdict")
+    expect(banner.first).to_be_visible()
+    expect(banner.first).to_contain_text("Release blocked")
+    colour = banner.first.evaluate("e => getComputedStyle(e).backgroundColor")
+    red, green, blue = (int(v) for v in re.findall(r"\d+", colour)[:3])
+    assert red > green and red > blue, colour
+    assert _fits_the_window(page), page.evaluate("document.documentElement.scrollWidth")
+    # Markdown in the text is rendered, not shown literally
+    assert "**" not in page.locator("body").inner_text()
+
+
+def test_a_per_case_page_tells_the_story_of_a_blocking_case(page, ui_run):
+    gate = ui_run.reports / ui_run.candidate_run_id / "gate.html"
+    page.goto(gate.as_uri())
+    page.get_by_role("link", name="rag-031", exact=True).first.click()
+    expect(page).to_have_url(re.compile(r"cases/rag-031\.html$"))
+    expect(page.get_by_text("rag-031", exact=False).first).to_be_visible()
+    expect(page.get_by_text("recall_at_10", exact=False).first).to_be_visible()
+    expect(page.get_by_text(ui_run.run_id, exact=False).first).to_be_visible()  # the baseline side by side
+    assert _fits_the_window(page)

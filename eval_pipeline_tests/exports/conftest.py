@@ -1,0 +1,111 @@
+"""Fixtures of the export tests: the bundled sample materialized once, a loopback HTTP receiver, the command runner."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.exports.cli import register
+from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline.runner import run_pipeline
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def sample(tmp_path_factory) -> dict:
+    """Both sample runs (base-41, cand-42) materialized into a temporary warehouse: data root, warehouse root, Warehouse."""
+    root = tmp_path_factory.mktemp("exports")
+    data = root / "data"
+    shutil.copytree(REPO_ROOT / "data", data, ignore=shutil.ignore_patterns("warehouse", "reports"))
+    code = run_pipeline(data=str(data), warehouse=str(root / "wh"), reports=str(root / "rep"), deid_demo=True, quiet=True,
+                        instance=dg.DagsterInstance.ephemeral(), stream=io.StringIO())
+    warehouse = Warehouse.at(root / "wh")
+    # A failed report step (exit 1) leaves the tables written; what these tests read must be there for both runs.
+    assert code in (0, 1), code
+    for table in ("run_manifest", "stage_results", "claims", "judge_calibration", "retrieval_scores", "tool_scores",
+                  "outcome_scores"):
+        assert warehouse.runs(table) == ["base-41", "cand-42"], table
+    return {"data": data, "root": root / "wh", "warehouse": warehouse}
+
+
+@pytest.fixture()
+def export(sample):
+    """Run `export ARGS...` against the sample warehouse through its argparse registration; returns the exit code."""
+
+    def run(*argv: str) -> int:
+        parser = argparse.ArgumentParser()
+        register(parser.add_subparsers())
+        args = parser.parse_args(["export", *argv, "--data", str(sample["data"]), "--warehouse", str(sample["root"])])
+        return args.handler(args)
+
+    return run
+
+
+@dataclass
+class Received:
+    """One request the receiver got."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    """A loopback HTTP server that records every POST and answers with `respond(request) -> (status, body)`."""
+
+    respond: Callable[[Received], tuple[int, dict | None]]
+    requests: list[Received] = field(default_factory=list)
+    url: str = ""
+
+
+@pytest.fixture()
+def receiver() -> Iterator[Callable[[Callable[[Received], tuple[int, dict | None]]], Receiver]]:
+    """Start receivers on 127.0.0.1 (port 0) in threads; each is shut down after the test."""
+    servers = []
+
+    def start(respond) -> Receiver:
+        state = Receiver(respond)
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length") or 0)
+                request = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+                state.requests.append(request)
+                status, body = state.respond(request)
+                payload = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):  # keep the test output clean
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        state.url = f"http://127.0.0.1:{server.server_address[1]}"
+        return state
+
+    yield start
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
