@@ -42,7 +42,7 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     from eval_pipeline.gating import compare
     from eval_pipeline.io.facts import run_facts
     from eval_pipeline.io.loaders import load_gate_policy, parse_gate_policy
-    from eval_pipeline.reporting.gate_report import EXIT_MEANING, gate_json, gate_junit, gate_text_table
+    from eval_pipeline.reporting.gate_report import exit_meaning, gate_json, gate_junit, gate_text_table
     from eval_pipeline.scoring.gates import baseline_of, exit_code
 
     try:
@@ -62,7 +62,8 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     baseline = args.baseline or baseline_of(candidate.manifest, policy)
     if baseline == LATEST_PASSING:
         baseline = latest_passing_baseline(warehouse, args.candidate, policy.baseline_run_id)
-        print(f"baseline: latest passing run = {baseline or 'none found'}", file=notes)
+        why = " (the policy's baseline, accepted)" if baseline and baseline == policy.baseline_run_id else ""
+        print(f"baseline: latest passing run = {baseline or 'none found'}{why}", file=notes)
     results = compare(policy, candidate, baseline, warehouse)
     code = exit_code(results)
     if args.junit:
@@ -73,7 +74,7 @@ def _cmd_gate(args: argparse.Namespace) -> int:
         return code
     print(f"gates: candidate {args.candidate} vs baseline {baseline or 'none'} (policy {policy.version})\n")
     print(gate_text_table(results))
-    print(f"\nexit {code}: {EXIT_MEANING[code]}")
+    print(f"\nexit {code}: {exit_meaning(results)}")
     return code
 
 

@@ -510,6 +510,12 @@ def _delta_text(delta: float | None, metric: str) -> str:
     return f" ({delta:+.{DIGITS.get(metric, 4)}f})"
 
 
+def delta_cell(delta: float | None, metric: str) -> str | None:
+    """A delta as the side-by-side table shows it: whole numbers as counts, costs with six decimals."""
+    text = _delta_text(delta, metric)
+    return text.strip()[1:-1] if text else None
+
+
 def _changed(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return not (a == b or math.isclose(a, b, rel_tol=0, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b)))
@@ -552,18 +558,19 @@ def side_by_side(story: CaseStory, baseline: CaseStory) -> tuple[pl.DataFrame, p
             if b is None and c is None:
                 continue
             metric_rows.append({"attempt": number, "metric": label, "baseline": fmt(b, DIGITS.get(label, 4)),
-                                "candidate": fmt(c, DIGITS.get(label, 4)), "delta": _delta(b, c), "changed": _changed(b, c)})
+                                "candidate": fmt(c, DIGITS.get(label, 4)), "delta": delta_cell(_delta(b, c), label),
+                                "changed": _changed(b, c)})
     old_case, new_case = _case_metrics(baseline), _case_metrics(story)
     for label in dict.fromkeys([*new_case, *old_case]):
         b, c = old_case.get(label), new_case.get(label)
         if b is None and c is None:
             continue
         metric_rows.append({"attempt": None, "metric": label, "baseline": fmt(b), "candidate": fmt(c),
-                            "delta": _delta(b, c), "changed": _changed(b, c)})
+                            "delta": delta_cell(_delta(b, c), label), "changed": _changed(b, c)})
     stages = pl.DataFrame(stage_rows, schema={"attempt": pl.Int64, "lane": pl.String, "stage": pl.String, "baseline": pl.String,
                                               "candidate": pl.String, "changed": pl.Boolean, "reason": pl.String})
     metrics = pl.DataFrame(metric_rows, schema={"attempt": pl.Int64, "metric": pl.String, "baseline": pl.String,
-                                                "candidate": pl.String, "delta": pl.Float64, "changed": pl.Boolean})
+                                                "candidate": pl.String, "delta": pl.String, "changed": pl.Boolean})
     return stages, metrics
 
 
@@ -831,7 +838,7 @@ def baseline_lines(story: CaseStory, baseline: CaseStory) -> list[str]:
                 + ("  ✘ changed" if row["changed"] else "") for row in rows.iter_rows(named=True)]
         moved = metrics.filter((pl.col("attempt") == number) & pl.col("changed"))
         both = moved.filter((pl.col("baseline") != "–") & (pl.col("candidate") != "–"))
-        body.extend(f"    {row['metric']} {row['baseline']} → {row['candidate']}{_delta_text(row['delta'], row['metric'])}"
+        body.extend(f"    {row['metric']} {row['baseline']} → {row['candidate']}" + (f" ({row['delta']})" if row["delta"] else "")
                     for row in both.iter_rows(named=True))
         for side, label in (("candidate", f"no value in {story.run_id}"), ("baseline", f"no value in {baseline.run_id}")):
             gone = moved.filter(pl.col(side) == "–")["metric"].to_list()

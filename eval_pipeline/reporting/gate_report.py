@@ -29,6 +29,24 @@ def verdict_status(gate_results: pl.DataFrame) -> str:
     return {0: "pass", 1: "fail", 2: "undecided"}[exit_code(gate_results)]
 
 
+def exit_meaning(gate_results: pl.DataFrame) -> str:
+    """The exit status of a gate table in words (a run no gate applies to is "not gated", not "undecided")."""
+    if verdict_status(gate_results) == "not_gated":
+        return "not gated: no gate applies to this run"
+    return EXIT_MEANING[exit_code(gate_results)]
+
+
+def beside_table(gate_results: pl.DataFrame) -> pl.DataFrame:
+    """What a gate reports beside itself (pass^k), one row per (gate, measure) with both runs' values."""
+    rows = []
+    for gate, beside in gate_results.filter(pl.col("beside").is_not_null()).select("gate", "beside").iter_rows():
+        values = json.loads(beside)
+        candidate, baseline = values.get("candidate") or {}, values.get("baseline") or {}
+        for measure in sorted(set(candidate) | set(baseline), key=lambda m: (len(m), m)):
+            rows.append({"gate": gate, "measure": measure, "baseline": baseline.get(measure), "candidate": candidate.get(measure)})
+    return pl.DataFrame(rows, schema={"gate": pl.String, "measure": pl.String, "baseline": pl.Float64, "candidate": pl.Float64})
+
+
 def _number(value: float | None, unit: str) -> str:
     if value is None:
         return "–"
@@ -136,7 +154,7 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     """Sections of the gate report."""
     code = exit_code(gate_results)
     lines = [
-        f"- candidate `{candidate}` against baseline `{baseline or 'none'}`: exit code {code} ({EXIT_MEANING[code]})",
+        f"- candidate `{candidate}` against baseline `{baseline or 'none'}`: exit code {code} ({exit_meaning(gate_results)})",
         "- each gate stands on its own; nothing is averaged.",
         UNITS_LINE,
     ]
@@ -145,9 +163,11 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     sections.append(Section(f"Blocking cases ({blocking.height})",
                             ["- every case that blocks a failed gate, with its values in both runs; click a case for its whole story"]
                             if blocking.height else [], blocking, links={"case_id": CASE_PAGE}))
-    beside = gate_results.filter(pl.col("beside").is_not_null()).select("gate", "beside")
+    beside = beside_table(gate_results)
     if beside.height:
-        sections.append(Section("Reported beside the gates", [], beside, level=3))
+        sections.append(Section("Reported beside the gates",
+                                ["- over every case of each run with a complete attempt (not the gate's scope), never gated"],
+                                beside, level=3))
     if pairs is not None:
         sections.append(pairwise_section(pairs))
     return sections
@@ -156,12 +176,12 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
 def gate_text_table(gate_results: pl.DataFrame) -> str:
     """A plain-text gate table for the terminal, then each blocking case and why it blocks."""
     table = gate_table(gate_results)
-    header = (f"{'gate':<24} {'status':<13} {'unit':<8} {'baseline':>9} {'candidate':>9} {'delta':>16}  "
-              f"{'limit':<20} reason")
+    header = (f"{'gate':<24} {'status':<15} {'unit':<9} {'baseline':>9} {'candidate':>10} {'delta':>18}  "
+              f"{'limit':<18} reason")
     lines = [header, "-" * len(header)]
     for row in table.iter_rows(named=True):
-        lines.append(f"{row['gate']:<24} {row['status']:<13} {row['unit']:<8} {row['baseline']:>9} {row['candidate']:>9} "
-                     f"{row['delta']:>16}  {row['limit']:<20} {row['reason'] or ''}")
+        lines.append(f"{row['gate']:<24} {row['status']:<15} {row['unit']:<9} {row['baseline']:>9} {row['candidate']:>10} "
+                     f"{row['delta']:>18}  {row['limit']:<18} {row['reason'] or ''}")
     blocking = blocking_table(gate_results)
     if blocking.height:
         lines += ["", f"blocking cases ({blocking.height}):"]
@@ -184,7 +204,7 @@ def gate_json(gate_results: pl.DataFrame, candidate: str, baseline: str | None, 
     code = exit_code(gate_results)
     document = {"schema_version": GATE_JSON_SCHEMA_VERSION, "candidate": candidate, "baseline": baseline,
                 "policy_version": policy_version, "verdict": verdict_status(gate_results), "exit_code": code,
-                "exit_meaning": EXIT_MEANING[code], "gates": gates}
+                "exit_meaning": exit_meaning(gate_results), "gates": gates}
     return json.dumps(document, indent=2, ensure_ascii=False)
 
 

@@ -229,7 +229,11 @@ def baseline_sections(data: LaneData) -> list[Section]:
                                           pl.col("share").alias("candidate_share")), on="stage", how="full", coalesce=True)
                  .sort("stage_order").drop("stage_order")
                  .with_columns((pl.col("candidate_share").fill_null(0) - pl.col("baseline_share").fill_null(0)).alias("share_shift")))
-    lines = [f"- newly failing cases (passed in `{data.baseline_run_id}`, fail here): {newly.height}"]
+    flaky = set(data.quarantine["case_id"].to_list()) if data.quarantine is not None and data.quarantine.height else set()
+    newly = newly.with_columns(pl.col("case_id").is_in(sorted(flaky)).alias("flaky"))
+    lines = [f"- newly failing cases (passed in `{data.baseline_run_id}`, fail here): {newly.height}"
+             + (f", of which flaky (quarantined, left out of the `no_new_failures` gate): {newly['flaky'].sum()}"
+                if newly["flaky"].any() else "")]
     return [Section(f"Against baseline {data.baseline_run_id}", lines, newly, links=LINKS),
             Section("Shift in the attribution mix", ["- share of the lane's failures per first failing stage, baseline → this run"],
                     shift if shift.height else None, level=3)]

@@ -75,10 +75,15 @@ def _resolve(warehouse, run_id: str, target: str) -> tuple[str, str | None] | st
     trace_ids = traces["trace_id"].to_list() if traces is not None else []
     case_ids = sorted(set(cases["case_id"].to_list() if cases is not None else []) |
                       set(traces["case_id"].to_list() if traces is not None else []))
-    if traces is not None and target in trace_ids:
-        return traces.filter(pl.col("trace_id") == target)["case_id"][0], target
+    # `agent-009#2` is shorthand for the run's trace `cand-42:agent-009#2`; ids are matched exactly, then case-blind
+    for candidate in (target, f"{run_id}:{target}" if ":" not in target else None):
+        if candidate and traces is not None and candidate in trace_ids:
+            return traces.filter(pl.col("trace_id") == candidate)["case_id"][0], candidate
     if target in case_ids:
         return target, None
+    folded = {case.lower(): case for case in case_ids}
+    if target.lower() in folded:
+        return folded[target.lower()], None
     looks_like_trace = "#" in target or ":" in target
     kind = "trace" if looks_like_trace else "case"
     choices = trace_ids + case_ids if looks_like_trace else case_ids + trace_ids

@@ -127,6 +127,11 @@ def _violating_cases(facts: RunFacts) -> set[str] | None:
     return set(facts.tools.filter(pl.col("policy_violation").fill_null(False))["case_id"].to_list())
 
 
+def _tool_cases(facts: RunFacts) -> set[str]:
+    """Cases with tool scores in a run: the cases a policy gate compares."""
+    return set(facts.tools["case_id"].to_list()) if facts.tools is not None and facts.tools.height else set()
+
+
 def _beside(facts: RunFacts, spec: GateSpec) -> dict:
     out = {}
     if "pass_hat_k" in spec.report_beside and facts.reliability is not None:
@@ -241,14 +246,15 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
             return {**row, "status": INCOMPLETE, "reason": "tool_scores missing for a run"}
         new = sorted((new_cases - base_cases) - excluded)
         limit = spec.max_new if spec.max_new is not None else 0
-        row["excluded_cases"] = sorted(excluded & (new_cases | base_cases))
+        scored = _tool_cases(candidate) & _tool_cases(baseline)
+        row["excluded_cases"] = sorted(excluded & (scored | new_cases | base_cases))
         return {
             **row,
             "baseline_value": float(len(base_cases - excluded)),
             "candidate_value": float(len(new_cases - excluded)),
             "delta": float(len(new)),
             "threshold": float(limit),
-            "n_cases": len(new),
+            "n_cases": len(scored - excluded),
             "status": FAIL if len(new) > limit else PASS,
             "blocking_cases": new if len(new) > limit else [],
             "blocking_details": _violation_details(candidate, baseline.run_id, new) if len(new) > limit else [],

@@ -285,3 +285,17 @@ def test_read_case_tables_reads_only_deidentified_tables(scored):
     assert set(tables.frames["deid_traces"]["case_id"]) == {"rag-031"}
     assert set(tables.frames["qrels"]["query_id"]) == {"rag-031"}
     assert read_case_tables(scored["warehouse"], "ghost") is None
+
+
+def test_a_trace_may_be_named_without_its_run_and_a_case_in_any_case(scored, capsys):
+    import argparse
+
+    from eval_pipeline.reporting.show_cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    for target in ("agent-009#2", "AGENT-009"):
+        args = parser.parse_args(["show", target, "--run", "cand-42", "--data", str(scored["data"]),
+                                  "--warehouse", scored["warehouse"].root])
+        assert args.handler(args) == 0, target
+        assert "case agent-009 in run cand-42" in capsys.readouterr().out
