@@ -18,6 +18,7 @@ from eval_pipeline.io.loaders import (
     load_tool_registry,
     require_corpus,
 )
+from eval_pipeline.instance import ensure_dagster_home
 from eval_pipeline.io.storage import InputError, is_url, open_location
 from eval_pipeline.quality.contracts import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
@@ -108,7 +109,6 @@ def run_pipeline(
     max_concurrent: int = 2,
 ) -> int:
     """Evaluate runs; 0 when every step and check succeeded (a blocked release included), 1 otherwise (RunnerError for unusable input)."""
-    from eval_pipeline.cli import ensure_dagster_home
     from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
     from eval_pipeline.defs.partitions import runs_partitions
     from eval_pipeline.defs.resources import EvalConfig
