@@ -21,9 +21,9 @@ import polars as pl
 
 from eval_pipeline.deid import DEMO_KEY, collect_names, deidentify
 from eval_pipeline.deid.columns import VALUE, leaf_values
-from eval_pipeline.deid.compare import PRESIDIO_TYPES, blank_presidio_analyzer, synthetic_run
 from eval_pipeline.deid.scan import scan_frame
 from eval_pipeline.deid.tables import CASE_TEXT_PATHS, CORPUS_TEXT_PATHS, TRACE_TEXT_PATHS
+from eval_pipeline_harness.deid_compare import PRESIDIO_TYPES, blank_presidio_analyzer, synthetic_run
 
 
 def text_bytes(frame: pl.DataFrame, paths) -> int:

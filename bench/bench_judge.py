@@ -27,10 +27,10 @@ import polars as pl
 
 from eval_pipeline.contracts.frames import CASES_SCHEMA, TRACES_SCHEMA
 from eval_pipeline.judge import make_judge
-from eval_pipeline.judge.loopback_server import LoopbackServer, quoting_responder
 from eval_pipeline.scoring.claims import extract_claims, judge_claims
 from eval_pipeline.scoring.grounding import score_grounding
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.loopback_server import LoopbackServer, quoting_responder
 
 SYLLABLES = ["ka", "lo", "mi", "ter", "van", "sul", "dor", "pe", "ri", "nax", "bel", "cu", "fro", "gin", "hal", "jus"]
 PLANS = ["Annual", "Monthly", "Quarterly"]
@@ -122,7 +122,7 @@ def bench_local(n_answers: int, seed: int) -> dict:
 def loopback_process(latency_s: float):
     """The loopback server in its own process (so server and client threads do not share one interpreter lock)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "eval_pipeline.judge.loopback_server", "--latency-ms", str(latency_s * 1000)],
+        [sys.executable, "-m", "eval_pipeline_harness.loopback_server", "--latency-ms", str(latency_s * 1000)],
         stdout=subprocess.PIPE, text=True,
     )
     try:

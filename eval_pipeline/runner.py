@@ -6,8 +6,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 import dagster as dg
 
 from eval_pipeline.io.loaders import (
@@ -22,12 +20,6 @@ from eval_pipeline.instance import ensure_dagster_home
 from eval_pipeline.io.storage import InputError, is_url, open_location
 from eval_pipeline.quality.contracts import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
-
-if TYPE_CHECKING:
-    from dagster._core.definitions.reconstruct import ReconstructableJob
-
-    from eval_pipeline.defs.resources import EvalConfig
-
 
 class RunnerError(Exception):
     """The run cannot start: the message says why, for the user."""
@@ -109,9 +101,8 @@ def run_pipeline(
     max_concurrent: int = 2,
 ) -> int:
     """Evaluate runs; 0 when every step and check succeeded (a blocked release included), 1 otherwise (RunnerError for unusable input)."""
-    from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
     from eval_pipeline.defs.partitions import runs_partitions
-    from eval_pipeline.defs.resources import EvalConfig
+    from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env
     from eval_pipeline.reporting.summary import print_summary
 
     out = stream or sys.stdout
@@ -139,12 +130,12 @@ def run_pipeline(
     new_partitions = [r for r in ordered if not instance.has_dynamic_partition(runs_partitions.name, r)]
     instance.add_dynamic_partitions(runs_partitions.name, new_partitions)
 
-    job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
+    job = evaluate_run_job()
     total_steps = len(job.graph.node_dict)
     # quiet: only errors on the console; otherwise one progress line per step
     loggers = ({"console": {"config": {"log_level": "ERROR"}}} if quiet
                else {"progress": {"config": {"total_steps": total_steps}}})
-    run_config: dict = {"loggers": loggers}
+    run_config: dict = {"loggers": loggers, **resources_run_config(config, judge_config_from_env())}
     if executor == "multiprocess":
         run_config["execution"] = multiprocess_execution(instance, max_concurrent)
     failed_runs, blocked_runs = [], []
@@ -152,7 +143,7 @@ def run_pipeline(
         started = time.perf_counter()
         print(f"Evaluating run {run_id} ...", file=sys.stderr)
         if executor == "multiprocess":
-            with dg.execute_job(reconstructable_job(config), instance=instance, run_config=run_config,
+            with dg.execute_job(dg.reconstructable(evaluate_run_job), instance=instance, run_config=run_config,
                                 tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
                 success, dagster_run = result.success, result.run_id
         else:
@@ -195,7 +186,7 @@ def failed_blocking_checks(instance: dg.DagsterInstance, dagster_run_id: str) ->
 
 def only_the_release_is_blocked(instance: dg.DagsterInstance, dagster_run_id: str) -> bool:
     """Whether the one thing that failed in a Dagster run is the release check: every step and other check succeeded."""
-    from eval_pipeline.defs.gates import RELEASE_CHECK
+    from eval_pipeline.defs.gates.checks import RELEASE_CHECK
 
     release_steps, other_failed_checks = set(), 0
     for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
@@ -229,24 +220,20 @@ def storage_modules(instance: dg.DagsterInstance) -> list[str]:
     return sorted({type(storage).__module__ for storage in storages if storage is not None})
 
 
-def configured_evaluate_run_job(data_root: str, warehouse_root: str, reports_root: str, deid_demo: bool) -> dg.JobDefinition:
-    """The evaluate_run job bound to one configuration: what each step process of a multiprocess run rebuilds."""
+def evaluate_run_job() -> dg.JobDefinition:
+    """The evaluate_run job with default resources; every run configures them with resources_run_config."""
     from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
-    from eval_pipeline.defs.resources import EvalConfig
+    from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
 
-    config = EvalConfig(data_root=data_root, warehouse_root=warehouse_root, reports_root=reports_root, deid_demo=deid_demo)
-    return build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
+    return build_definitions(EvalConfig(), JudgeConfig()).resolve_job_def(EVALUATE_RUN_JOB)
 
 
-def reconstructable_job(config: EvalConfig) -> ReconstructableJob:
-    """The evaluate_run job for step processes, with the configuration carried in the job's pointer."""
-    # Not in os.environ: forked step processes inherit the environment of the fork server, which starts once per
-    # Python process, so variables set for a later run would not reach them.
-    return dg.build_reconstructable_job(
-        "eval_pipeline.runner", configured_evaluate_run_job.__name__,
-        reconstructable_kwargs={"data_root": config.data_root, "warehouse_root": config.warehouse().root,
-                                "reports_root": config.reports().uri, "deid_demo": config.deid_demo},
-    )
+def resources_run_config(config, judge) -> dict:
+    """Run config of the evaluation, the warehouse IO manager and the judge: what every step process (in process,
+    forked or on another machine) reads from the run record, so no configuration travels in the environment."""
+    return {"resources": {"eval_config": {"config": config.run_config()},
+                          "warehouse_io": {"config": {"warehouse_root": config.warehouse().root}},
+                          "judge": {"config": judge.run_config()}}}
 
 
 def preflight(config, run_ids: list[str] | None = None) -> None:

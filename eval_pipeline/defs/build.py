@@ -1,27 +1,26 @@
 """Assemble the definitions of every domain with resources bound from arguments or the environment."""
 
-import os
-
 import dagster as dg
 
-from eval_pipeline.defs import agent, attribution, automation, deid, gates, generation, ingestion, retrieval
-from eval_pipeline.defs.generation import JudgeConfig, judge_config_from_env
+from eval_pipeline.defs import automation
+from eval_pipeline.defs.domains import ASSET_DOMAINS
 from eval_pipeline.defs.jobs import EVALUATE_RUN_JOB, evaluate_run
 from eval_pipeline.defs.progress import progress_logger
-from eval_pipeline.defs.resources import DeltaWarehouseIOManager, EvalConfig
+from eval_pipeline.defs.resources import (
+    DeltaWarehouseIOManager,
+    EvalConfig,
+    JudgeConfig,
+    deid_key_from_environment,
+    judge_config_from_env,
+)
 
 __all__ = ["DOMAINS", "EVALUATE_RUN_JOB", "all_assets_definitions", "build_definitions", "config_from_env"]
-DOMAINS = (ingestion, deid, retrieval, generation, agent, attribution, gates, automation)
+DOMAINS = (*ASSET_DOMAINS, automation)
 
 
 def config_from_env() -> EvalConfig:
-    """EvalConfig from EVAL_PIPELINE_DATA, EVAL_PIPELINE_WAREHOUSE, EVAL_PIPELINE_REPORTS and EVAL_PIPELINE_DEID_DEMO."""
-    return EvalConfig(
-        data_root=os.environ.get("EVAL_PIPELINE_DATA", "data"),
-        warehouse_root=os.environ.get("EVAL_PIPELINE_WAREHOUSE", ""),
-        reports_root=os.environ.get("EVAL_PIPELINE_REPORTS", ""),
-        deid_demo=os.environ.get("EVAL_PIPELINE_DEID_DEMO", "").lower() in {"1", "true", "yes"},
-    )
+    """EvalConfig from EVAL_PIPELINE_DATA, EVAL_PIPELINE_WAREHOUSE, EVAL_PIPELINE_REPORTS, EVAL_PIPELINE_DEID_DEMO and the key."""
+    return EvalConfig.from_environment()
 
 
 def all_assets_definitions() -> dg.Definitions:
@@ -34,6 +33,9 @@ def build_definitions(eval_config: EvalConfig | None = None, judge_config: Judge
     """All definitions, with the evaluation config and judge (default: from the environment) bound, and `executor`
     as the default of every job (None: Dagster's, which `eval-pipeline run` and deploy/ override)."""
     config = eval_config or config_from_env()
+    if not config.deid_key and deid_key_from_environment():
+        # A configuration built in code names no key; the deployment's EVAL_PIPELINE_DEID_KEY is bound as an EnvVar.
+        config = EvalConfig(**{**config.model_dump(), "deid_key": deid_key_from_environment()})
     resources = {
         "eval_config": config,
         "judge": judge_config or judge_config_from_env(),

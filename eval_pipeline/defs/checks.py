@@ -3,8 +3,8 @@
 import dagster as dg
 import polars as pl
 
-from eval_pipeline.quality.contracts import COMPLETE, NO_PERSONAL_DATA, RANGES, SCHEMA, TableContract, Verdict
 from eval_pipeline.quality import contracts as quality
+from eval_pipeline.quality.contracts import COMPLETE, NO_PERSONAL_DATA, RANGES, SCHEMA, TableContract, Verdict
 
 CHECK_DESCRIPTIONS = {
     SCHEMA: "Great Expectations: every contracted column exists.",

@@ -1,16 +1,20 @@
-"""Resources: where inputs and the warehouse live, the judge, and the Delta IO manager."""
+"""Resources: where inputs and the warehouse live, the judge, reads of other runs, and the Delta IO manager."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
 
 from eval_pipeline.contracts.models import GatePolicy, RunManifest
+from eval_pipeline.deid import KEY_ENV_VAR
 from eval_pipeline.io.loaders import load_gate_policy, load_manifest
 from eval_pipeline.io.storage import Location, is_url, open_location
 from eval_pipeline.io.warehouse import FrameBatches, TableBatches, Warehouse
+from eval_pipeline.judge import judge_options_from_env, make_judge
 from eval_pipeline.judge.base import JudgeConfigError
 from eval_pipeline.judge.profile import JudgeProfile
 from eval_pipeline.settings import ScoringSettings
@@ -47,6 +51,29 @@ class EvalConfig(dg.ConfigurableResource):
     warehouse_root: str = ""
     reports_root: str = ""
     deid_demo: bool = False
+    # The HMAC key of pseudonyms: bound to EVAL_PIPELINE_DEID_KEY as a Dagster EnvVar, so no run config holds it.
+    deid_key: str = ""
+
+    @classmethod
+    def from_environment(cls) -> EvalConfig:
+        """The configuration the EVAL_PIPELINE_* variables describe (DATA, WAREHOUSE, REPORTS, DEID_DEMO, DEID_KEY)."""
+        demo = (dg.EnvVar("EVAL_PIPELINE_DEID_DEMO").get_value("") or "").lower() in {"1", "true", "yes"}
+        return cls(data_root=dg.EnvVar("EVAL_PIPELINE_DATA").get_value("data") or "data",
+                   warehouse_root=dg.EnvVar("EVAL_PIPELINE_WAREHOUSE").get_value("") or "",
+                   reports_root=dg.EnvVar("EVAL_PIPELINE_REPORTS").get_value("") or "",
+                   deid_demo=demo, deid_key=deid_key_from_environment())
+
+    def deid_key_source(self) -> dict[str, str]:
+        """The key variable as resolve_key reads it: empty when no key is bound."""
+        return {KEY_ENV_VAR: self.deid_key} if self.deid_key else {}
+
+    def run_config(self) -> dict[str, Any]:
+        """This configuration as run config of the `eval_config` resource; the key stays a reference to its variable."""
+        config: dict[str, Any] = {"data_root": self.data_root, "warehouse_root": self.warehouse().root,
+                                  "reports_root": self.reports().uri, "deid_demo": self.deid_demo}
+        if dg.EnvVar(KEY_ENV_VAR).get_value():
+            config["deid_key"] = {"env": KEY_ENV_VAR}
+        return config
 
     def location(self) -> Location:
         return open_location(resolve_root(self.data_root))
@@ -77,6 +104,114 @@ class EvalConfig(dg.ConfigurableResource):
         """Scoring settings from the gate policy, with the run's `citations: required` applied."""
         overrides = {"citations_required": manifest is not None and manifest.get("citations") == "required"}
         return ScoringSettings.from_policy(self.policy(), **overrides)
+
+    def other_runs(self, context: dg.AssetExecutionContext, own_tables: tuple[str, ...] = ()) -> OtherRuns:
+        """Reads of other runs' rows (baseline, sibling runs) of the tables this asset takes as inputs, and of
+        `own_tables` it writes (earlier runs' verdicts)."""
+        declared = {table_of(key)[0] for key in context.assets_def.dependency_keys}
+        return OtherRuns(self.warehouse(), context.partition_key, frozenset(declared | set(own_tables)))
+
+
+def deid_key_from_environment() -> str:
+    """EVAL_PIPELINE_DEID_KEY as a Dagster EnvVar when it is set, else no key."""
+    return dg.EnvVar(KEY_ENV_VAR) if dg.EnvVar(KEY_ENV_VAR).get_value() else ""
+
+
+@dataclass
+class OtherRuns:
+    """The warehouse as an asset may read it for runs other than its own: only tables it declares as inputs (or
+    writes), and each read of another run is listed in `reads`, which the materialization records."""
+
+    warehouse: Warehouse
+    own_run: str
+    declared: frozenset[str]
+    reads: list[str] = field(default_factory=list)
+
+    def _declared(self, table: str, run_id: str | None) -> None:
+        if table not in self.declared:
+            raise dg.DagsterInvariantViolationError(
+                f"reads table {table} of other runs without declaring it as an input (declared: {', '.join(sorted(self.declared))})")
+        if run_id != self.own_run:
+            read = f"{table}[{run_id or 'all runs'}]"
+            if read not in self.reads:
+                self.reads.append(read)
+
+    def read(self, table: str, run_id: str | None = None, **options) -> pl.DataFrame | None:
+        self._declared(table, run_id)
+        return self.warehouse.read(table, run_id, **options)
+
+    def scan(self, table: str) -> pl.LazyFrame | None:
+        self._declared(table, None)
+        return self.warehouse.scan(table)
+
+    def runs(self, table: str) -> list[str]:
+        self._declared(table, self.own_run)
+        return self.warehouse.runs(table)
+
+    @property
+    def root(self) -> str:
+        return self.warehouse.root
+
+    def exists(self, table: str) -> bool:
+        return self.warehouse.exists(table)
+
+    def columns(self, table: str, restricted: bool = False) -> list[str]:
+        return self.warehouse.columns(table, restricted)
+
+    def metadata(self) -> dict[str, dg.MetadataValue]:
+        """`other_runs_read`: the other runs' tables this materialization read, for the UI."""
+        return {"other_runs_read": dg.MetadataValue.text(", ".join(self.reads) or "none")}
+
+
+class JudgeConfig(dg.ConfigurableResource):
+    """Which judge grades claims: the offline local judge (default), an NLI model in a local folder, or any
+    OpenAI-compatible server; `profile` overrides the gate policy's judge profile."""
+
+    backend: str = "local"
+    profile: str = ""
+    model_dir: str = ""
+    model: str = ""
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    prompt_version: str = ""
+    concurrency: int = 8
+    max_retries: int = 4
+    timeout_s: float = 60.0
+    cache_path: str = ""
+    price_input_per_1k: float = 0.0
+    price_output_per_1k: float = 0.0
+    seed: int = 0
+    batch: bool = False
+    reuse_verdicts: bool = True
+    self_consistency_sample: int = 50
+
+    def make(self, data_root: str = "data", policy_profile: JudgeProfile | None = None):
+        """The judge; the OpenAI backend caches verdicts under DATA/.judge_cache unless cache_path says otherwise."""
+        profile = self.profile or policy_profile
+        if self.backend == "local":
+            return make_judge("local", profile=profile)
+        if self.backend == "model":
+            return make_judge("model", profile=profile, model_dir=self.model_dir)
+        skip = ("backend", "reuse_verdicts", "profile", "model_dir", "self_consistency_sample")
+        options = {k: v for k, v in self.model_dump().items() if k not in skip and v not in ("", None)}
+        options.setdefault("cache_path", f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite")
+        return make_judge(self.backend, **options)
+
+    def run_config(self) -> dict[str, Any]:
+        """This configuration as run config of the `judge` resource."""
+        return self.model_dump()
+
+
+def judge_config_from_env(environ=None) -> JudgeConfig:
+    """JudgeConfig from the EVAL_PIPELINE_JUDGE_* variables (backend, profile, model folder, model, base URL, cache)."""
+    backend, profile, options = judge_options_from_env(environ)
+    fields = {k: v for k, v in options.items() if k in JudgeConfig.model_fields and v is not None}
+    return JudgeConfig(backend=backend, profile=profile or "", **fields)
+
+
+def make_run_judge(judge: JudgeConfig, eval_config: EvalConfig):
+    """The judge of a run: the resource's backend with the profile it or the gate policy names."""
+    return judge.make(eval_config.data_root, eval_config.judge_profile())
 
 
 def lane_key(lane: str, name: str) -> dg.AssetKey:

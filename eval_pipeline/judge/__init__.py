@@ -19,7 +19,7 @@ def make_judge(backend: str = "local", profile: str | JudgeProfile | None = None
 
     local: option contradiction_overlap; model: model_dir, max_length, batch_size; openai: OpenAIJudgeConfig fields.
     """
-    # Backends import lazily: the local judge needs scoring.claims, which itself imports judge.text.
+    # Backends import lazily: only the chosen backend's dependencies (openai, numpy) load.
     if backend == "local":
         from eval_pipeline.judge.local import LocalJudge
 

@@ -25,6 +25,7 @@ import orjson
 import polars as pl
 
 from eval_pipeline.judge.base import EVIDENCE, Judge
+from eval_pipeline.judge.claim_text import claims_of_texts
 
 NO_CLAIM_REASON = "the answer has no checkable claim (only questions, pleasantries or refusals)"
 
@@ -102,8 +103,6 @@ def read_batches(stream: IO[bytes], batch_lines: int) -> Iterator[JudgeInput]:
 
 def judge_batch(records: list[dict[str, Any]], judge: Judge) -> pl.DataFrame:
     """One row per claim (claim null for an answer without claims): key, id position, claim_index, claim and the verdict."""
-    from eval_pipeline.scoring.claims import claims_of_texts
-
     frame = pl.DataFrame(
         {"row": list(range(len(records))), "text": [r["text"] for r in records], "is_claim": [r["is_claim"] for r in records]},
         schema={"row": pl.Int64, "text": pl.String, "is_claim": pl.Boolean},

@@ -5,12 +5,11 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.judge.base import Judge
+from eval_pipeline.judge.claim_text import claims_of_texts
 
 
 def prefer_by_claims(judge: Judge, requests: pl.DataFrame) -> pl.DataFrame:
     """RAW_PAIR_RESULT_SCHEMA rows: higher supported share wins, then fewer contradictions, then more supported claims."""
-    from eval_pipeline.scoring.claims import claims_of_texts
-
     sides = pl.concat(
         [
             requests.select("request_key", "evidence", pl.lit(side).alias("side"), pl.col(column).alias("answer"))

@@ -41,7 +41,8 @@ def with_digests(requests: pl.DataFrame) -> pl.DataFrame:
 
 
 class ReusingJudge(Judge):
-    """`inner` behind a store of earlier verdicts; `fresh` holds the verdicts judged here, to be stored."""
+    """`inner` behind a store of earlier verdicts; `fresh` holds the verdicts judged here, `used()` every verdict the
+    run's claims rest on (fresh or reused), as the run's rows of the store."""
 
     def __init__(self, inner: Judge, known: pl.LazyFrame | None = None) -> None:
         self.inner = inner
@@ -49,6 +50,7 @@ class ReusingJudge(Judge):
         self.model = inner.model
         self._known = known
         self.fresh = pl.DataFrame(schema=STORED_SCHEMA)
+        self._reused_rows = pl.DataFrame(schema=STORED_SCHEMA)
         self.judged = 0
         self.reused = 0
 
@@ -70,6 +72,8 @@ class ReusingJudge(Judge):
         distinct = keyed.unique(list(DIGEST), keep="first", maintain_order=True)
         stored = self._stored_for(distinct.select(*DIGEST))
         todo = distinct.join(stored, on=list(DIGEST), how="anti")
+        self._reused_rows = pl.concat([self._reused_rows, conform(
+            stored.with_columns(judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)), STORED_SCHEMA)])
         judged = pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in (*DIGEST, *RESULT_COLUMNS)})
         if todo.height:
             judged = conform(self.inner._judge_claims(todo.drop(*DIGEST)), RAW_RESULT_SCHEMA)
@@ -99,6 +103,11 @@ class ReusingJudge(Judge):
             .drop("_first")
             .pipe(conform, RAW_RESULT_SCHEMA)
         )
+
+    def used(self) -> pl.DataFrame:
+        """Every completed verdict this judge gave, fresh or reused, once per digest, in digest order."""
+        return (pl.concat([self.fresh, self._reused_rows]).unique(list(DIGEST), keep="first")
+                .sort("judge_version", "hash_scheme", *DIGEST, maintain_order=True))
 
     def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
         return self.inner._judge_pairs(requests)

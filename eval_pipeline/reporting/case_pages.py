@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-from eval_pipeline.io.facts import manifest_from_warehouse
+from eval_pipeline.gating.facts import manifest_from_warehouse
 from eval_pipeline.io.storage import Location, open_location
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.reporting.case_story import (

@@ -18,7 +18,7 @@ import polars as pl
 
 from eval_pipeline.reporting.render import Section, render_html
 from eval_pipeline.scoring.attribution import lane_outcomes
-from eval_pipeline.scoring.retrieval import first_occurrences, ranked_entries, ranked_hits, retrieval_rounds
+from eval_pipeline.trec.ranking import first_occurrences, ranked_entries, ranked_hits, retrieval_rounds
 
 # Warehouse table -> the column naming its case; these are read filtered to the cases shown.
 CASE_TABLES: dict[str, str] = {

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from eval_pipeline.judge.claim_text import refusal_expr
 from eval_pipeline.judge.text import normalize_ws, strip_doc_markers
-from eval_pipeline.scoring.claims import refusal_expr, unanswered
+from eval_pipeline.scoring.claims import unanswered
 from eval_pipeline.scoring.common import (
     KEY_COLUMNS,
     harness_incomplete,

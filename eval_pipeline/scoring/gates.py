@@ -210,7 +210,21 @@ def _failure_details(candidate: RunFacts, baseline_run_id: str, cases: list[str]
 
 def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None) -> dict:
     """One gate_results row."""
-    row = {
+    row = _undecided_row(spec, candidate, baseline)
+    reason = _incomparable_reason(spec, candidate, baseline)
+    if reason is not None:
+        return {**row, "status": INCOMPARABLE, "reason": reason}
+    excluded = _excluded_cases(spec, candidate, baseline)
+    if spec.metric == "policy_violations":
+        return _policy_gate(spec, row, candidate, baseline, excluded)
+    if spec.metric == "no_new_failures":
+        return _no_new_failures_gate(spec, row, candidate, baseline, excluded)
+    return _regression_gate(spec, row, candidate, baseline, excluded, may_gate)
+
+
+def _undecided_row(spec: GateSpec, candidate: RunFacts, baseline: RunFacts) -> dict:
+    """The gate's row before it is decided: which gate, runs and owner, with no values and no status."""
+    return {
         "unit": unit_of(spec.metric),
         "blocking_details": [],
         "run_id": candidate.run_id,
@@ -230,71 +244,87 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
         "excluded_cases": [],
         "beside": None,
     }
+
+
+def _incomparable_reason(spec: GateSpec, candidate: RunFacts, baseline: RunFacts) -> str | None:
+    """Why this gate cannot compare the two runs (see comparability; recall also needs one qrels version), or None."""
     reason = comparability(candidate, baseline)
     if reason is None and spec.metric == "recall_at_10" and candidate.qrels_version != baseline.qrels_version:
         reason = qrels_mismatch(candidate, baseline)
-    if reason is not None:
-        return {**row, "status": INCOMPARABLE, "reason": reason}
+    return reason
 
+
+def _excluded_cases(spec: GateSpec, candidate: RunFacts, baseline: RunFacts) -> set[str]:
+    """Cases the gate leaves out: flaky or quarantined in either run, and the candidate's multi-hop cases when excluded."""
     excluded = _flaky_cases(candidate) | _flaky_cases(baseline)
     if "multi_hop" in spec.exclude:
         excluded |= _multi_hop(candidate)
+    return excluded
 
-    if spec.metric == "policy_violations":
-        new_cases, base_cases = _violating_cases(candidate), _violating_cases(baseline)
-        if new_cases is None or base_cases is None:
-            return {**row, "status": INCOMPLETE, "reason": "tool_scores missing for a run"}
-        new = sorted((new_cases - base_cases) - excluded)
-        limit = spec.max_new if spec.max_new is not None else 0
-        scored = _tool_cases(candidate) & _tool_cases(baseline)
-        row["excluded_cases"] = sorted(excluded & (scored | new_cases | base_cases))
+
+def _policy_gate(spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]) -> dict:
+    """The row of a policy_violations gate: fail when more cases than allowed have a violation the baseline did not."""
+    new_cases, base_cases = _violating_cases(candidate), _violating_cases(baseline)
+    if new_cases is None or base_cases is None:
+        return {**row, "status": INCOMPLETE, "reason": "tool_scores missing for a run"}
+    new = sorted((new_cases - base_cases) - excluded)
+    limit = spec.max_new if spec.max_new is not None else 0
+    scored = _tool_cases(candidate) & _tool_cases(baseline)
+    row["excluded_cases"] = sorted(excluded & (scored | new_cases | base_cases))
+    return {
+        **row,
+        "baseline_value": float(len(base_cases - excluded)),
+        "candidate_value": float(len(new_cases - excluded)),
+        "delta": float(len(new)),
+        "threshold": float(limit),
+        "n_cases": len(scored - excluded),
+        "status": FAIL if len(new) > limit else PASS,
+        "blocking_cases": new if len(new) > limit else [],
+        "blocking_details": _violation_details(candidate, baseline.run_id, new) if len(new) > limit else [],
+        "reason": f"{len(new)} case(s) with a new policy violation" if new else None,
+    }
+
+
+def _no_new_failures_gate(spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]) -> dict:
+    """The row of a no_new_failures gate: fail when more cases that passed in the baseline than allowed now fail."""
+    base, cand = _case_passes(baseline), _case_passes(candidate)
+    if not base or not cand:
+        return {**row, "status": INCOMPLETE, "reason": "attribution missing for a run"}
+    row["excluded_cases"] = sorted(excluded & {c for c, ok in base.items() if ok})
+    previously_passing = {c for c, ok in base.items() if ok} - excluded
+    newly_failing = sorted(c for c in previously_passing if cand.get(c) is False)
+    unknown = sorted(c for c in previously_passing if cand.get(c) is None)
+    limit = spec.max_new_failures if spec.max_new_failures is not None else 0
+    out = {
+        **row,
+        "baseline_value": float(len(previously_passing)),
+        "candidate_value": float(len(previously_passing) - len(newly_failing) - len(unknown)),
+        "delta": float(len(newly_failing)),
+        "threshold": float(limit),
+        "n_cases": len(previously_passing),
+    }
+    if len(newly_failing) > limit:
         return {
-            **row,
-            "baseline_value": float(len(base_cases - excluded)),
-            "candidate_value": float(len(new_cases - excluded)),
-            "delta": float(len(new)),
-            "threshold": float(limit),
-            "n_cases": len(scored - excluded),
-            "status": FAIL if len(new) > limit else PASS,
-            "blocking_cases": new if len(new) > limit else [],
-            "blocking_details": _violation_details(candidate, baseline.run_id, new) if len(new) > limit else [],
-            "reason": f"{len(new)} case(s) with a new policy violation" if new else None,
+            **out,
+            "status": FAIL,
+            "blocking_cases": newly_failing,
+            "blocking_details": _failure_details(candidate, baseline.run_id, newly_failing),
+            "reason": f"{len(newly_failing)} previously passing case(s) now fail",
         }
-
-    if spec.metric == "no_new_failures":
-        base, cand = _case_passes(baseline), _case_passes(candidate)
-        if not base or not cand:
-            return {**row, "status": INCOMPLETE, "reason": "attribution missing for a run"}
-        row["excluded_cases"] = sorted(excluded & {c for c, ok in base.items() if ok})
-        previously_passing = {c for c, ok in base.items() if ok} - excluded
-        newly_failing = sorted(c for c in previously_passing if cand.get(c) is False)
-        unknown = sorted(c for c in previously_passing if cand.get(c) is None)
-        limit = spec.max_new_failures if spec.max_new_failures is not None else 0
-        out = {
-            **row,
-            "baseline_value": float(len(previously_passing)),
-            "candidate_value": float(len(previously_passing) - len(newly_failing) - len(unknown)),
-            "delta": float(len(newly_failing)),
-            "threshold": float(limit),
-            "n_cases": len(previously_passing),
+    if unknown:
+        return {
+            **out,
+            "status": INCOMPLETE,
+            "blocking_cases": unknown,
+            "reason": f"{len(unknown)} previously passing case(s) have no complete attempt in the candidate",
         }
-        if len(newly_failing) > limit:
-            return {
-                **out,
-                "status": FAIL,
-                "blocking_cases": newly_failing,
-                "blocking_details": _failure_details(candidate, baseline.run_id, newly_failing),
-                "reason": f"{len(newly_failing)} previously passing case(s) now fail",
-            }
-        if unknown:
-            return {
-                **out,
-                "status": INCOMPLETE,
-                "blocking_cases": unknown,
-                "reason": f"{len(unknown)} previously passing case(s) have no complete attempt in the candidate",
-            }
-        return {**out, "status": PASS}
+    return {**out, "status": PASS}
 
+
+def _regression_gate(
+    spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str], may_gate: bool | None
+) -> dict:
+    """The row of a rate gate, over the cases complete in both runs once the excluded ones are left out."""
     base_values, missing_base = _metric_values(baseline, spec)
     cand_values, missing_cand = _metric_values(candidate, spec)
     if base_values is None or cand_values is None:
@@ -308,6 +338,19 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
     row["beside"] = canonical_json({"candidate": beside, "baseline": _beside(baseline, spec)}) if beside else None
     if not common:
         return {**row, "status": INCOMPLETE, "reason": "no case has a complete value in both runs", "blocking_cases": lost}
+    return _rate_verdict(spec, row, base_values, cand_values, common, lost, may_gate)
+
+
+def _rate_verdict(
+    spec: GateSpec,
+    row: dict,
+    base_values: dict[str, float],
+    cand_values: dict[str, float],
+    common: list[str],
+    lost: list[str],
+    may_gate: bool | None,
+) -> dict:
+    """A rate gate decided: fail when the mean over `common` drops more points than allowed, incomplete when cases were `lost`."""
     base_mean = sum(base_values[c] for c in common) / len(common)
     cand_mean = sum(cand_values[c] for c in common) / len(common)
     delta_points = (cand_mean - base_mean) * 100

@@ -13,7 +13,7 @@ import hashlib
 import polars as pl
 
 from eval_pipeline.contracts.models import SEED_GRADE
-from eval_pipeline.scoring.retrieval import first_occurrences, ranked_entries, retrieval_rounds
+from eval_pipeline.trec.ranking import first_occurrences, ranked_entries, retrieval_rounds
 
 QRELS_SCHEMA: dict[str, pl.DataType] = {
     "query_id": pl.String,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_pipeline.scoring.retrieval import ranked_hits
+from eval_pipeline.trec.ranking import ranked_hits
 from eval_pipeline.trec.trec_eval import pair_key
 
 QRELS_LINE = r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$"

@@ -16,7 +16,7 @@ from itertools import pairwise
 
 import polars as pl
 
-from eval_pipeline.scoring.retrieval import Segments, contiguous, discount_expr, gain_expr, judged_stats
+from eval_pipeline.trec.ranking import Segments, contiguous, discount_expr, gain_expr, judged_stats
 
 CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)

@@ -14,7 +14,7 @@ import yaml
 
 from eval_pipeline.importers import IMPORTERS, ImporterError, import_bfcl
 from eval_pipeline.importers.bfcl import DecodeError, decode_prompting, decode_result, expand_accepted, json_schema, reference_call
-from eval_pipeline.importers.cli import register
+from eval_pipeline.cli.importers import register
 from eval_pipeline.io import ingest, loaders
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.scoring.tools import score_tools

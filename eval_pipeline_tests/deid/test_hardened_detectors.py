@@ -12,7 +12,7 @@ from eval_pipeline.contracts.frames import cases_frame_from_records, traces_fram
 from eval_pipeline.deid import DEMO_KEY, NameCollector, collect_names, deidentify, independent_scan
 from eval_pipeline.deid.detectors import locale_regions
 from eval_pipeline.deid.scan import scan_frame, scan_text
-from eval_pipeline.defs.deid import _batch_checks
+from eval_pipeline.defs.deid.checks import _batch_checks
 from eval_pipeline.deid import leak_summary
 
 # Valid under python-stdnum: each has correct check digits.

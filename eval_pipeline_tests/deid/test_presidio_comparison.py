@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from eval_pipeline.deid.compare import (
+from eval_pipeline_harness.deid_compare import (
     SHARED_TYPES,
     blank_presidio_analyzer,
     corpus_names,

@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipeline.exports.cli import register
+from eval_pipeline.cli.exports import register
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
 

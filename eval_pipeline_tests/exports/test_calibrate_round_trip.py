@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.judge.cli import register as register_judge
+from eval_pipeline.cli.judge import register as register_judge
 
 LABELS = sorted((Path(__file__).resolve().parents[2] / "data" / "labels" / "grounding").glob("*.jsonl"))
 

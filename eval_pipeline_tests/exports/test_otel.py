@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from eval_pipeline.exports import otel
-from eval_pipeline.exports.cli import register
+from eval_pipeline.cli.exports import register
 
 # 2026-03-02T02:10:00Z, cand-42's run.yaml created_at, in Unix nanoseconds
 CAND_42_TIME = "1772417400000000000"

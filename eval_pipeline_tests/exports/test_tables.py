@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from eval_pipeline.exports.cli import register
+from eval_pipeline.cli.exports import register
 from eval_pipeline.exports.tables import exportable_tables, flat, stored_schema
 
 # claims: lists of strings; outcome_scores: a list of structs; retrieval_scores: lists of strings and floats
@@ -170,7 +170,7 @@ REAL_MAIN = "import sys; from eval_pipeline.cli import main; sys.exit(main(sys.a
 def test_closed_pipe_stops_quietly(sample, fmt, entry):
     # the reader is gone before the first byte is written (`… | head` that has already exited)
     command = ([sys.executable, "-c", REAL_MAIN, "export"] if entry == "eval-pipeline"
-               else [sys.executable, "-m", "eval_pipeline.exports.cli"])
+               else [sys.executable, "-m", "eval_pipeline.cli.exports"])
     process = subprocess.Popen([*command, "stage_results", "--format", fmt, "--warehouse", str(sample["root"])],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from eval_pipeline.io.versions import metric_versions
+from eval_pipeline.gating.versions import metric_versions
 from eval_pipeline.scoring.retrieval import side_by_side
 from eval_pipeline.io.warehouse import Warehouse
 

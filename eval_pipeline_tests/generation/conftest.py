@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.contracts.frames import cases_frame_from_records
-from eval_pipeline.judge.loopback_server import LoopbackServer
+from eval_pipeline_harness.loopback_server import LoopbackServer
 
 REFUNDS = "Annual SMB plans have a 14 day refund window. Monthly plans are not refundable."
 BILLING = "Refunds are issued to the original payment method. Processing takes 5 business days."

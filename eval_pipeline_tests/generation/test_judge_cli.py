@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 
-from eval_pipeline.judge.cli import register
+from eval_pipeline.cli.judge import register
 
 HUMAN = ["SUPPORTED"] * 5 + ["NOT_IN_EVIDENCE"] * 3 + ["CONTRADICTED"] * 2
 JUDGE = ["SUPPORTED"] * 4 + ["NOT_IN_EVIDENCE"] * 3 + ["SUPPORTED", "CONTRADICTED", "NOT_IN_EVIDENCE"]

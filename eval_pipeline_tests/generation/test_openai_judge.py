@@ -11,7 +11,7 @@ import pytest
 from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.judge import JudgeConfigError, make_judge
 from eval_pipeline.judge.cache import VerdictCache
-from eval_pipeline.judge.loopback_server import Fault, canned_responder
+from eval_pipeline_harness.loopback_server import Fault, canned_responder
 from eval_pipeline.judge.openai_backend import estimate_calls, retry_after_seconds
 from eval_pipeline.scoring.claims import extract_claims, judge_claims
 from eval_pipeline.scoring.grounding import score_grounding

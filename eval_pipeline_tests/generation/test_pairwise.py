@@ -6,7 +6,7 @@ import pytest
 
 from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.judge import make_judge
-from eval_pipeline.judge.loopback_server import user_payload
+from eval_pipeline_harness.loopback_server import user_payload
 from eval_pipeline.scoring.pairwise import pairwise_compare
 
 RIGHT = "Annual SMB plans can be refunded within 14 days."

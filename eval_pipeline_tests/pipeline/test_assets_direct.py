@@ -4,8 +4,8 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.defs.generation import answer_scores
-from eval_pipeline.defs.ingestion import run_manifest
+from eval_pipeline.defs.generation.assets import answer_scores
+from eval_pipeline.defs.ingestion.assets import run_manifest
 from eval_pipeline.defs.resources import EvalConfig
 from eval_pipeline.io import loaders
 from eval_pipeline.io.storage import open_location

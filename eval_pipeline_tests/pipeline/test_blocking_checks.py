@@ -5,7 +5,7 @@ import io
 import dagster as dg
 import polars as pl
 
-from eval_pipeline.defs import agent as agent_defs
+from eval_pipeline.defs.agent import assets as agent_defs
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
 

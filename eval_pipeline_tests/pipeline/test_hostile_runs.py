@@ -7,7 +7,7 @@ import shutil
 import dagster as dg
 import polars as pl
 
-from eval_pipeline.defs.ingestion import ANY_VALID_TRACE_CHECK
+from eval_pipeline.defs.ingestion.assets import ANY_VALID_TRACE_CHECK
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
 

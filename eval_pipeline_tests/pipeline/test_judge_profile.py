@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 import yaml
 
-from eval_pipeline.defs.generation import JudgeConfig, judge_calibration, judge_config_from_env, make_run_judge
+from eval_pipeline.defs.generation.assets import judge_calibration
+from eval_pipeline.defs.resources import JudgeConfig, judge_config_from_env, make_run_judge
 from eval_pipeline.defs.resources import EvalConfig
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.judge import JudgeConfigError

@@ -11,7 +11,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from eval_pipeline.cli import main
-from eval_pipeline.defs.gates import RELEASE_CHECK
+from eval_pipeline.defs.gates.checks import RELEASE_CHECK
 from eval_pipeline.reporting.gate_report import GATE_JSON_FIELDS
 
 FAILED_GATES = {"retrieval_recall_at_10", "agent_args_valid_rate", "agent_pass_at_1", "policy_violations", "no_new_failures"}
@@ -187,7 +187,7 @@ def test_gate_junit_is_read_by_a_junit_parser(scored, tmp_path, capsys):
 
 def test_a_qrels_mismatch_names_the_run_to_rescore(scored):
     from eval_pipeline.gating import compare
-    from eval_pipeline.io.facts import run_facts
+    from eval_pipeline.gating.facts import run_facts
     from eval_pipeline.io.loaders import load_gate_policy
     from eval_pipeline.io.storage import open_location
 
@@ -201,7 +201,7 @@ def test_a_qrels_mismatch_names_the_run_to_rescore(scored):
 
 def test_an_exploratory_run_is_not_gated_and_says_how_to_gate_it(scored):
     from eval_pipeline.gating import compare
-    from eval_pipeline.io.facts import run_facts
+    from eval_pipeline.gating.facts import run_facts
     from eval_pipeline.io.loaders import load_gate_policy
     from eval_pipeline.io.storage import open_location
 

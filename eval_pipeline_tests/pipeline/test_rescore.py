@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.cli import main
-from eval_pipeline.defs.automation import rescore_on_version_bump
+from eval_pipeline.defs.automation.sensors import rescore_on_version_bump
 from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
 from eval_pipeline.defs.resources import EvalConfig
 from eval_pipeline.io.warehouse import Warehouse

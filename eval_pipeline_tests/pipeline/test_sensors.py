@@ -8,8 +8,8 @@ import pytest
 
 import datetime
 
-from eval_pipeline.defs.automation import nightly_full_suite, rescore_on_version_bump
-from eval_pipeline.defs.ingestion import new_trace_batches
+from eval_pipeline.defs.automation.sensors import nightly_full_suite, rescore_on_version_bump
+from eval_pipeline.defs.ingestion.sensors import new_trace_batches
 from eval_pipeline.defs.resources import EvalConfig
 from eval_pipeline.io.fingerprints import run_fingerprints
 from eval_pipeline.io.storage import open_location

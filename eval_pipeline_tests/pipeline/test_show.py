@@ -20,7 +20,7 @@ from eval_pipeline.reporting.case_story import (
     case_story_text,
     field_diffs,
 )
-from eval_pipeline.reporting.show_cli import register
+from eval_pipeline.cli.show import register
 
 
 def show(scored, capsys, *argv):
@@ -290,7 +290,7 @@ def test_read_case_tables_reads_only_deidentified_tables(scored):
 def test_a_trace_may_be_named_without_its_run_and_a_case_in_any_case(scored, capsys):
     import argparse
 
-    from eval_pipeline.reporting.show_cli import register
+    from eval_pipeline.cli.show import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

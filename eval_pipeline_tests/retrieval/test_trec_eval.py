@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.trec import cli, trec_eval
+from eval_pipeline.cli import trec as cli
+from eval_pipeline.trec import trec_eval
 from eval_pipeline.trec.formats import read_trec_qrels, read_trec_run
 from eval_pipeline.trec.trec_eval import MEASURES, evaluate, format_results, parse_measures
 
@@ -76,7 +77,7 @@ def test_command_line_prints_trec_evals_lines_for_q_l_and_m(trec_eval_dir: Path)
         [
             sys.executable,
             "-m",
-            "eval_pipeline.trec.cli",
+            "eval_pipeline.cli.trec",
             "-q",
             "-l",
             "2",

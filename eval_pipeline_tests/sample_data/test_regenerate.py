@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eval_pipeline.sample_data import planted
+from eval_pipeline_harness.sample_data import planted
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 OUTPUTS = ("warehouse", "reports", ".judge_cache")
@@ -19,7 +19,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_cli_regenerates_data_byte_for_byte(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline.sample_data", "--out", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(tmp_path)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     generated, committed = _files(tmp_path), _files(DATA)
@@ -35,14 +35,14 @@ def test_planted_structure_equals_planted_json():
 
 
 def test_help_names_both_modes():
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline.sample_data", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     for option in ("--out", "--traces", "--seed", "--run-id"):
         assert option in result.stdout
 
 
 def test_seed_without_traces_is_a_usage_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline.sample_data", "--out", str(tmp_path), "--seed", "3"],
+    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(tmp_path), "--seed", "3"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--traces" in result.stderr
     assert list(tmp_path.iterdir()) == []

@@ -21,13 +21,13 @@ from eval_pipeline.contracts.models import (
     ToolRegistry,
     Trace,
 )
-from eval_pipeline.sample_data.synthetic import write_synthetic
+from eval_pipeline_harness.sample_data.synthetic import write_synthetic
 
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     root = tmp_path_factory.mktemp("synthetic")
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline.sample_data", "--out", str(root), "--traces", "2000",
+    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(root), "--traces", "2000",
                              "--seed", "3", "--run-id", "bench-a"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return root, result

@@ -1,0 +1,154 @@
+"""The `eval-pipeline` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from eval_pipeline.contracts.identifiers import identifier_arg
+from eval_pipeline.instance import ensure_dagster_home
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
+
+
+def _fail(message: str, code: int = EXIT_INPUT) -> int:
+    print(f"eval-pipeline: error: {message}", file=sys.stderr)
+    return code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from eval_pipeline.runner import RunnerError, run_pipeline
+
+    try:
+        return run_pipeline(
+            data=args.data,
+            run_ids=args.run,
+            warehouse=args.warehouse,
+            reports=args.reports,
+            deid_demo=args.deid_demo,
+            quiet=args.quiet,
+            executor=args.executor,
+            max_concurrent=args.max_concurrent,
+        )
+    except RunnerError as exc:
+        return _fail(str(exc))
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    home = ensure_dagster_home()
+    os.environ.setdefault("EVAL_PIPELINE_DATA", args.data)
+    if args.deid_demo:
+        os.environ["EVAL_PIPELINE_DEID_DEMO"] = "1"
+    command = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", args.host, "-p", str(args.port)]
+    print(f"DAGSTER_HOME={home}\n$ {' '.join(command)}", file=sys.stderr)
+    os.execv(sys.executable, command)
+    return EXIT_OK
+
+
+def _cmd_schemas(args: argparse.Namespace) -> int:
+    from eval_pipeline.contracts.schemas import write_schemas
+
+    for path in write_schemas(Path(args.out)):
+        print(path)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="eval-pipeline",
+        description="Stage-wise batch evaluation of RAG assistants and tool-using agents on Dagster: "
+        "score every trace stage by stage, attribute each failure to its first failing stage, gate releases.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    run = sub.add_parser(
+        "run",
+        help="materialize the whole graph for one or all trace batches and print a summary",
+        description="Materialize every asset of one run (or every run under DATA/traces) in-process against the "
+        "persistent local Dagster instance (DAGSTER_HOME, default ./.dagster configured by dagster.yaml), so "
+        "`eval-pipeline ui` shows the same runs and lineage. Prints step progress, a summary per lane and the report paths. "
+        "Exit status: 0 all assets and checks succeeded, 1 a step failed or a blocking check stopped a lane, 2 bad input.",
+    )
+    run.add_argument("--data", default="data", help="input root: local folder or object-store URL (default: data)")
+    run.add_argument("--run", action="append", metavar="RUN_ID", type=identifier_arg("run id"),
+                     help="run to evaluate (repeatable; default: every run)")
+    run.add_argument("--warehouse", default=None, help="Delta warehouse root (default: DATA/warehouse)")
+    run.add_argument("--reports", default=None, help="report folder (default: DATA/reports)")
+    run.add_argument("--deid-demo", action="store_true",
+                     help="use the fixed demo de-identification key when EVAL_PIPELINE_DEID_KEY is not set (local demos only)")
+    run.add_argument("--quiet", action="store_true", help="no per-step progress lines")
+    run.add_argument("--executor", choices=["in_process", "multiprocess"], default="in_process",
+                     help="in_process (default) or multiprocess: independent assets of a run in parallel subprocesses")
+    run.add_argument("--max-concurrent", type=int, default=2, help="subprocesses for --executor multiprocess (default 2)")
+    run.set_defaults(handler=_cmd_run)
+
+    ui = sub.add_parser("ui", help="open the Dagster UI on the same instance as `run`",
+                        description="Run `dagster dev` on workspace.yaml with DAGSTER_HOME set to the project's .dagster folder.")
+    ui.add_argument("--data", default="data", help="input root the sensors watch (default: data)")
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--deid-demo", action="store_true", help="allow the demo de-identification key")
+    ui.set_defaults(handler=_cmd_ui)
+
+    schemas = sub.add_parser("schemas", help="write the JSON Schema files of the input contracts",
+                             description="Write one JSON Schema file per input contract (SPEC §2) for validating your own exports.")
+    schemas.add_argument("--out", default="eval_pipeline/schemas", help="output folder (default: eval_pipeline/schemas)")
+    schemas.set_defaults(handler=_cmd_schemas)
+
+    for register in all_registrations():
+        register(sub)
+    return parser
+
+
+ENTRY_POINT_GROUP = "eval_pipeline.commands"
+
+
+def _entry_point_registrations() -> list:
+    """The `register(subparsers)` functions other installed distributions declare in the group `eval_pipeline.commands`."""
+    from importlib.metadata import entry_points
+
+    registrations = []
+    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            registrations.append(entry.load())
+        except (ImportError, AttributeError) as exc:
+            # A stale install of another distribution must not take the product's own commands down with it.
+            print(f"eval-pipeline: warning: command {entry.name!r} ({entry.value}) not loaded: {exc}", file=sys.stderr)
+    return registrations
+
+
+def all_registrations() -> list:
+    """Every subcommand registration beyond run, ui and schemas: the product's own, then installed extensions' (`bench`)."""
+    # Here and not in cli.commands, which the command modules import for its shared helpers: no cycle among them.
+    from eval_pipeline.cli.commands import REGISTRATIONS
+    from eval_pipeline.cli.exports import register as register_export
+    from eval_pipeline.cli.importers import register as register_import
+    from eval_pipeline.cli.judge import register as register_judge
+    from eval_pipeline.cli.show import register as register_show
+    from eval_pipeline.cli.trec import register as register_trec
+
+    return [*REGISTRATIONS, register_show, register_export, register_trec, register_import, register_judge,
+            *_entry_point_registrations()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `eval-pipeline` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # A command cut off while writing has no result of its own; 1 is what Python exits with on a broken pipe.
+    code = EXIT_FAILED
+    try:
+        code = int(args.handler(args) or 0)
+        # Flushed here, not at interpreter exit: a reader that went away (`… | head -1`) then fails this flush, inside
+        # the try, instead of printing "Exception ignored … BrokenPipeError" at exit and exiting 120.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # As Python's documentation recommends: what is still buffered goes to devnull, so the flush at exit succeeds.
+        # The exit status stays the command's own when it had finished (a failed gate still exits 1).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return code

@@ -1,0 +1,245 @@
+"""Per lane: stage results, first-failing-stage attribution, rollup, reliability, quarantine and the lane report."""
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.defs import checks
+from eval_pipeline.defs.partitions import runs_partitions
+from eval_pipeline.defs.recording import materialized, with_versions
+from eval_pipeline.defs.resources import EvalConfig, OtherRuns, lane_key
+from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
+from eval_pipeline.gating import baseline_or_reason, compare
+from eval_pipeline.quality import tables
+from eval_pipeline.quality.contracts import check_no_personal_data
+from eval_pipeline.reporting.lanes import LaneData, agent_sections, lane_verdict, rag_sections
+from eval_pipeline.reporting.render import render_html, render_markdown
+from eval_pipeline.scoring import attribution as attribution_scoring
+from eval_pipeline.scoring import gates as gate_scoring
+from eval_pipeline.scoring import outcome as outcome_scoring
+from eval_pipeline.scoring import reliability as reliability_scoring
+
+GROUP = "attribution"
+CODE_VERSION = "attribution-1"
+REPORT_CODE_VERSION = "report-2"
+REPORT_PRIVACY_CHECK = "report_has_no_personal_data"
+
+LANE_TABLES = {
+    "rag": ("retrieval_scores", "context_scores", "grounding_scores", "citation_scores", "answer_scores"),
+    "agent": ("tool_scores", "outcome_scores"),
+}
+REPORT_EXTRAS = {"rag": ("judge_calibration", "review_queue", "qrels"), "agent": ()}
+
+
+def _lane_cases(cases: pl.DataFrame, lane: str) -> pl.DataFrame:
+    """Cases whose reliability this lane reports: agent cases (also both-lane ones) or RAG-only cases."""
+    has_agent = pl.col("lanes").list.contains("agent")
+    return cases.filter(has_agent if lane == "agent" else ~has_agent)
+
+
+def lane_stage_results(lane: str) -> dg.AssetsDefinition:
+    """rag/rag_stage_results or agent/agent_stage_results: the union of the lane's stage columns."""
+    stage_key = lane_key(lane, "stage_results")
+
+    @run_table(GROUP, CODE_VERSION, key=stage_key,
+               ins={"run_manifest": dg.AssetIn(), **lane_inputs(lane)},
+               check_specs=checks.specs(stage_key, tables.STAGE_RESULTS),
+               description=f"One row per ({lane} trace, stage): pass, fail, incomplete or not applicable, with the reason.")
+    def stage_results(run_manifest: pl.DataFrame, **lane_tables: pl.DataFrame):
+        manifest = manifest_of(run_manifest)
+        frame = attribution_scoring.stage_results(lane, [lane_tables[name] for name in LANE_TABLES[lane]])
+        frame = with_versions(frame, manifest, CODE_VERSION)
+        counts = frame.group_by("status").len()
+        return materialized(frame, versions=manifest, headline={f"stages_{s}": n for s, n in counts.iter_rows()},
+                            check_results=checks.results(stage_key, tables.STAGE_RESULTS, frame))
+
+    return stage_results
+
+
+def lane_attribution(lane: str) -> dg.AssetsDefinition:
+    """The lane's failed traces with their first failing stage, and the rollup per stage."""
+    attribution_key, rollup_key = lane_key(lane, "attribution"), lane_key(lane, "attribution_rollup")
+
+    @run_tables(
+        GROUP, CODE_VERSION,
+        name=f"{lane}_attribution",
+        ins={"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results"))},
+        outs={
+            "attribution": table_out(key=attribution_key,
+                                     description=f"Each failed or incomplete {lane} trace with its one first failing stage and owner."),
+            "attribution_rollup": table_out(key=rollup_key,
+                                            description=f"{lane} failures per first failing stage, with shares that sum to 1."),
+        },
+        check_specs=[*checks.specs(attribution_key, tables.ATTRIBUTION), *checks.specs(rollup_key, tables.ROLLUP)],
+    )
+    def attribute(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, stage_results: pl.DataFrame):
+        manifest = manifest_of(run_manifest)
+        outcomes = attribution_scoring.lane_outcomes(stage_results)
+        failed = with_versions(attribution_scoring.attribution(outcomes), manifest, CODE_VERSION)
+        rollup = with_versions(attribution_scoring.rollup(outcomes, lane), manifest, CODE_VERSION)
+        total, lane_failures = int(rollup["failures"].sum()), int(rollup["lane_failures"].max() or 0)
+        context.log.info(f"{lane}: {lane_failures} failures, {rollup['lane_incomplete'].max()} incomplete")
+        yield materialized(failed, asset_key=attribution_key, versions=manifest,
+                           headline={"failures": lane_failures, "incomplete": int(rollup["lane_incomplete"].max() or 0),
+                                     "hazards": failed.filter(pl.col("hazard").is_not_null()).height},
+                           check_results=checks.results(attribution_key, tables.ATTRIBUTION, failed))
+        rollup_checks = checks.results(rollup_key, tables.ROLLUP, rollup)
+        if total != lane_failures:
+            raise dg.Failure(f"{lane} stage counts sum to {total} but the lane has {lane_failures} failures")
+        yield materialized(rollup, asset_key=rollup_key, versions=manifest,
+                           headline={f"failures_{s}": n for s, n in rollup.select("stage", "failures").iter_rows()},
+                           check_results=rollup_checks)
+
+    return attribute
+
+
+def lane_reliability(lane: str) -> dg.AssetsDefinition:
+    """pass@1 and pass^k of the lane's cases over repeated attempts, and the flaky ones quarantined."""
+    reliability_key, quarantine_key = lane_key(lane, "reliability"), lane_key(lane, "quarantine")
+    reliability_ins = {"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results")),
+                       "deid_cases": dg.AssetIn()}
+    if lane == "agent":
+        reliability_ins["outcome_scores"] = dg.AssetIn()
+
+    @run_tables(
+        GROUP, CODE_VERSION,
+        name=f"{lane}_reliability",
+        ins=reliability_ins,
+        outs={
+            "reliability": table_out(key=reliability_key,
+                                     description=f"pass@1 and pass^k over repeated attempts of {lane} cases; flaky flag."),
+            "quarantine": table_out(key=quarantine_key,
+                                    description=f"Flaky {lane} cases with the traces that flipped; they stop gating."),
+        },
+        check_specs=checks.specs(reliability_key, tables.RELIABILITY),
+    )
+    def reliability(run_manifest: pl.DataFrame, stage_results: pl.DataFrame, deid_cases: pl.DataFrame, **agent_tables):
+        # only the agent lane has outcome_scores: a named parameter would make the RAG lane depend on it
+        manifest = manifest_of(run_manifest)
+        outcomes = attribution_scoring.lane_outcomes(stage_results)
+        success = attribution_scoring.attempt_success(outcomes, _lane_cases(deid_cases, lane), agent_tables.get("outcome_scores"))
+        success = success.filter(pl.col("lane") == lane).drop("lane")
+        per_case = with_versions(reliability_scoring.reliability(success), manifest, CODE_VERSION)
+        flaky = with_versions(reliability_scoring.quarantine(per_case, success), manifest, CODE_VERSION)
+        suite = reliability_scoring.suite_reliability(per_case)
+        yield materialized(per_case, asset_key=reliability_key, versions=manifest,
+                           headline={k: v for k, v in suite.items() if isinstance(v, int | float)},
+                           check_results=checks.results(reliability_key, tables.RELIABILITY, per_case))
+        yield materialized(flaky, asset_key=quarantine_key, versions=manifest, headline={"flaky_cases": flaky.height})
+
+    return reliability
+
+
+def lane_report(lane: str) -> dg.AssetsDefinition:
+    """The lane report (Markdown and HTML) with its privacy check."""
+    report_key = lane_key(lane, "report")
+    report_ins = {
+        "run_manifest": dg.AssetIn(),
+        "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results")),
+        "attribution_rollup": dg.AssetIn(key=lane_key(lane, "attribution_rollup")),
+        "reliability": dg.AssetIn(key=lane_key(lane, "reliability")),
+        "quarantine": dg.AssetIn(key=lane_key(lane, "quarantine")),
+        "trace_rejects": dg.AssetIn(),
+        "deid_cases": dg.AssetIn(),
+        **lane_inputs(lane),
+        **{name: dg.AssetIn() for name in REPORT_EXTRAS[lane]},
+    }
+
+    @dg.asset(key=report_key, partitions_def=runs_partitions, group_name=GROUP, code_version=REPORT_CODE_VERSION,
+              ins=report_ins, deps=[lane_key(lane, "attribution")], kinds={"markdown", "html"},
+              check_specs=[dg.AssetCheckSpec(REPORT_PRIVACY_CHECK, asset=report_key, blocking=True,
+                                             description="No personal data in the report text.")],
+              description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.")
+    def report(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
+               stage_results: pl.DataFrame, attribution_rollup: pl.DataFrame, reliability: pl.DataFrame,
+               quarantine: pl.DataFrame, trace_rejects: pl.DataFrame, deid_cases: pl.DataFrame, **lane_tables: pl.DataFrame):
+        run_id = context.partition_key
+        data = LaneData(
+            lane=lane, run_id=run_id, manifest=manifest_of(run_manifest), stage_results=stage_results,
+            outcomes=attribution_scoring.lane_outcomes(stage_results), rollup=attribution_rollup,
+            rejects=trace_rejects, reliability=reliability, quarantine=quarantine, tables=dict(lane_tables),
+        )
+        other_runs = eval_config.other_runs(context)
+        _attach_baseline(data, eval_config, other_runs)
+        data.gates = lane_gates(lane, eval_config, data, deid_cases, other_runs)
+        markdown, html = _write_lane_report(data, eval_config.reports(), lane_tables)
+        privacy = check_no_personal_data(f"{lane}_report", pl.DataFrame({"markdown": [markdown], "html": [html]}),
+                                         independent=True)
+        reports = eval_config.reports()
+        return dg.MaterializeResult(
+            metadata={
+                "report": dg.MetadataValue.md(markdown),
+                "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.md")),
+                "html_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.html")),
+                "failures": int(attribution_rollup["lane_failures"].max() or 0) if attribution_rollup.height else 0,
+                **other_runs.metadata(),
+            },
+            check_results=[dg.AssetCheckResult(check_name=REPORT_PRIVACY_CHECK, passed=privacy.passed,
+                                               severity=dg.AssetCheckSeverity.ERROR, description=privacy.description,
+                                               metadata=privacy.metadata)],
+        )
+
+    return report
+
+
+def lane_inputs(lane: str) -> dict[str, dg.AssetIn]:
+    """The scorer tables a lane's stage results and report read."""
+    return {name: dg.AssetIn(key=name) for name in LANE_TABLES[lane]}
+
+
+def _write_lane_report(data: LaneData, reports, lane_tables: dict[str, pl.DataFrame]) -> tuple[str, str]:
+    """Render the lane's report and write reports/<run_id>/<lane>.md and .html; (markdown, html)."""
+    lane, run_id = data.lane, data.run_id
+    if lane == "rag":
+        sections = rag_sections(data)
+    else:
+        outcomes = lane_tables["outcome_scores"]
+        sections = agent_sections(data, outcome_scoring.fault_rates(outcomes), outcome_scoring.efficiency(outcomes))
+    title = f"{lane.upper() if lane == 'rag' else 'Agent'} lane report — run {run_id}"
+    verdict = lane_verdict(data)
+    markdown, html = render_markdown(title, sections, verdict), render_html(title, sections, verdict)
+    reports.write_bytes(markdown.encode(), run_id, f"{lane}.md")
+    reports.write_bytes(html.encode(), run_id, f"{lane}.html")
+    return markdown, html
+
+
+def build_lane(lane: str) -> list[dg.AssetsDefinition]:
+    """The stage results, attribution, reliability and report assets of one lane."""
+    return [lane_stage_results(lane), lane_attribution(lane), lane_reliability(lane), lane_report(lane)]
+
+
+def _attach_baseline(data: LaneData, eval_config: EvalConfig, other_runs: OtherRuns) -> None:
+    """Add the run's baseline (scored, another run, same dataset) for the comparison sections, or say why there is none."""
+    from eval_pipeline.scoring.attribution import rollup
+
+    baseline, data.baseline_note = baseline_or_reason(data.manifest, eval_config.policy(), other_runs)
+    if baseline is None:
+        if data.baseline_note == "this run is the baseline":
+            data.baseline_note = None
+        return
+    stages = other_runs.read("stage_results", baseline, within={"lane": data.lane})
+    if stages is None:
+        data.baseline_note = f"baseline run {baseline} has no {data.lane} stage results"
+        return
+    data.baseline_run_id = baseline
+    data.baseline_outcomes = attribution_scoring.lane_outcomes(stages)
+    data.baseline_rollup = rollup(data.baseline_outcomes, data.lane)
+
+
+def lane_gates(lane: str, eval_config: EvalConfig, data: LaneData, cases: pl.DataFrame, other_runs: OtherRuns) -> pl.DataFrame:
+    """This lane's gates of the policy, computed by the gating use case from this lane's tables (as gate_results does)."""
+    policy = eval_config.policy()
+    lane_policy = policy.model_copy(update={"gates": [g for g in policy.gates if g.lane == lane]})
+    t = data.tables
+    qrels = t.get("qrels")
+    candidate = gate_scoring.RunFacts(
+        run_id=data.run_id, manifest=data.manifest, cases=cases, outcomes=data.outcomes,
+        retrieval=t.get("retrieval_scores"), tools=t.get("tool_scores"), grounding=t.get("grounding_scores"),
+        reliability=data.reliability, quarantine=data.quarantine, calibration=t.get("judge_calibration"),
+        qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None,
+    )
+    # the baseline's tables this report takes as inputs: the lane's gates need no other lane's
+    return compare(lane_policy, candidate, gate_scoring.baseline_of(data.manifest, policy), other_runs,
+                   tables=other_runs.declared)
+
+
+defs = dg.Definitions(assets=[*build_lane("rag"), *build_lane("agent")])

@@ -1,0 +1,30 @@
+"""The release decision as an asset check: failed gates and the cases that block, where people look."""
+
+import dagster as dg
+import polars as pl
+
+from eval_pipeline.reporting.gate_report import blocking_table, release_verdict
+from eval_pipeline.reporting.render import markdown_table
+from eval_pipeline.scoring import gates as gate_scoring
+
+RELEASE_CHECK = "release_is_not_blocked"
+
+
+def release_check(asset: str, gate_results: pl.DataFrame, run_id: str) -> dg.AssetCheckResult:
+    """The release decision as an ERROR check: failed gates and blocking cases in the metadata."""
+    failed = gate_results.filter(pl.col("status") == "fail")
+    baseline = gate_results["baseline_run_id"][0] if gate_results.height else None
+    verdict = release_verdict(gate_results, run_id, baseline)
+    blocking = blocking_table(gate_results)
+    return dg.AssetCheckResult(
+        asset_key=asset, check_name=RELEASE_CHECK, passed=failed.height == 0, severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict.headline,
+        metadata={
+            "verdict": dg.MetadataValue.text(verdict.status),
+            "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results))),
+            "failed_gates": dg.MetadataValue.json(failed.select("gate", "metric", "unit", "baseline_value", "candidate_value",
+                                                                "delta", "threshold", "owner", "reason").to_dicts()),
+            "blocking_cases": dg.MetadataValue.md(markdown_table(blocking) if blocking.height else "_none_"),
+            "baseline_run_id": dg.MetadataValue.text(baseline or "none"),
+        },
+    )

@@ -1,0 +1,5 @@
+"""Generation lane: claims judged against the context, grounding, citations, answers, judge calibration, review queue."""
+
+from eval_pipeline.defs.generation.assets import defs
+
+__all__ = ["defs"]

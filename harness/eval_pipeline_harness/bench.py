@@ -1,0 +1,298 @@
+"""`eval-pipeline bench`: the whole pipeline on synthetic batches — wall time, traces/s per stage, peak memory, re-score time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STEP_EVENTS = ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE")
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _descendants(root: int) -> list[int]:
+    """Process ids of `root`'s children, grandchildren and so on (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def _pss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class MemorySampler:
+    """Memory of this process and every process it started, sampled on a daemon thread: (time, MiB) pairs.
+
+    Proportional set size summed over the process tree: pages that forked workers share with their parent
+    are counted once, so the figure is what the machine holds for the whole run.
+    """
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), name="bench-memory", daemon=True)
+        self._thread.start()
+
+    def _run(self, every: float) -> None:
+        me = os.getpid()
+        while not self._stop.wait(every):
+            self.samples.append((time.time(), sum(_pss_mib(pid) for pid in (me, *_descendants(me)))))
+
+    def peak(self) -> float:
+        return max((mib for _, mib in self.samples), default=0.0)
+
+    def peak_between(self, start: float, end: float) -> float | None:
+        inside = [mib for at, mib in self.samples if start <= at <= end]
+        return max(inside) if inside else None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def step_windows(instance, dagster_run_id: str) -> dict[str, tuple[float, float]]:
+    """(start, end) wall-clock times of each step of a finished Dagster run, from its event log."""
+    import dagster as dg
+
+    started, windows = {}, {}
+    for record in instance.all_logs(dagster_run_id, of_type={dg.DagsterEventType[e] for e in STEP_EVENTS}):
+        event = record.dagster_event
+        if event.event_type_value == "STEP_START":
+            started[event.step_key] = record.timestamp
+        elif event.step_key in started:
+            windows[event.step_key] = (started[event.step_key], record.timestamp)
+    return windows
+
+
+@dataclass
+class Outcome:
+    """What the bench needs of a finished Dagster run."""
+
+    success: bool
+    run_id: str
+    judge_calls: int | None
+
+
+def _judge_calls(events) -> int | None:
+    """Requests the judge was sent (from the claims materialization), None if claims did not run."""
+    for event in events:
+        materialization = event.step_materialization_data.materialization if event.is_step_materialization else None
+        if materialization is not None and materialization.asset_key.path == ["claims"]:
+            return int(materialization.metadata["judge_calls"].value)
+    return None
+
+
+def _execute(job, instance, run_id: str, selection=None, run_config: dict | None = None, reconstructable=None):
+    """One Dagster run of the job for `run_id` (in process, or with `run_config` on the reconstructable job)."""
+    import dagster as dg
+
+    started = time.perf_counter()
+    if run_config is None:
+        result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False, asset_selection=selection)
+        outcome = Outcome(result.success, result.run_id, _judge_calls(result.all_events))
+    else:
+        with dg.execute_job(reconstructable, instance=instance, run_config=run_config, raise_on_error=False,
+                            tags={"dagster/partition": run_id}, asset_selection=selection) as result:
+            outcome = Outcome(result.success, result.run_id, _judge_calls(result.all_events))
+    return outcome, time.perf_counter() - started
+
+
+def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent: int = 2) -> dict:
+    """Run the full graph once, the judge step again, then re-score after a qrels bump (in a child process)."""
+    import dagster as dg
+
+    from eval_pipeline.defs.automation.sensors import QRELS_RESCORE
+    from eval_pipeline.defs.domains import all_assets
+    from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
+    from eval_pipeline.defs.partitions import runs_partitions
+    from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
+    from eval_pipeline.io.loaders import list_runs
+    from eval_pipeline.io.storage import open_location
+    from eval_pipeline.quality.contracts import warm_up_in_background
+    from eval_pipeline.runner import evaluate_run_job, multiprocess_execution, resources_run_config
+
+    run_id = list_runs(open_location(data))[0]
+    config = EvalConfig(data_root=str(data), warehouse_root=str(work / "warehouse"), reports_root=str(work / "reports"), deid_demo=True)
+    if executor == "multiprocess":
+        (work / "dagster").mkdir(parents=True, exist_ok=True)
+        instance = dg.DagsterInstance.local_temp(str(work / "dagster"))
+        options = {"run_config": {"execution": multiprocess_execution(instance, max_concurrent),
+                                  **resources_run_config(config, JudgeConfig())},
+                   "reconstructable": dg.reconstructable(evaluate_run_job)}
+    else:
+        instance, options = dg.DagsterInstance.ephemeral(), {}
+    instance.add_dynamic_partitions(runs_partitions.name, [run_id])
+    job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
+    traces = sum(1 for name in os.listdir(data / "traces" / run_id) if name.endswith(".jsonl") for _ in open(data / "traces" / run_id / name, "rb"))
+
+    warm_up_in_background()
+    memory = MemorySampler()
+    full, full_seconds = _execute(job, instance, run_id, **options)
+    windows = step_windows(instance, full.run_id)
+    peak_after_full = _peak_rss_mib()
+    # The judge step again over unchanged inputs: every verdict should come from the store, none from the judge.
+    again, again_seconds = _execute(job, instance, run_id, [dg.AssetKey("claims"), dg.AssetKey("citation_scores")], **options)
+
+    labels = data / "labels" / "qrels" / "bench-bump.jsonl"
+    cases = next((data / "cases").iterdir())
+    first_case = json.loads(next(open(next(cases.glob("*.jsonl")), encoding="utf-8")))
+    labels.write_text(json.dumps({"query_id": first_case["case_id"], "doc_id": "bench/extra-doc", "grade": 1,
+                                  "source": "human", "annotator": "bench"}) + "\n")
+    try:
+        selection = list(QRELS_RESCORE.resolve(all_assets()))
+        rescore, rescore_seconds = _execute(job, instance, run_id, selection, **options)
+    finally:
+        labels.unlink()
+    memory.stop()
+    return {
+        "traces": traces,
+        "success": full.success and again.success and rescore.success,
+        "full_seconds": round(full_seconds, 2),
+        "traces_per_second": round(traces / full_seconds, 1),
+        "rescore_seconds": round(rescore_seconds, 2),
+        "rescore_share": round(rescore_seconds / full_seconds, 3),
+        "executor": executor if executor == "in_process" else f"{executor} ({max_concurrent} at a time)",
+        "judge_calls": full.judge_calls,
+        "judge_calls_again": again.judge_calls,
+        "judge_again_seconds": round(again_seconds, 2),
+        "peak_rss_mib": round(max(peak_after_full, _peak_rss_mib()), 1),
+        "peak_tree_pss_mib": round(memory.peak(), 1),
+        "steps": {k: round(end - start, 2) for k, (start, end) in sorted(windows.items(), key=lambda kv: kv[1][0] - kv[1][1])},
+        "step_peak_pss_mib": {k: round(memory.peak_between(*window) or 0, 1) for k, window in windows.items()},
+    }
+
+
+def _child(args: argparse.Namespace) -> int:
+    print(json.dumps(measure(Path(args.data), Path(args.work), args.executor, args.max_concurrent)))
+    return 0
+
+
+def _generate(out: Path, n: int, seed: int) -> float:
+    from eval_pipeline_harness.sample_data.synthetic import write_synthetic
+
+    if (out / "traces").is_dir():
+        return 0.0
+    return write_synthetic(out, n, seed=seed, progress=sys.stderr).seconds
+
+
+def bench(sizes: list[int], out: Path, seed: int = 7, executor: str = "in_process", max_concurrent: int = 2) -> list[dict]:
+    """One fresh process per size (so peak memory is that size's alone); results as dicts."""
+    results = []
+    for n in sizes:
+        data, work = out / f"n{n}" / "data", out / f"n{n}" / "work"
+        generated = _generate(data, n, seed)
+        if work.exists():
+            subprocess.run(["rm", "-rf", str(work)], check=True)
+        work.mkdir(parents=True)
+        print(f"bench: {n} traces (generated in {generated:.1f}s) ...", file=sys.stderr)
+        child = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.bench", "_child", "--data", str(data), "--work", str(work),
+                                "--executor", executor, "--max-concurrent", str(max_concurrent)], capture_output=True, text=True)
+        if child.returncode != 0:
+            raise RuntimeError(f"bench child for {n} traces failed:\n{child.stderr[-3000:]}")
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        results.append(result)
+        print(format_row(result), file=sys.stderr)
+    return results
+
+
+def format_row(r: dict) -> str:
+    return (f"{r['traces']:>9} traces  {r['full_seconds']:>8.1f} s  {r['traces_per_second']:>9.0f} traces/s  "
+            f"re-score {r['rescore_seconds']:>6.1f} s ({r['rescore_share']:.0%})  judge calls {r['judge_calls']} then "
+            f"{r['judge_calls_again']}  peak {r['peak_tree_pss_mib'] / 1024:.2f} GiB"
+            f"  {'ok' if r['success'] else 'FAILED'}")
+
+
+def markdown(results: list[dict]) -> str:
+    """The results as the README's table, plus the slowest steps of the largest size."""
+    lines = ["| traces | wall s | traces/s | re-score after qrels bump s (share) | judge calls, first run | "
+             "judge calls, unchanged rerun (s) | peak memory GiB |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['traces']:,} | {r['full_seconds']:.1f} | {r['traces_per_second']:,.0f} | "
+                     f"{r['rescore_seconds']:.1f} ({r['rescore_share']:.0%}) | {r['judge_calls']:,} | "
+                     f"{r['judge_calls_again']:,} ({r['judge_again_seconds']:.1f}) | {r['peak_tree_pss_mib'] / 1024:.2f} |")
+    sizes = [f"{r['traces']:,}" for r in results]
+    lines += ["", "Seconds per step, then traces/s and peak memory during the step (PSS of the process tree) at the largest size, "
+              "slowest first:", "",
+              "| step | " + " | ".join(f"s at {n}" for n in sizes) + " | traces/s | peak memory GiB |",
+              "|---|" + "---:|" * (len(results) + 2)]
+    largest = results[-1]
+    for step, seconds in largest["steps"].items():
+        cells = " | ".join(f"{r['steps'][step]:.2f}" if step in r["steps"] else "" for r in results)
+        peak = largest.get("step_peak_pss_mib", {}).get(step, 0) / 1024
+        lines.append(f"| {step} | {cells} | {largest['traces'] / seconds if seconds else 0:,.0f} | {peak:.2f} |")
+    return "\n".join(lines)
+
+
+def register(sub) -> None:
+    """Add the `bench` subcommand."""
+    parser = sub.add_parser(
+        "bench",
+        help="benchmark the whole pipeline on synthetic batches (wall time, traces/s per step, peak memory)",
+        description="Generate mixed synthetic batches (RAG and agent, 3 attempts per agent case; kept under --out for "
+        "reuse), run the whole graph with the local judge once per size in a fresh process, then re-score after a "
+        "qrels bump and run the judge step again over unchanged inputs. Prints wall time, traces/s, re-score share, "
+        "judge calls of the first run and of the rerun, peak memory (PSS of the process tree, sampled) and the seconds "
+        "and peak memory of every step. Results also go to OUT/bench-results.json.",
+    )
+    parser.add_argument("--traces", type=int, action="append", required=True, metavar="N",
+                        help="batch size (repeatable: --traces 10000 --traces 100000)")
+    parser.add_argument("--out", default=".bench", help="folder for generated batches and warehouses (default .bench)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--executor", choices=("in_process", "multiprocess"), default="in_process",
+                        help="Dagster executor: in_process (one process, default) or multiprocess (a process per step, "
+                        "--max-concurrent at a time: each step's memory is returned when it ends)")
+    parser.add_argument("--max-concurrent", type=int, default=2, metavar="N",
+                        help="steps run at once by the multiprocess executor (default 2; 1 gives the lowest peak memory)")
+    parser.add_argument("--json", action="store_true", help="print the raw results as JSON (they are also written to OUT/bench-results.json)")
+    parser.set_defaults(handler=_cmd_bench)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    results = bench(sorted(args.traces), Path(args.out), args.seed, args.executor, args.max_concurrent)
+    (Path(args.out) / "bench-results.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2) if args.json else markdown(results))
+    return 0 if all(r["success"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m eval_pipeline_harness.bench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    child = sub.add_parser("_child")
+    child.add_argument("--data", required=True)
+    child.add_argument("--work", required=True)
+    child.add_argument("--executor", default="in_process")
+    child.add_argument("--max-concurrent", type=int, default=2)
+    child.set_defaults(handler=_child)
+    register(sub)
+    parsed = parser.parse_args()
+    sys.exit(parsed.handler(parsed))
