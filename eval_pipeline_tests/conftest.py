@@ -5,6 +5,12 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures that tests of several package folders share (scoring/, judge/, trec/): registered once, here.
+pytest_plugins = [
+    "eval_pipeline_tests.fixtures.retrieval",  # rag record builders, trec_eval_dir
+    "eval_pipeline_tests.fixtures.generation",  # rag_cases, context, corpus, ragchecker_outputs, the loopback judge
+]
+
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
 

@@ -137,7 +137,21 @@ def check_schema_and_ranges(name: str, contract: TableContract, frame: pl.DataFr
     columns = _ge_columns(contract, present)
     if not columns or not len(ranges.expectations):
         return schema_verdict, Verdict(True, "no range expectation applies", {"suite": ranges.name, "expectations": 0})
-    return schema_verdict, _run_suite(ranges, frame.select(columns))
+    return schema_verdict, _with_not_a_number(_run_suite(ranges, frame.select(columns)), contract, frame)
+
+
+def _with_not_a_number(verdict: Verdict, contract: TableContract, frame: pl.DataFrame) -> Verdict:
+    """The range verdict failed for NaN in a bounded column: pandas reads NaN as missing, so the suite lets it pass
+    (0/0 in polars is NaN, not null)."""
+    bounded = [c for c in dict.fromkeys((*contract.unit_interval, *contract.non_negative))
+               if c in frame.columns and frame.schema[c].is_float()]
+    counts = frame.select(pl.col(c).is_nan().sum() for c in bounded).row(0, named=True) if bounded else {}
+    found = [f"not_a_number({column}): {n} unexpected" for column, n in counts.items() if n]
+    if not found:
+        return verdict
+    failures = [line for line in (verdict.metadata.get("failures"), *found) if line and line != "none"]
+    return Verdict(passed=False, description=f"{verdict.description}; NaN in {', '.join(c for c, n in counts.items() if n)}",
+                   metadata={**verdict.metadata, "failures": "\n".join(failures)})
 
 
 def check_complete(frame: pl.DataFrame, expected_traces: pl.DataFrame | None) -> Verdict:

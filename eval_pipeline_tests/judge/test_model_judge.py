@@ -15,7 +15,7 @@ from eval_pipeline.judge.profile import JudgeProfile
 pytest.importorskip("onnxruntime", reason="the model judge's extra (onnxruntime) is part of .[test]")
 pytest.importorskip("onnx", reason="onnx builds the tiny test model; it is part of .[test]")
 
-from eval_pipeline_tests.generation.tiny_nli import build  # noqa: E402
+from eval_pipeline_tests.judge.tiny_nli import build  # noqa: E402
 
 REFUND = "Refunds are issued within 14 days."
 

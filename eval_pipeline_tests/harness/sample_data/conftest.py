@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

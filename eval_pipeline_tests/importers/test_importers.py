@@ -14,7 +14,7 @@ from eval_pipeline.importers import import_openai_messages, import_tau_bench
 from eval_pipeline.cli.importers import register
 from eval_pipeline.importers.openai_messages import messages_to_steps
 from eval_pipeline.scoring.reliability import suite_reliability
-from eval_pipeline_tests.agent.fixtures.importing import SAMPLE, by_trace, score_run, write_jsonl, written_traces
+from eval_pipeline_tests.importers.fixtures.importing import SAMPLE, by_trace, score_run, write_jsonl, written_traces
 
 # ---------------------------------------------------------------- τ-bench
 

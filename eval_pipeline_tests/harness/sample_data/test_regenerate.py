@@ -9,7 +9,7 @@ from pathlib import Path
 
 from eval_pipeline_harness.sample_data import planted
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 OUTPUTS = ("warehouse", "reports", ".judge_cache")
 
 

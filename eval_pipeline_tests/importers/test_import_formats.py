@@ -12,7 +12,7 @@ from eval_pipeline.importers import ImporterError, import_openai_messages, impor
 from eval_pipeline.importers.common import read_records, resolve_registry
 from eval_pipeline.importers.openai_messages import messages_to_steps
 from eval_pipeline.importers.tau_tools import TAU_TOOL_ROLES
-from eval_pipeline_tests.agent.fixtures.importing import (
+from eval_pipeline_tests.importers.fixtures.importing import (
     SAMPLE,
     TAU2_RESULTS,
     by_trace,

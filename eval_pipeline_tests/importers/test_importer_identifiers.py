@@ -9,7 +9,7 @@ import pytest
 from eval_pipeline.importers import ImporterError, import_openai_messages, import_tau_bench
 from eval_pipeline.cli.importers import register
 from eval_pipeline.importers.common import load_registry_file, slug
-from eval_pipeline_tests.agent.fixtures.importing import SAMPLE, write_jsonl
+from eval_pipeline_tests.importers.fixtures.importing import SAMPLE, write_jsonl
 
 SLASH = "must not contain '/' or '\\' (it is a name, not a path)"
 
