@@ -6,8 +6,10 @@ import os
 import sys
 import time
 from pathlib import Path
+
 import dagster as dg
 
+from eval_pipeline.instance import ensure_dagster_home
 from eval_pipeline.io.loaders import (
     list_runs,
     load_cases,
@@ -16,10 +18,10 @@ from eval_pipeline.io.loaders import (
     load_tool_registry,
     require_corpus,
 )
-from eval_pipeline.instance import ensure_dagster_home
 from eval_pipeline.io.storage import InputError, is_url, open_location
 from eval_pipeline.quality.contracts import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
+
 
 class RunnerError(Exception):
     """The run cannot start: the message says why, for the user."""
@@ -231,6 +233,8 @@ def evaluate_run_job() -> dg.JobDefinition:
 def resources_run_config(config, judge) -> dict:
     """Run config of the evaluation, the warehouse IO manager and the judge: what every step process (in process,
     forked or on another machine) reads from the run record, so no configuration travels in the environment."""
+    # The de-identification key is the exception: each step reads EVAL_PIPELINE_DEID_KEY itself. A forked step sees
+    # the environment the fork server started with (once per process), which is this process's.
     return {"resources": {"eval_config": {"config": config.run_config()},
                           "warehouse_io": {"config": {"warehouse_root": config.warehouse().root}},
                           "judge": {"config": judge.run_config()}}}

@@ -9,6 +9,7 @@ import pytest
 pytest_plugins = [
     "eval_pipeline_tests.fixtures.retrieval",  # rag record builders, trec_eval_dir
     "eval_pipeline_tests.fixtures.generation",  # rag_cases, context, corpus, ragchecker_outputs, the loopback judge
+    "eval_pipeline_tests.fixtures.sample_runs",  # planted, sample_copy, scored: the bundled sample materialized once
 ]
 
 TESTS_DIR = Path(__file__).resolve().parent

@@ -114,11 +114,28 @@ def _entry_point_registrations() -> list:
     registrations = []
     for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
-            registrations.append(entry.load())
+            registrations.append(_guarded(entry.name, entry.value, entry.load()))
         except (ImportError, AttributeError) as exc:
             # A stale install of another distribution must not take the product's own commands down with it.
             print(f"eval-pipeline: warning: command {entry.name!r} ({entry.value}) not loaded: {exc}", file=sys.stderr)
     return registrations
+
+
+def _guarded(name: str, value: str, register):
+    """An extension's registration that cannot break the command line: a name the product uses, or any error while
+    registering, leaves that command out with a warning."""
+
+    def guarded(sub) -> None:
+        if name in sub.choices:
+            print(f"eval-pipeline: warning: command {name!r} ({value}) not loaded: the name is taken", file=sys.stderr)
+            return
+        try:
+            register(sub)
+        except Exception as exc:  # noqa: BLE001 - any failure of foreign code
+            sub.choices.pop(name, None)
+            print(f"eval-pipeline: warning: command {name!r} ({value}) not loaded: {exc}", file=sys.stderr)
+
+    return guarded
 
 
 def all_registrations() -> list:

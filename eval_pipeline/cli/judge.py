@@ -22,7 +22,7 @@ from eval_pipeline.io.loaders import (
 from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.io.storage import InputError, open_location
 from eval_pipeline.judge.base import VERDICTS, Judge, JudgeConfigError
-from eval_pipeline.judge.reuse import ReusingJudge
+from eval_pipeline.judge.reuse import VERDICT_STORE, ReusingJudge
 from eval_pipeline.settings import ScoringSettings
 
 DEFAULT_ESTIMATE_MODEL = "gpt-4o-mini"
@@ -301,7 +301,6 @@ def estimate_run(data: str, run_id: str, model: str | None, prices: dict[str, fl
     every other one is a call, unless the openai judge's cache at `cache_path` has it. A citation pair that a reused
     grounding verdict settles needs no call; the pairs of claims not judged yet are counted as if none were settled.
     """
-    from eval_pipeline.defs.generation.assets import VERDICT_STORE
     from eval_pipeline.defs.resources import EvalConfig
     from eval_pipeline.io.loaders import load_manifest
     from eval_pipeline.judge.base import REQUEST_SCHEMA

@@ -10,7 +10,6 @@ from eval_pipeline.defs.resources import (
     DeltaWarehouseIOManager,
     EvalConfig,
     JudgeConfig,
-    deid_key_from_environment,
     judge_config_from_env,
 )
 
@@ -33,9 +32,6 @@ def build_definitions(eval_config: EvalConfig | None = None, judge_config: Judge
     """All definitions, with the evaluation config and judge (default: from the environment) bound, and `executor`
     as the default of every job (None: Dagster's, which `eval-pipeline run` and deploy/ override)."""
     config = eval_config or config_from_env()
-    if not config.deid_key and deid_key_from_environment():
-        # A configuration built in code names no key; the deployment's EVAL_PIPELINE_DEID_KEY is bound as an EnvVar.
-        config = EvalConfig(**{**config.model_dump(), "deid_key": deid_key_from_environment()})
     resources = {
         "eval_config": config,
         "judge": judge_config or judge_config_from_env(),

@@ -64,15 +64,18 @@ class EvalConfig(dg.ConfigurableResource):
                    deid_demo=demo, deid_key=deid_key_from_environment())
 
     def deid_key_source(self) -> dict[str, str]:
-        """The key variable as resolve_key reads it: empty when no key is bound."""
-        return {KEY_ENV_VAR: self.deid_key} if self.deid_key else {}
+        """The key as resolve_key reads it: the bound key, else EVAL_PIPELINE_DEID_KEY where the step runs (a step pod
+        or worker may hold the secret that the process which built the definitions lacks); empty when neither is set."""
+        key = self.deid_key or dg.EnvVar(KEY_ENV_VAR).get_value()
+        return {KEY_ENV_VAR: key} if key else {}
 
     def run_config(self) -> dict[str, Any]:
-        """This configuration as run config of the `eval_config` resource; the key stays a reference to its variable."""
+        """This configuration as run config of the `eval_config` resource. A key bound as an EnvVar travels as the
+        reference to its variable; a key value never enters a run record (unbound, each step reads the variable)."""
         config: dict[str, Any] = {"data_root": self.data_root, "warehouse_root": self.warehouse().root,
                                   "reports_root": self.reports().uri, "deid_demo": self.deid_demo}
-        if dg.EnvVar(KEY_ENV_VAR).get_value():
-            config["deid_key"] = {"env": KEY_ENV_VAR}
+        if isinstance(self.deid_key, dg.EnvVar):
+            config["deid_key"] = {"env": self.deid_key.env_var_name}
         return config
 
     def location(self) -> Location:

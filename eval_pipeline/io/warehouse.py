@@ -208,7 +208,10 @@ class Warehouse:
     def _replace(self, table: str, data, restricted: bool, predicate: str) -> None:
         """Append to a new table, else replace the rows matching `predicate`; new columns are merged into the schema."""
         # Merge even when appending: the other lane may create the table between the check and this write.
-        exists = self._table(table, restricted) is not None
+        delta = self._table(table, restricted)
+        exists = delta is not None
+        if exists and delta.metadata().partition_columns != [PARTITION_COLUMN]:
+            self._partition_by_run(table, restricted, delta)
         write_deltalake(self.uri(table, restricted), data, partition_by=[PARTITION_COLUMN],
                         mode="overwrite" if exists else "append", predicate=predicate if exists else None,
                         schema_mode="merge", storage_options=self.storage_options or None)
@@ -231,14 +234,12 @@ class Warehouse:
         self._replace(table, reader, restricted, predicate)
         return self.version(table, restricted)
 
-    def append(self, table: str, frame: pl.DataFrame) -> int | None:
-        """Add rows to a table that is not split by run (a store shared by runs); None when there was nothing to add."""
-        if frame.is_empty():
-            return None
-        # Appends do not conflict logically; a conflict here is two runs creating the table at once.
-        _retry_conflicts(lambda: write_deltalake(self.uri(table), _writable(frame).to_arrow(), mode="append",
-                                                 schema_mode="merge", storage_options=self.storage_options or None))
-        return self.version(table)
+    def _partition_by_run(self, table: str, restricted: bool, delta: DeltaTable) -> None:
+        """Rewrite a table written unpartitioned (judge_verdicts before it became an asset of each run) as partitioned
+        by run, rows kept, so replacing one run's rows is possible; one new version, earlier ones stay readable."""
+        rows = delta.to_pyarrow_table()
+        write_deltalake(self.uri(table, restricted), rows, partition_by=[PARTITION_COLUMN], mode="overwrite",
+                        schema_mode="overwrite", storage_options=self.storage_options or None)
 
     def scan(self, table: str) -> pl.LazyFrame | None:
         """A lazy scan of a whole table at its latest version; None when it does not exist."""

@@ -12,6 +12,8 @@ import polars as pl
 
 from eval_pipeline.judge.base import RAW_RESULT_SCHEMA, Judge, conform
 
+# The table of every run's verdicts, read back for reuse by later runs and by `eval-pipeline judge-estimate`.
+VERDICT_STORE = "judge_verdicts"
 HASH_SCHEME = f"polars-{pl.__version__}/struct-hash-1"
 DIGEST = ("digest_a", "digest_b")
 COSTS = {"input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64, "latency_ms": pl.Float64}
@@ -72,8 +74,10 @@ class ReusingJudge(Judge):
         distinct = keyed.unique(list(DIGEST), keep="first", maintain_order=True)
         stored = self._stored_for(distinct.select(*DIGEST))
         todo = distinct.join(stored, on=list(DIGEST), how="anti")
+        # a reused verdict cost nothing this time: its cost stays with the run that paid for the call
         self._reused_rows = pl.concat([self._reused_rows, conform(
-            stored.with_columns(judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)), STORED_SCHEMA)])
+            stored.with_columns(judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME),
+                                **{name: pl.lit(0, dtype=dtype) for name, dtype in COSTS.items()}), STORED_SCHEMA)])
         judged = pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in (*DIGEST, *RESULT_COLUMNS)})
         if todo.height:
             judged = conform(self.inner._judge_claims(todo.drop(*DIGEST)), RAW_RESULT_SCHEMA)

@@ -150,7 +150,8 @@ def _with_not_a_number(verdict: Verdict, contract: TableContract, frame: pl.Data
     if not found:
         return verdict
     failures = [line for line in (verdict.metadata.get("failures"), *found) if line and line != "none"]
-    return Verdict(passed=False, description=f"{verdict.description}; NaN in {', '.join(c for c, n in counts.items() if n)}",
+    nan_columns = ", ".join(c for c, n in counts.items() if n)
+    return Verdict(passed=False, description=f"NaN (not a number) in {nan_columns}; the suite: {verdict.description}",
                    metadata={**verdict.metadata, "failures": "\n".join(failures)})
 
 

@@ -48,6 +48,15 @@ CLAIMS = TableContract(
     },
     per_trace=False,
 )
+JUDGE_VERDICTS = TableContract(
+    columns=("run_id", "judge_version", "hash_scheme", "digest_a", "digest_b", "verdict", "score", "status", "reason",
+             "input_tokens", "output_tokens", "cost_usd", "latency_ms"),
+    unit_interval=("score",),
+    non_negative=("input_tokens", "output_tokens", "cost_usd", "latency_ms"),
+    # only completed verdicts are stored: an incomplete call is asked again, never replayed
+    value_sets={"status": ("ok",)},
+    per_trace=False,
+)
 TOOL_SCORES = lane_table(
     "tool_call_f1", "tool_call_precision", "tool_call_recall", "strict_order_accuracy", "args_valid_rate",
     "order_violations", "unnecessary_call_rate", "loop_detected", "missing_calls", "unexpected_calls",

@@ -25,7 +25,7 @@ def _lint_imports() -> str:
 def test_every_import_linter_contract_is_kept():
     result = subprocess.run([_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "BROKEN" not in result.stdout and "Contracts: 6 kept, 0 broken." in result.stdout
+    assert "BROKEN" not in result.stdout and " kept, 0 broken." in result.stdout
 
 
 def _modules(folder: Path):

@@ -72,3 +72,13 @@ def test_other_runs_refuses_a_table_the_asset_does_not_declare(tmp_path):
     with pytest.raises(dg.DagsterInvariantViolationError, match="reads table tool_scores of other runs without declaring it"):
         other.read("tool_scores", "base-1")
     assert other.reads == [] and other.metadata()["other_runs_read"].value == "none"
+
+
+def test_an_unbound_key_is_read_where_the_step_runs(monkeypatch):
+    monkeypatch.delenv(KEY, raising=False)
+    config = EvalConfig()
+    assert config.deid_key_source() == {}
+    # a step pod or worker holds the secret the process that built the definitions did not
+    monkeypatch.setenv(KEY, "s" * 20)
+    assert config.deid_key_source() == {KEY: "s" * 20}
+    assert EvalConfig(deid_key="b" * 16).deid_key_source() == {KEY: "b" * 16}

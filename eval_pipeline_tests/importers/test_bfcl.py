@@ -130,7 +130,7 @@ PERTURBATIONS: dict[str, tuple[str, str, Any, dict[str, str], str | None]] = {
                                                    {"tool_arguments": "fail"}, "'days' was unexpected"),
     "another_offered_function": ("multiple", UBER, f"[uber.ride2({UBER_ARGS})]", {"tool_selection": "fail"},
                                  "path tools never called: uber.ride"),
-    # a tool missing from the registry fails its schema check too, and is never a policy breach (scoring/tools.py)
+    # a tool missing from the registry fails its schema check too, and is never a policy breach (scoring/tools/)
     "invented_function": ("simple", USER, "[get_user_details(user_id=7890, special='black')]",
                           {"tool_selection": "fail", "tool_arguments": "fail"}, "get_user_details"),
     "duplicate_call": ("simple", USER, "[get_user_info(user_id=7890, special='black'), get_user_info(user_id=7890, special='black')]",

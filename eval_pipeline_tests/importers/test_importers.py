@@ -169,7 +169,7 @@ def test_tau_bench_calls_of_tools_missing_from_a_given_registry_are_agent_failur
     run = score_run(tmp_path / "data", "tau-4o")
     rel = run["reliability"].select("case_id", "n_attempts", "n_complete", "n_incomplete").rows()
     assert rel == [("tau-0", 4, 4, 0), ("tau-1", 4, 4, 0), ("tau-2", 4, 4, 0)]
-    # the scorer fails them at tool_selection with reason unknown_tool (scoring/tools.py)
+    # the scorer fails them at tool_selection with reason unknown_tool (scoring/tools/)
     ts = run["tool_scores"]
     unknown = ts.filter(pl.col("tool_selection_reason").str.starts_with("unknown_tool: think"))["trace_id"].to_list()
     assert sorted(unknown) == ["tau-4o:tau-0#1", "tau-4o:tau-0#2", "tau-4o:tau-0#3", "tau-4o:tau-0#4", "tau-4o:tau-2#2"]
@@ -254,7 +254,7 @@ def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
     # the record's success: false became the milestone reported_success
     assert (outcome["success"], outcome["milestones_failed"], outcome["input_tokens"]) == (False, ["reported_success"], 900)
     rel = run["reliability"].row(0, named=True)
-    # the call of drop_tables is the agent's failure, scored (scoring/tools.py), not an incomplete trace
+    # the call of drop_tables is the agent's failure, scored (scoring/tools/), not an incomplete trace
     dropped = by_trace(ts, "chat-1:refund-1#4")
     assert (dropped["status"], dropped["tool_selection_stage"]) == ("scored", "fail")
     assert dropped["tool_selection_reason"].startswith("unknown_tool: drop_tables")

@@ -73,5 +73,40 @@ def test_a_run_config_alone_configures_a_step_and_keeps_the_key_out_of_the_run_r
     manifest = scored["warehouse"].__class__.at(str(tmp_path / "warehouse")).read("run_manifest", "base-41")
     assert manifest["run_id"].to_list() == ["base-41"]
     stored = instance.get_run_by_id(result.run_id).run_config
-    assert stored["resources"]["eval_config"]["config"]["deid_key"] == {"env": "EVAL_PIPELINE_DEID_KEY"}
+    # the key is read where the step runs; a run record never holds it
+    assert "deid_key" not in stored["resources"]["eval_config"]["config"]
     assert "k" * 24 not in json.dumps(stored)
+    assert EvalConfig.from_environment().run_config()["deid_key"] == {"env": "EVAL_PIPELINE_DEID_KEY"}
+
+
+def test_without_reuse_no_verdict_is_stored_and_the_claims_step_still_succeeds(scored, tmp_path):
+    import shutil
+
+    warehouse_root = tmp_path / "warehouse"
+    shutil.copytree(scored["warehouse"].root, warehouse_root)
+    config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(warehouse_root),
+                        reports_root=str(tmp_path / "reports"), deid_demo=True)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("evaluation_runs", ["base-41"])
+    job = build_definitions(config, JudgeConfig(reuse_verdicts=False)).resolve_job_def("evaluate_run")
+    result = job.execute_in_process(partition_key="base-41", instance=instance, raise_on_error=False,
+                                    asset_selection=[dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")])
+    assert result.success
+    keys = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert keys == {"claims", "citation_scores"}
+    [claims] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("claims")]
+    assert claims.materialization.metadata["judge_reused"].value == 0
+
+
+def test_the_verdicts_pass_their_table_checks(scored):
+    records = scored["instance"].event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("judge_verdicts"), "value_ranges"), limit=10)
+    assert len(records) == 2 and all(r.status.value == "SUCCEEDED" for r in records)
+
+
+def test_every_table_the_case_pages_declare_is_an_asset():
+    from eval_pipeline.defs.gates.assets import case_page_sources
+
+    graph = build_definitions(EvalConfig()).resolve_asset_graph()
+    materializable = {key for key in graph.get_all_asset_keys() if graph.get(key).is_materializable}
+    assert set(case_page_sources()) <= materializable

@@ -13,14 +13,14 @@ def test_nan_in_a_unit_interval_column_fails_and_is_named():
     frame = pl.DataFrame({"trace_id": ["a", "b", "c"], "rate": [float("nan"), 0.5, None], "tokens": [1.0, 2.0, 3.0]})
     _, ranges = check_schema_and_ranges("t", CONTRACT, frame)
     assert not ranges.passed
-    assert ranges.description == "3/3 expectations met; NaN in rate"
+    assert ranges.description == "NaN (not a number) in rate; the suite: 3/3 expectations met"
     assert ranges.metadata["failures"] == "not_a_number(rate): 1 unexpected"
 
 
 def test_nan_beside_an_out_of_range_value_lists_both():
     frame = pl.DataFrame({"trace_id": ["a", "b"], "rate": [1.5, 0.5], "tokens": [float("nan"), float("nan")]})
     _, ranges = check_schema_and_ranges("t", CONTRACT, frame)
-    assert not ranges.passed and ranges.description.endswith("; NaN in tokens")
+    assert not ranges.passed and ranges.description.startswith("NaN (not a number) in tokens; the suite: 2/3")
     lines = ranges.metadata["failures"].split("\n")
     assert lines[0].startswith("expect_column_values_to_be_between(rate): 1 unexpected")
     assert lines[1] == "not_a_number(tokens): 2 unexpected"

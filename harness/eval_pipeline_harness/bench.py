@@ -135,7 +135,7 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
     from eval_pipeline.defs.domains import all_assets
     from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
     from eval_pipeline.defs.partitions import runs_partitions
-    from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
+    from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env
     from eval_pipeline.io.loaders import list_runs
     from eval_pipeline.io.storage import open_location
     from eval_pipeline.quality.contracts import warm_up_in_background
@@ -147,7 +147,7 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
         (work / "dagster").mkdir(parents=True, exist_ok=True)
         instance = dg.DagsterInstance.local_temp(str(work / "dagster"))
         options = {"run_config": {"execution": multiprocess_execution(instance, max_concurrent),
-                                  **resources_run_config(config, JudgeConfig())},
+                                  **resources_run_config(config, judge_config_from_env())},
                    "reconstructable": dg.reconstructable(evaluate_run_job)}
     else:
         instance, options = dg.DagsterInstance.ephemeral(), {}
@@ -161,7 +161,8 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
     windows = step_windows(instance, full.run_id)
     peak_after_full = _peak_rss_mib()
     # The judge step again over unchanged inputs: every verdict should come from the store, none from the judge.
-    again, again_seconds = _execute(job, instance, run_id, [dg.AssetKey("claims"), dg.AssetKey("citation_scores")], **options)
+    again, again_seconds = _execute(job, instance, run_id, [dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")],
+                                   **options)
 
     labels = data / "labels" / "qrels" / "bench-bump.jsonl"
     cases = next((data / "cases").iterdir())

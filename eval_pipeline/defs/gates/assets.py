@@ -6,7 +6,7 @@ import polars as pl
 from eval_pipeline.defs.gates.checks import RELEASE_CHECK, release_check
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import AGENT_COLUMNS, RETRIEVAL_COLUMNS, EvalConfig, JudgeConfig, lane_key, traces_without
+from eval_pipeline.defs.resources import AGENT_COLUMNS, LANE_PREFIXES, RETRIEVAL_COLUMNS, EvalConfig, JudgeConfig, lane_key, traces_without
 from eval_pipeline.defs.run_assets import manifest_of, run_table
 from eval_pipeline.gating import comparable_baseline, compare
 from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, write_case_pages
@@ -97,6 +97,8 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, kinds={"markdown", "html"},
           check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=True,
                                          description="Fails when a release gate fails: the run is marked failed once every report is written.")],
+          # the index across runs reads every run's manifest and gates
+          deps=["run_manifest"],
           description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*, and reports/index.html across runs")
 def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate_results: pl.DataFrame,
                 pairwise_comparison: pl.DataFrame):
@@ -110,10 +112,11 @@ def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate
     reports = eval_config.reports()
     reports.write_bytes(markdown.encode(), run_id, "gate.md")
     reports.write_bytes(render_html(title, sections, verdict).encode(), run_id, "gate.html")
-    index = write_index(eval_config.warehouse(), reports)
+    other_runs = eval_config.other_runs(context)
+    index = write_index(other_runs, reports)
     metadata = {"report": dg.MetadataValue.md(markdown), "verdict": dg.MetadataValue.text(verdict.status),
                 "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
-                "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results)))}
+                "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results))), **other_runs.metadata()}
     if index:
         metadata["index_path"] = dg.MetadataValue.path(index[0])
     return dg.MaterializeResult(metadata=metadata, check_results=[release_check("gate_report", gate_results, run_id)])
@@ -122,7 +125,8 @@ def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate
 CASE_PAGE_INS = {"run_manifest": dg.AssetIn(), "deid_cases": dg.AssetIn(), "gate_results": dg.AssetIn(),
                  "review_queue": dg.AssetIn(), "rag_attribution": dg.AssetIn(key=lane_key("rag", "attribution")),
                  "agent_attribution": dg.AssetIn(key=lane_key("agent", "attribution"))}
-LANE_TABLES = ("stage_results", "attribution", "attribution_rollup", "reliability", "quarantine")
+# tables each lane writes its own rows of, under its own asset key (rag/rag_stage_results …)
+LANE_OWNED_TABLES = ("stage_results", "attribution", "attribution_rollup", "reliability", "quarantine")
 
 
 def case_page_sources() -> list[dg.AssetKey]:
@@ -131,7 +135,7 @@ def case_page_sources() -> list[dg.AssetKey]:
     inputs = {spec.key for spec in CASE_PAGE_INS.values() if spec.key} | {dg.AssetKey(name) for name in CASE_PAGE_INS}
     keys = []
     for table in (*CASE_TABLES, *RUN_TABLES):
-        for key in ([lane_key(lane, table) for lane in ("rag", "agent")] if table in LANE_TABLES else [dg.AssetKey(table)]):
+        for key in ([lane_key(lane, table) for lane in LANE_PREFIXES] if table in LANE_OWNED_TABLES else [dg.AssetKey(table)]):
             if key not in inputs:
                 keys.append(key)
     return keys

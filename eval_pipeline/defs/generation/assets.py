@@ -16,7 +16,7 @@ from eval_pipeline.defs.resources import (
 )
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table, run_tables, table_out
 from eval_pipeline.io import loaders
-from eval_pipeline.judge.reuse import ReusingJudge
+from eval_pipeline.judge.reuse import VERDICT_STORE, ReusingJudge
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import answer as answer_scoring
 from eval_pipeline.scoring import calibration as calibration_scoring
@@ -29,7 +29,6 @@ CLAIMS_CODE_VERSION = "claims-3"
 GROUNDING_CODE_VERSION = "grounding-2"
 ANSWER_CODE_VERSION = "answer-1"
 CALIBRATION_CODE_VERSION = "calibration-3"
-VERDICT_STORE = "judge_verdicts"
 
 
 @run_tables(
@@ -42,7 +41,8 @@ VERDICT_STORE = "judge_verdicts"
                                    description="Every completed verdict the run's claims rest on, by judge version and "
                                                "digest of (claim, evidence): later runs reuse them instead of judging again."),
     },
-    check_specs=[*checks.specs("claims", tables.CLAIMS), *checks.specs("citation_scores", tables.CITATION_SCORES)],
+    check_specs=[*checks.specs("claims", tables.CLAIMS), *checks.specs("citation_scores", tables.CITATION_SCORES),
+                 *checks.specs(VERDICT_STORE, tables.JUDGE_VERDICTS)],
     ins={"deid_traces": traces_without(RETRIEVAL_COLUMNS, AGENT_COLUMNS)},
     can_subset=True,
 )
@@ -71,10 +71,14 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
                            headline={"mean_citation_precision": citations["citation_precision"].drop_nulls().mean()},
                            check_results=checks.results("citation_scores", tables.CITATION_SCORES, citations,
                                                         expected_traces(deid_traces, deid_cases, "rag")))
+    if judge.reuse_verdicts and VERDICT_STORE not in selected and judge_backend.fresh.height:
+        context.log.warning(f"{judge_backend.fresh.height} verdict(s) judged here are not stored: {VERDICT_STORE} was "
+                            "not selected with claims, so a later run judges them again")
     if judge.reuse_verdicts and VERDICT_STORE in selected:
         verdicts_used = judge_backend.used().with_columns(run_id=pl.lit(context.partition_key))
         yield materialized(verdicts_used, asset_key=VERDICT_STORE, versions={"judge_version": judge_backend.version},
-                           headline={"verdicts": verdicts_used.height, "judged_here": judge_backend.fresh.height})
+                           headline={"verdicts": verdicts_used.height, "judged_here": judge_backend.fresh.height},
+                           check_results=checks.results(VERDICT_STORE, tables.JUDGE_VERDICTS, verdicts_used))
 
 
 @run_table(GROUP, GROUNDING_CODE_VERSION,
