@@ -19,12 +19,9 @@ from eval_pipeline.reporting.lanes import (
     rejects_sections,
     summary_section,
 )
+from eval_pipeline.scoring.gates import GATE_RESULTS_SCHEMA
 
-GATE_SCHEMA = {"run_id": pl.String, "gate": pl.String, "lane": pl.String, "metric": pl.String, "baseline_run_id": pl.String,
-               "baseline_value": pl.Float64, "candidate_value": pl.Float64, "delta": pl.Float64, "threshold": pl.Float64,
-               "status": pl.String, "blocking_cases": pl.List(pl.String), "owner": pl.String, "reason": pl.String,
-               "n_cases": pl.Int64, "excluded_cases": pl.List(pl.String), "beside": pl.String, "unit": pl.String,
-               "blocking_details": pl.List(pl.String)}
+GATE_SCHEMA = GATE_RESULTS_SCHEMA
 RECALL_GATE = {"run_id": "cand", "gate": "retrieval_recall_at_10", "lane": "rag", "metric": "recall_at_10",
                "baseline_run_id": "base", "baseline_value": 0.9, "candidate_value": 0.8, "delta": -10.0, "threshold": 2.0,
                "status": "fail", "blocking_cases": ["c1"], "owner": "retrieval", "reason": "dropped 10.00 points",
