@@ -1,6 +1,7 @@
 """Benchmark: our columnar trec_eval measures against pytrec_eval and ranx on one synthetic graded run (not a test).
 
-    /work/venv/bin/python bench/bench_retrieval.py --queries 100000 --docs 100
+    .venv/bin/python bench/bench_retrieval.py --queries 100000 --docs 100
+    .venv/bin/python bench/bench_retrieval.py --from-files --queries 50000 --docs 100 --repeat 7
 
 Generates (fixed seed) a run of `--queries` queries x `--docs` retrieved docs with distinct random scores and graded
 qrels (0..3) that judge about half of the retrieved docs plus as many docs that were not retrieved, then, in one
@@ -9,7 +10,13 @@ process and on the same data:
   * pytrec_eval: RelevanceEvaluator(qrels).evaluate(run) on dict-of-dicts built from the same frames;
   * ranx:        ranx.evaluate(Qrels, Run) - the first call compiles with numba (cold), later calls are warm.
 Each tool's conversion from the shared frames is timed separately from its evaluation. Per-query values of every
-measure are compared across the three tools. Peak memory is the resident set size (RSS) sampled from
+measure are compared across the three tools.
+
+With --from-files, the run and qrels are written as TREC files to a temporary folder first, and each tool starts from
+the files: ours exactly as `eval-pipeline trec-eval -m ... QRELS RUN` does it (the command's own entry point, reading
+with the polars CSV reader, evaluating, printing the `all` lines), pytrec_eval with its own parse_qrel / parse_run on
+the open files, RelevanceEvaluator and evaluate. The two tools' repetitions alternate, so both see the same machine
+load; per-query values are compared. Peak memory is the resident set size (RSS) sampled from
 /proc/self/statm every 5 ms by a background thread while a step runs (tracemalloc would miss the native
 allocations of polars, numba and trec_eval), reported as the peak and as the growth over the RSS before the step.
 """
@@ -70,14 +77,22 @@ class PeakRss:
         return self.peak - self.start
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far (all its threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(label: str, fn: Callable[[], Any], log: list[dict]) -> Any:
-    """Run fn once under the RSS sampler, record seconds and memory under `label`, return its result."""
+    """Run fn once under the RSS sampler, record seconds, CPU seconds and memory under `label`, return its result."""
     with PeakRss() as mem:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         result = fn()
-        seconds = time.perf_counter() - t0
-    log.append({"step": label, "seconds": seconds, "peak_rss_mib": mem.peak / 2**20, "rss_growth_mib": mem.growth / 2**20})
-    print(f"  {label:<40} {seconds:8.3f} s   peak RSS {mem.peak / 2**20:8.0f} MiB  (+{mem.growth / 2**20:.0f})", flush=True)
+        seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    log.append({"step": label, "seconds": seconds, "cpu": cpu, "peak_rss_mib": mem.peak / 2**20, "rss_growth_mib": mem.growth / 2**20})
+    print(
+        f"  {label:<40} {seconds:8.3f} s  cpu {cpu:7.3f} s   peak RSS {mem.peak / 2**20:8.0f} MiB  (+{mem.growth / 2**20:.0f})", flush=True
+    )
     return result
 
 
@@ -135,6 +150,89 @@ def max_difference(ours: pl.DataFrame, other: pl.DataFrame) -> dict[str, float]:
     return {m: joined.select((pl.col(m) - pl.col(f"{m}_other")).abs().max()).item() for m in MEASURES}
 
 
+def from_files(run: pl.DataFrame, qrels: pl.DataFrame, measures: list[str], args: argparse.Namespace) -> int:
+    """Both tools from the same TREC files: ours as `eval-pipeline trec-eval` runs, pytrec_eval with its file parsers."""
+    import contextlib
+    import io
+    import tempfile
+    from pathlib import Path
+
+    import pytrec_eval
+
+    from eval_pipeline.cli.trec import main as trec_eval_command
+    from eval_pipeline.trec.formats import read_trec_qrels, read_trec_run, write_run_frame, write_trec_qrels
+
+    log: list[dict] = []
+    with tempfile.TemporaryDirectory() as folder:
+        qrels_path, run_path = Path(folder) / "qrels.txt", Path(folder) / "run.txt"
+        ranked = run.with_columns(rank=pl.int_range(1, pl.len() + 1).over("query_id"), tag=pl.lit("bench"))
+        timed("write qrels + run files", lambda: (write_trec_qrels(qrels, qrels_path), write_run_frame(ranked, run_path)), log)
+        print(f"  qrels file {qrels_path.stat().st_size / 2**20:.0f} MiB, run file {run_path.stat().st_size / 2**20:.0f} MiB")
+        command = [*(a for m in measures for a in ("-m", m)), str(qrels_path), str(run_path)]
+
+        def ours() -> str:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                if trec_eval_command(command) != 0:
+                    raise SystemExit("trec-eval failed")
+            return out.getvalue()
+
+        def pytrec() -> dict:
+            with open(qrels_path) as f:
+                judged = pytrec_eval.parse_qrel(f)
+            with open(run_path) as f:
+                ranking = pytrec_eval.parse_run(f)
+            return pytrec_eval.RelevanceEvaluator(judged, PYTREC_MEASURES).evaluate(ranking)
+
+        print("warm-up (page cache, imports): one untimed call each")
+        ours()
+        pytrec()
+        scores: dict = {}
+        for i in range(args.repeat):
+            printed = timed(f"ours trec-eval command #{i}", ours, log)
+            scores = timed(f"pytrec_eval from files #{i}", pytrec, log)
+        print(printed, end="")
+        print("ours, parts of the command (same calls, timed one by one)")
+        for i in range(min(args.repeat, 3)):
+            q = timed(f"ours read_trec_qrels #{i}", lambda: read_trec_qrels(qrels_path), log)
+            r = timed(f"ours read_trec_run #{i}", lambda: read_trec_run(run_path, ranks=False, refuse_duplicates=False), log)
+            evaluation = timed(f"ours evaluate #{i}", lambda: evaluate(q, r, measures=measures, refuse_duplicates=True), log)
+    ours_q = evaluation.per_query.select("query_id", *MEASURES)
+    theirs = pl.DataFrame({"query_id": list(scores), **{m: [scores[q][m] for q in scores] for m in MEASURES}})
+    diffs = max_difference(ours_q, theirs)
+    agree = all(d <= args.tolerance for d in diffs.values())
+    print("agreement (largest per-query absolute difference)")
+    print("  ours vs pytrec_eval  " + "  ".join(f"{m} {d:.1e}" for m, d in diffs.items()) + ("  OK" if agree else "  DIFFERENT"))
+    frame = pl.DataFrame(log)
+
+    def seconds(prefix: str, column: str = "seconds") -> tuple[float, float]:
+        rows = frame.filter(pl.col("step").str.starts_with(prefix)).get_column(column).to_list()
+        return min(rows), statistics.median(rows)
+
+    (ours_best, ours_median), (theirs_best, theirs_median) = seconds("ours trec-eval command"), seconds("pytrec_eval from files")
+    print(f"summary ({args.repeat} alternating repetitions: best and median)")
+    for name in ("read_trec_qrels", "read_trec_run", "evaluate"):
+        best, middle = seconds(f"ours {name}")
+        print(f"  ours {name:<24} best {best:7.3f} s  median {middle:7.3f} s")
+    print(f"  {'ours trec-eval command':<29} best {ours_best:7.3f} s  median {ours_median:7.3f} s")
+    print(f"  {'pytrec_eval from files':<29} best {theirs_best:7.3f} s  median {theirs_median:7.3f} s")
+    best_ratio, median_ratio = theirs_best / ours_best, theirs_median / ours_median
+    verdict = "met" if min(best_ratio, median_ratio) >= 4 else "NOT met"
+    print(f"  speed-up from files: best {best_ratio:.2f}x, median {median_ratio:.2f}x (target >= 4x: {verdict})")
+    # CPU seconds (all threads) barely move with other processes' load: the work each tool does.
+    (ours_cpu, ours_cpu_median), (theirs_cpu, theirs_cpu_median) = (
+        seconds("ours trec-eval command", "cpu"),
+        seconds("pytrec_eval from files", "cpu"),
+    )
+    print(
+        f"  CPU seconds: ours best {ours_cpu:.3f} median {ours_cpu_median:.3f}, pytrec_eval best {theirs_cpu:.3f} median {theirs_cpu_median:.3f}"
+        f" (ratio {theirs_cpu / ours_cpu:.2f}x / {theirs_cpu_median / ours_cpu_median:.2f}x)"
+    )
+    print(f"  load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"  process max RSS (getrusage): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    return 0 if agree else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=100_000)
@@ -149,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tolerance", type=float, default=1e-9, help="largest per-query difference accepted")
     parser.add_argument("--skip-ranx", action="store_true")
     parser.add_argument("--skip-pytrec", action="store_true")
+    parser.add_argument(
+        "--from-files", action="store_true", help="both tools start from TREC files: ours as the trec-eval command, pytrec_eval"
+    )
     args = parser.parse_args(argv)
 
     log: list[dict] = []
@@ -157,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     run, qrels = generate(args.queries, args.docs, args.seed, args.judged_fraction, args.unretrieved, args.order == "ranked")
     print(f"  run rows {run.height:,}, qrels rows {qrels.height:,}, relevant (grade>=1) {qrels.filter(pl.col('grade') >= 1).height:,}")
     measures = [m.replace("_10", ".10") if m != "recip_rank" else m for m in MEASURES]
+    if args.from_files:
+        return from_files(run, qrels, measures, args)
 
     print("ours (polars, columnar)")
     ours = None

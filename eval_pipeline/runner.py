@@ -137,20 +137,16 @@ def run_pipeline(
     # quiet: only errors on the console; otherwise one progress line per step
     loggers = ({"console": {"config": {"log_level": "ERROR"}}} if quiet
                else {"progress": {"config": {"total_steps": total_steps}}})
-    run_config: dict = {"loggers": loggers, **resources_run_config(config, judge_config_from_env())}
-    if executor == "multiprocess":
-        run_config["execution"] = multiprocess_execution(instance, max_concurrent)
+    run_config: dict = {"loggers": loggers, **resources_run_config(config, judge_config_from_env()),
+                        "execution": (multiprocess_execution(instance, max_concurrent) if executor == "multiprocess"
+                                      else IN_PROCESS_EXECUTION)}
     failed_runs, blocked_runs = [], []
     for run_id in ordered:
         started = time.perf_counter()
         print(f"Evaluating run {run_id} ...", file=sys.stderr)
-        if executor == "multiprocess":
-            with dg.execute_job(dg.reconstructable(evaluate_run_job), instance=instance, run_config=run_config,
-                                tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
-                success, dagster_run = result.success, result.run_id
-        else:
-            result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False,
-                                            run_config=run_config, tags=runner_tags())
+        # execute_job, not execute_in_process: the latter keeps every step's output in memory until the run ends
+        with dg.execute_job(dg.reconstructable(evaluate_run_job), instance=instance, run_config=run_config,
+                            tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
             success, dagster_run = result.success, result.run_id
         took = time.perf_counter() - started
         state = "ok"
@@ -206,6 +202,10 @@ def only_the_release_is_blocked(instance: dg.DagsterInstance, dagster_run_id: st
 FORKSERVER_PRELOAD = ("eval_pipeline.runner", "eval_pipeline.defs.build", "great_expectations")
 
 
+# One process for every step (the job's executor accepts either form).
+IN_PROCESS_EXECUTION = {"config": {"in_process": {}}}
+
+
 def multiprocess_execution(instance: dg.DagsterInstance, max_concurrent: int = 2) -> dict:
     """Run config of the multiprocess executor: one process per step, forked from a server that preloaded the code."""
     return {"config": {"multiprocess": {
@@ -222,12 +222,18 @@ def storage_modules(instance: dg.DagsterInstance) -> list[str]:
     return sorted({type(storage).__module__ for storage in storages if storage is not None})
 
 
+_JOBS: list[dg.JobDefinition] = []
+
+
 def evaluate_run_job() -> dg.JobDefinition:
     """The evaluate_run job with default resources; every run configures them with resources_run_config."""
     from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
     from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
 
-    return build_definitions(EvalConfig(), JudgeConfig()).resolve_job_def(EVALUATE_RUN_JOB)
+    # Dagster reconstructs the job several times per run (plan, steps, each resume), and building it takes 0.3 s
+    if not _JOBS:
+        _JOBS.append(build_definitions(EvalConfig(), JudgeConfig()).resolve_job_def(EVALUATE_RUN_JOB))
+    return _JOBS[0]
 
 
 def resources_run_config(config, judge) -> dict:

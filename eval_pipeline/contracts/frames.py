@@ -38,7 +38,8 @@ def _normalize(value: Any) -> Any:
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
-def _json_bytes(value: Any) -> bytes:
+def json_bytes(value: Any) -> bytes:
+    """JSON of a value as sorted_json writes it, in bytes: sorted keys, compact, numbers as written."""
     try:
         return orjson.dumps(value, option=_SORTED)
     except (orjson.JSONEncodeError, TypeError):
@@ -48,21 +49,57 @@ def _json_bytes(value: Any) -> bytes:
 
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of a value: sorted keys, compact, 49.0 written as 49."""
-    return canonical_args(value)[0]
+    text = json_bytes(value)
+    # as canonical_args, without noting where the floats were
+    if b".0" in text or b"e+" in text or b"E+" in text:
+        return json_bytes(_normalize(value)).decode()
+    return text.decode()
 
 
 def canonical_args(value: Any) -> tuple[str, str | None]:
     """(canonical JSON text, integral_float_paths) of a value, serialised once."""
-    text = _json_bytes(value)
+    return canonical_args_of(json_bytes(value), value)
+
+
+def canonical_args_of(text: bytes, value: Any) -> tuple[str, str | None]:
+    """canonical_args(value), given the value's json_bytes (`text`): values with equal json_bytes have equal
+    canonical texts."""
     # Only a text holding a written float can hold an integral one; the walk that rewrites them is skipped otherwise.
     if b".0" in text or b"e+" in text or b"E+" in text:
-        return _json_bytes(_normalize(value)).decode(), integral_float_paths(value)
+        found: list[str] = []
+        normalized = _normalize_noting_floats(value, "", found)
+        return json_bytes(normalized).decode(), json.dumps(found, ensure_ascii=False) if found else None
     return text.decode(), None
+
+
+def _normalize_noting_floats(value: Any, path: str, found: list[str]) -> Any:
+    """_normalize(value), noting the dotted path of each whole-number float as integral_float_paths does (one walk)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            found.append(path)
+            return int(value)
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): v if isinstance(v, str | int) or v is None
+                else _normalize_noting_floats(v, f"{path}.{k}" if path else str(k), found)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [v if isinstance(v, str | int) or v is None
+                else _normalize_noting_floats(v, f"{path}.{i}" if path else str(i), found)
+                for i, v in enumerate(value)]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
 
 
 def sorted_json(value: Any) -> str:
     """JSON text with sorted keys, compact; numbers as written (for large free-form values compared by value, not text)."""
-    return _json_bytes(value).decode()
+    try:
+        return orjson.dumps(value, option=_SORTED).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json_bytes(value).decode()
 
 
 def integral_float_paths(value: Any) -> str | None:

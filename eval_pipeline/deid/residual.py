@@ -25,7 +25,7 @@ from stdnum.it import codicefiscale
 from stdnum.nl import bsn
 from stdnum.us import itin, ssn
 
-from eval_pipeline.deid.columns import ROW, VALUE, leaf_name, leaf_values, string_paths
+from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, leaf_name
 from eval_pipeline.deid.detectors import (
     CARD,
     EMAIL,
@@ -72,12 +72,11 @@ _DATE = re.compile(r"[0-9]{1,4}[./\-][0-9]{1,2}[./\-][0-9]{1,4}")
 
 def normalized(expr: pl.Expr) -> pl.Expr:
     """Tokens blanked, JSON whitespace escapes and every whitespace run made one space."""
+    # A raw token and an escaped one never overlap, nor a JSON escape and a whitespace character, so each pair is
+    # one pass. Whitespace other than a space, then runs of spaces: three times faster than one `\s+` pass.
     return (
-        expr.str.replace_all(TOKEN_PATTERN, " ~ ")
-        .str.replace_all(ESCAPED_TOKEN_PATTERN, " ~ ")
-        .str.replace_all(r"\\[nrt]", " ")
-        # whitespace other than a space, then runs of spaces: three times faster than one `\s+` pass
-        .str.replace_all(r"[^\S ]", " ")
+        expr.str.replace_all(f"{TOKEN_PATTERN}|{ESCAPED_TOKEN_PATTERN}", " ~ ")
+        .str.replace_all(r"\\[nrt]|[^\S ]", " ")
         .str.replace_all(" {2,}", " ")
     )
 
@@ -157,28 +156,44 @@ _SCHEMA = {"table": pl.String, "column": pl.String, "row": pl.Int64, "entity_typ
 
 def independent_scan(frame: pl.DataFrame, table: str, regions: frozenset[str] = frozenset()) -> pl.DataFrame:
     """Residual findings by the independent detectors, one row per finding (scan.FINDINGS_SCHEMA)."""
-    paths = string_paths(frame.schema)
-    if not paths:
+    return scan_leaves(StringLeaves(frame), table, regions)
+
+
+def _judged_elsewhere(regions: frozenset[str]) -> pl.Expr:
+    """Candidates `judge` finds nothing in, told in polars: a bare digit run (no keyword, no group separators, so no
+    shaped id and no phone) that has neither a card's length (13-19) nor a bare id's length in these regions."""
+    lengths = sorted({*range(13, 20), *(n for region, (n, _) in _BARE_IDS.items() if region in regions)})
+    match = pl.col("match")
+    return match.str.contains(r"^[0-9]+$") & ~match.str.len_chars().is_in(lengths)
+
+
+def _candidate_lists(distinct: pl.DataFrame) -> pl.DataFrame:
+    """The independent scan's candidates in each distinct value (`VALUE`, `match`: the candidate runs, then the
+    e-mails, of its normalized text), for the values that can hold a finding."""
+    # A value holding a finding has an `@` or six digits (see the filter in scan_leaves): the rest is not normalized.
+    worth = distinct.filter(pl.col(VALUE).str.contains(_WORTH_SCANNING))
+    text = worth.with_columns(normalized(pl.col(VALUE)).alias("text"))
+    return text.select(
+        VALUE, pl.concat_list(pl.col("text").str.extract_all(_CANDIDATE), pl.col("text").str.extract_all(_EMAIL)).alias("match")
+    )
+
+
+def scan_leaves(leaves: StringLeaves, table: str, regions: frozenset[str] = frozenset()) -> pl.DataFrame:
+    """`independent_scan` over the string leaves of a frame already read."""
+    if not leaves.paths:
         return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
-    # every leaf in one column, so each regex runs once over the table instead of once per leaf
-    values = pl.concat([
-        leaf_values(frame, path).with_columns(pl.lit(leaf_name(path)).alias("column"))
-        # a value holding a finding has an `@` or six digits (see the filter below): the rest is not normalized
-        .filter(pl.col(VALUE).str.contains(_WORTH_SCANNING))
-        for path in paths
-    ])
-    hits = (
-        values.select("column", ROW, normalized(pl.col(VALUE)).alias(VALUE))
-        .select("column", ROW, pl.concat_list(pl.col(VALUE).str.extract_all(_CANDIDATE),
-                                              pl.col(VALUE).str.extract_all(_EMAIL)).alias("match"))
-        .explode("match")
-        .drop_nulls("match")
-        # every value judged below holds six digits or more (the shortest: a UK NINO, a 6-digit phone); an
-        # e-mail needs its `@`. Filtering here keeps ordinary words and codes out of the per-candidate Python.
+    # Normalizing, cutting candidates and judging them runs once per distinct value or candidate; the candidates
+    # holding a finding are then spread back over the rows holding their value, in the order of the rows.
+    matched = _candidate_lists(leaves.distinct)
+    # every value judged below holds six digits or more (the shortest: a UK NINO, a 6-digit phone); an
+    # e-mail needs its `@`. Filtering here keeps ordinary words and codes out of the per-candidate Python.
+    candidates = (
+        matched.select(pl.col("match").explode().drop_nulls().unique())
         .filter(pl.col("match").str.contains("@") | (pl.col("match").str.count_matches("[0-9]") >= 6))
+        .filter(~_judged_elsewhere(regions))
     )
     rows = []
-    for match in hits["match"].unique().sort().to_list():
+    for match in candidates["match"].sort().to_list():
         if "@" in match:
             if not match.startswith(":") and _EMAIL_RE.fullmatch(match):
                 rows.append((match, EMAIL, mask(match.replace(" ", ""))))
@@ -186,6 +201,13 @@ def independent_scan(frame: pl.DataFrame, table: str, regions: frozenset[str] = 
         rows += [(match, kind, mask(value)) for kind, value in judge(match, regions)]
     verdicts = pl.DataFrame(rows, schema={"match": pl.String, "entity_type": pl.String, "masked_excerpt": pl.String},
                             orient="row")
+    if verdicts.height == 0:
+        return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
+    matched = matched.select(VALUE, pl.col("match").list.filter(pl.element().is_in(verdicts["match"].unique().implode())))
+    hits = pl.concat(
+        [hits.select(pl.lit(leaf_name(path)).alias("column"), ROW, "match") for path, hits in leaves.spread(matched)]
+        or [pl.DataFrame(schema={"column": pl.String, ROW: pl.Int64, "match": pl.String})]
+    )
     found = hits.join(verdicts, on="match", how="inner", maintain_order="left").select(
         pl.lit(table).alias("table"), "column", pl.col(ROW).alias("row"), "entity_type", "masked_excerpt")
     return found.unique(maintain_order=True).cast(_SCHEMA)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from eval_pipeline.deid.columns import ROW, VALUE, leaf_name, leaf_values, string_paths
+from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, leaf_name
 from eval_pipeline.deid.detectors import (
     NAME_FIELD_PATTERN,
     PERSON,
@@ -24,7 +24,7 @@ from eval_pipeline.deid.detectors import (
     mask,
     names_from_field_match,
 )
-from eval_pipeline.deid.residual import independent_scan
+from eval_pipeline.deid.residual import scan_leaves
 
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
     "table": pl.String,
@@ -71,20 +71,22 @@ def scan_frame(
     learned = re.compile(learned_pattern) if learned_pattern else None
     by_key = "|".join(p for p in (NAME_FIELD_PATTERN, ROLE_FIELD_PATTERN, learned_pattern) if p)
     found: dict[bool, list[pl.DataFrame]] = {False: [], True: []}
-    for path in string_paths(frame.schema):
-        values = leaf_values(frame, path)
-        for by_field, regex in ((False, pattern), (True, by_key)):
-            hits = (
-                values.select(ROW, pl.col(VALUE).str.extract_all(regex).alias("match"))
-                .explode("match")
-                .drop_nulls("match")
-            )
-            if hits.height == 0:
-                continue
-            unique = hits["match"].unique().to_list()
-            verdicts = _named(unique, learned) if by_field else _classified(unique, name_set, regions)
+    # The regexes run once per distinct value of the whole table (ids, doc ids and JSON texts repeat across rows and
+    # leaves) and the validators once per distinct match; only matches holding a finding are spread back over the
+    # rows that hold their value.
+    leaves = StringLeaves(frame)
+    for by_field, regex in ((False, pattern), (True, by_key)):
+        matched = leaves.distinct.select(VALUE, pl.col(VALUE).str.extract_all(regex).alias("match"))
+        unique = matched["match"].explode().drop_nulls().unique().to_list()
+        verdicts = _named(unique, learned) if by_field else _classified(unique, name_set, regions)
+        if verdicts.height == 0:
+            continue
+        matched = matched.select(VALUE, pl.col("match").list.filter(pl.element().is_in(verdicts["match"].unique().implode())))
+        for path, hits in leaves.spread(matched):
             found[by_field].append(
-                hits.join(verdicts, on="match", how="inner").select(
+                # In the order of the text (row, then match, then value within it): a join left to choose its side
+                # would order two values of one type in one cell by whichever table is larger.
+                hits.join(verdicts, on="match", how="inner", maintain_order="left").select(
                     pl.lit(table).alias("table"),
                     pl.lit(leaf_name(path)).alias("column"),
                     pl.col(ROW).alias("row"),
@@ -100,7 +102,7 @@ def scan_frame(
     if not independent:
         return detected.sort("column", "row", "entity_type", maintain_order=True)
     # The independent scan adds what the replacement's detectors did not see in that cell as that type.
-    second = independent_scan(frame, table, regions)
+    second = scan_leaves(leaves, table, regions)
     cell = ["table", "column", "row", "entity_type"]
     detected = pl.concat([detected, second.join(detected, on=cell, how="anti").unique(maintain_order=True)])
     return detected.sort("column", "row", "entity_type", maintain_order=True)

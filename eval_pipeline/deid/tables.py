@@ -1,9 +1,11 @@
 """De-identification of the traces, cases and corpus tables (SPEC §9): keyed pseudonyms, columnar hot path.
 
-One combined regex runs over whole columns in polars and wraps every candidate match in sentinel characters;
-Python classifies only the unique candidates (checksums, value spans) and computes their tokens; polars then
-splits each string at the sentinels, swaps the marked candidate pieces through a hash lookup, and joins the
-pieces again, so a replacement lands exactly where the regex matched and nowhere else.
+Each text leaf is reduced to its distinct values (corpus chunks in context, tool results and fixtures repeat across
+rows). One combined regex runs over them in polars and wraps every candidate match in sentinel characters; Python
+classifies only the unique candidates (checksums, value spans) and computes their tokens; polars then splits each
+string at the sentinels, swaps the marked candidate pieces through a hash lookup, and joins the pieces again, so a
+replacement lands exactly where the regex matched and nowhere else. The changed values are swapped into the rows
+through one more hash lookup, and the counts are weighted by how often each value occurs.
 """
 
 from __future__ import annotations
@@ -15,10 +17,16 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from eval_pipeline.deid.columns import VALUE, LeafPath, leaf_name, leaf_values, rewrite_leaves
+from eval_pipeline.deid.columns import (
+    COUNT,
+    VALUE,
+    LeafPath,
+    distinct_values,
+    leaf_name,
+    rewrite_each_leaf,
+)
 from eval_pipeline.deid.detectors import (
     KV_STRING_PATTERN,
-    KV_STRING_RE,
     NAME_FIELD_PATTERN,
     NAME_KEY_RE,
     ROLE_KEY_RE,
@@ -107,32 +115,43 @@ class DeidResult:
     report: pl.DataFrame
 
 
-def _unique_matches(frame: pl.DataFrame, paths: Iterable[LeafPath], pattern: str) -> list[str]:
-    """Distinct whole matches of `pattern` over the given leaves."""
+def _distinct_texts(frame: pl.DataFrame, paths: Iterable[LeafPath]) -> list[pl.DataFrame]:
+    """Each leaf's distinct values with their occurrences (columns.distinct_values), leaf by leaf."""
+    return [distinct_values(frame, path) for path in paths]
+
+
+def _unique_matches(leaves: Iterable[pl.DataFrame], pattern: str) -> list[str]:
+    """Distinct whole matches of `pattern` over the distinct values of some leaves."""
     found: set[str] = set()
-    for path in paths:
-        values = leaf_values(frame, path)[VALUE]
-        found.update(values.str.extract_all(pattern).explode().drop_nulls().unique().to_list())
+    for leaf in leaves:
+        found.update(leaf[VALUE].str.extract_all(pattern).explode().drop_nulls().unique().to_list())
     return sorted(found)
+
+
+def _changes(text: str) -> list[dict]:
+    """The change records of one state_diff JSON text (none when it is not a JSON list)."""
+    try:
+        changes = json.loads(text)
+    except ValueError:
+        return []
+    return [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+
+
+def _state_diff_seeds(changes: Iterable[dict]) -> set[str]:
+    """Names under before/after of the changes whose path ends in a name-like key."""
+    names: set[str] = set()
+    for change in changes:
+        if NAME_KEY_RE.fullmatch(str(change.get("path", "")).rsplit(".", 1)[-1]):
+            names.update(n for v in (change.get("before"), change.get("after")) if isinstance(v, str) if (n := person_name(v)))
+    return names
 
 
 def _state_diff_names(traces: pl.DataFrame) -> set[str]:
     """Names in `state_diff` entries whose path ends in a name-like key (their values sit under before/after)."""
+    values = distinct_values(traces, ("steps", "state_diff_json"))[VALUE]
     names: set[str] = set()
-    values = leaf_values(traces, ("steps", "state_diff_json"))[VALUE]
-    for text in values.filter(values.str.contains(_NAME_PATH_PATTERN)).unique().to_list():
-        try:
-            changes = json.loads(text)
-        except ValueError:
-            continue
-        for change in changes if isinstance(changes, list) else []:
-            if isinstance(change, dict) and NAME_KEY_RE.fullmatch(str(change.get("path", "")).rsplit(".", 1)[-1]):
-                names.update(
-                    n
-                    for v in (change.get("before"), change.get("after"))
-                    if isinstance(v, str)
-                    if (n := person_name(v))
-                )
+    for text in values.filter(values.str.contains(_NAME_PATH_PATTERN)).to_list():
+        names |= _state_diff_seeds(_changes(text))
     return names
 
 
@@ -151,9 +170,10 @@ def _milestone_names(cases: pl.DataFrame) -> set[str]:
     return names
 
 
-def _field_names(frame: pl.DataFrame, paths: tuple[LeafPath, ...]) -> set[str]:
+def _field_names(leaves: Iterable[pl.DataFrame]) -> set[str]:
+    """Names under the fixed name keys and role keys in the distinct values of some JSON leaves."""
     names = set()
-    for match in _unique_matches(frame, paths, NAME_FIELD_PATTERN):
+    for match in _unique_matches(leaves, NAME_FIELD_PATTERN):
         name = names_from_field_match(match)
         if name:
             names.add(name)
@@ -162,17 +182,32 @@ def _field_names(frame: pl.DataFrame, paths: tuple[LeafPath, ...]) -> set[str]:
 
 def trace_names(traces: pl.DataFrame) -> set[str]:
     """Names of people under name-like keys in a traces frame's tool arguments, results, state diffs and final state."""
-    return _field_names(traces, TRACE_JSON_PATHS) | _state_diff_names(traces)
+    return _field_names(_distinct_texts(traces, TRACE_JSON_PATHS)) | _state_diff_names(traces)
 
 
 def case_names(cases: pl.DataFrame) -> set[str]:
     """Names of people under name-like keys in the cases' fixtures, reference calls and milestones."""
-    return _field_names(cases, CASE_JSON_PATHS) | _milestone_names(cases)
+    return _field_names(_distinct_texts(cases, CASE_JSON_PATHS)) | _milestone_names(cases)
 
 
 # A `"key":"value"` pair worth a look when learning name keys: its key is a name or role key, or its value starts
 # with a capital letter (it may be a known name under a key no list foresaw).
 _PAIR_FILTER = r'^"(?i:' + NAME_KEY_RE.pattern + "|" + ROLE_KEYS + r')"|:\s*"\p{Lu}'
+# A JSON string body without escapes or control characters: json.loads gives it back unchanged.
+_PLAIN_JSON_STRING = r"^[^\\\x00-\x1f]*$"
+# ASCII that no word of a person's name holds (person_name: letters, `'`, `-`, `.` between whitespace); a value
+# with one of these is no name, and a value without an ASCII capital or any non-ASCII letter cannot start a word.
+_NOT_IN_NAMES = r"[\x00-\x08\x0e-\x1b!-&(-,/-@\[-`{-\x7f]"
+_MAY_START_NAME = r"[A-Z]|[^\x00-\x7f]"
+_PAIRS_SCHEMA = {"key": pl.String, "value": pl.String, "n": pl.Int64}
+
+
+def _json_string(body: str) -> str | None:
+    """The text of a JSON string body (still escaped), None when it is not valid JSON."""
+    try:
+        return json.loads(f'"{body}"')
+    except ValueError:
+        return None
 
 
 class NameCollector:
@@ -182,6 +217,8 @@ class NameCollector:
     under such a key (`"signed_by": "Dana Whitfield"` after the customer record's `full_name`), or when it names a
     role (`approved_by`, `agent_name`) and at least half of its values are full names; the names under every such
     key are the run's names.
+
+    Pairs are counted in polars over distinct values; Python sees each distinct value once (person_name).
     """
 
     def __init__(self) -> None:
@@ -190,55 +227,110 @@ class NameCollector:
         self._totals: Counter[str] = Counter()
         self._seeds: set[str] = set()
 
+    def _add_pairs(self, pairs: pl.DataFrame) -> None:
+        """Count `key`, `value`, `n` rows: a value holding a token counts for nothing, a person-like value for its key."""
+        pairs = pairs.filter(~pl.col("value").str.contains(TOKEN_PATTERN))
+        if pairs.height == 0:
+            return
+        for key, n in pairs.group_by("key").agg(pl.col("n").sum()).iter_rows():
+            self._totals[key] += n
+        values = pairs["value"].unique()
+        values = values.filter(~values.str.contains(_NOT_IN_NAMES) & values.str.contains(_MAY_START_NAME))
+        named = [(v, name) for v in values.to_list() if (name := person_name(v)) is not None]
+        if not named:
+            return
+        names = pl.DataFrame(named, schema={"value": pl.String, "name": pl.String}, orient="row")
+        persons = pairs.join(names, on="value", how="inner").group_by("key", "name").agg(pl.col("n").sum())
+        for key, name, n in persons.iter_rows():
+            self._persons.setdefault(key, Counter())[name] += n
+
     def _add_pair(self, key: str, value: str, n: int = 1) -> None:
+        """One pair counted in Python, as `_add_pairs` counts a frame of them."""
         if TOKEN_RE.search(value):
             return
         self._totals[key] += n
         if (name := person_name(value)) is not None:
             self._persons.setdefault(key, Counter())[name] += n
 
-    def _add_json(self, frame: pl.DataFrame, paths: tuple[LeafPath, ...]) -> None:
-        for path in paths:
-            values = leaf_values(frame, path)[VALUE]
-            matches = values.str.extract_all(KV_STRING_PATTERN).explode().drop_nulls()
-            counts = matches.filter(matches.str.contains(_PAIR_FILTER)).value_counts(name="n")
-            for match, n in counts.iter_rows():
-                m = KV_STRING_RE.fullmatch(match)
+    def _pairs_frame(self, rows: list[tuple[str, str, int]]) -> pl.DataFrame:
+        """Pairs decoded in Python as a frame for `_add_pairs`; one holding a lone surrogate (a `\\ud800` escape),
+        which no Arrow string can hold, is counted here instead."""
+        try:
+            return pl.DataFrame(rows, schema=_PAIRS_SCHEMA, orient="row")
+        except UnicodeEncodeError:
+            kept = []
+            for row in rows:
                 try:
-                    key, value = json.loads(f'"{m.group(1)}"'), json.loads(f'"{m.group(2)}"')  # type: ignore[union-attr]
-                except ValueError:
-                    continue
-                self._add_pair(key, value, n)
+                    row[0].encode(), row[1].encode()
+                except UnicodeEncodeError:
+                    self._add_pair(*row)
+                else:
+                    kept.append(row)
+            return pl.DataFrame(kept, schema=_PAIRS_SCHEMA, orient="row")
+
+    def _json_pairs(self, leaves: Iterable[pl.DataFrame]) -> pl.DataFrame:
+        """The string `"key":"value"` pairs worth a look in the distinct values of some JSON leaves, decoded, with
+        their occurrences (`key`, `value`, `n`)."""
+        found = [
+            leaf.select(pl.col(VALUE).str.extract_all(KV_STRING_PATTERN).alias("match"), COUNT).explode("match")
+            for leaf in leaves
+        ]
+        counts = (
+            pl.concat(found)
+            .drop_nulls("match")
+            .group_by("match")
+            .agg(pl.col(COUNT).sum().alias("n"))
+            .filter(pl.col("match").str.contains(_PAIR_FILTER))
+        )
+        raw = counts.select(pl.col("match").str.extract_groups(KV_STRING_PATTERN).struct.unnest(), "n").rename(
+            {"1": "key", "2": "value"}
+        )
+        plain = pl.col("key").str.contains(_PLAIN_JSON_STRING) & pl.col("value").str.contains(_PLAIN_JSON_STRING)
+        escaped = [
+            (key, value, n)
+            for k, v, n in raw.filter(~plain).iter_rows()
+            if (key := _json_string(k)) is not None and (value := _json_string(v)) is not None
+        ]
+        return pl.concat([raw.filter(plain).cast({"n": pl.Int64}), self._pairs_frame(escaped)])
 
     def add_traces(self, traces: pl.DataFrame) -> None:
         """Evidence from one traces frame or batch (it needs only `steps` and `final_state_json`)."""
-        self._add_json(traces, TRACE_JSON_PATHS)
-        self._seeds |= trace_names(traces)
-        values = leaf_values(traces, ("steps", "state_diff_json"))[VALUE]
-        for text in values.filter(values.str.contains(r'"path"')).unique().to_list():
-            try:
-                changes = json.loads(text)
-            except ValueError:
-                continue
-            for change in changes if isinstance(changes, list) else []:
-                if isinstance(change, dict) and isinstance(change.get("path"), str):
+        leaves = _distinct_texts(traces, TRACE_JSON_PATHS)
+        pairs = [self._json_pairs(leaves)]
+        self._seeds |= _field_names(leaves)
+        values = leaves[TRACE_JSON_PATHS.index(("steps", "state_diff_json"))]
+        texts = values.filter(pl.col(VALUE).str.contains(r'"path"')).select(
+            VALUE, pl.col(VALUE).str.contains(_NAME_PATH_PATTERN).alias("named")
+        )
+        # Each distinct state_diff text counts once (as it always has), whatever its occurrences.
+        diff_pairs = []
+        for text, named in texts.iter_rows():
+            changes = _changes(text)
+            if named:
+                self._seeds |= _state_diff_seeds(changes)
+            for change in changes:
+                if isinstance(change.get("path"), str):
                     key = change["path"].rsplit(".", 1)[-1]
-                    for v in (change.get("before"), change.get("after")):
-                        if isinstance(v, str):
-                            self._add_pair(key, v)
+                    diff_pairs += [(key, v, 1) for v in (change.get("before"), change.get("after")) if isinstance(v, str)]
+        pairs.append(self._pairs_frame(diff_pairs))
+        self._add_pairs(pl.concat(pairs))
 
     def add_cases(self, cases: pl.DataFrame) -> None:
         """Evidence from the cases: fixtures, reference calls, milestones."""
-        self._add_json(cases, CASE_JSON_PATHS)
-        self._seeds |= case_names(cases)
+        leaves = _distinct_texts(cases, CASE_JSON_PATHS)
+        pairs = [self._json_pairs(leaves)]
+        self._seeds |= _field_names(leaves) | _milestone_names(cases)
         milestones = cases.select(pl.col("milestones").explode().struct.unnest()).drop_nulls("path")
+        milestone_pairs = []
         for path, value_json in milestones.select("path", "value_json").unique().iter_rows():
             try:
                 value = json.loads(value_json) if value_json else None
             except ValueError:
                 continue
             if isinstance(value, str):
-                self._add_pair(path.rsplit(".", 1)[-1], value)
+                milestone_pairs.append((path.rsplit(".", 1)[-1], value, 1))
+        pairs.append(self._pairs_frame(milestone_pairs))
+        self._add_pairs(pl.concat(pairs))
 
     def name_keys(self) -> set[str]:
         """The keys whose values are names of people in this run's data."""
@@ -301,41 +393,79 @@ def _replacement(candidate: str, findings: list[Finding], pseudonymizer: Pseudon
     return "".join(pieces) + candidate[pos:]
 
 
-def _deidentify_table(
-    frame: pl.DataFrame,
+# Candidates whose verdicts a Deidentifier keeps between tables and batches (the same e-mails, names and phones
+# recur); past this many (some 50 MB) the memo starts afresh, so memory stays bounded on any run.
+_VERDICTS_KEPT = 1 << 17
+Verdict = tuple[str, tuple[str, ...], bool] | None
+
+
+def _verdict(candidate: str, names: frozenset[str], pseudonymizer: Pseudonymizer, regions: frozenset[str]) -> Verdict:
+    """What one regex candidate becomes: its text with each value tokenized, the values' types, and whether the
+    match ran on past its last value into letters or digits; None when it holds no personal data."""
+    findings = classify(candidate, names, regions)
+    if not findings:
+        return None
+    runs_on = any(ch.isalnum() for ch in candidate[findings[-1].end :])
+    return _replacement(candidate, findings, pseudonymizer), tuple(f.entity_type for f in findings), runs_on
+
+
+# Columns of one leaf's distinct values while they are de-identified: the value as read, as it stands after the
+# passes so far, its occurrences, and whether the last pass changed it (only those can change in the next pass).
+_ORIGINAL, _CURRENT, _ACTIVE = "__deid_original", "__deid_current", "__deid_active"
+# The same while a pass runs: the value with its candidates wrapped in sentinels, and the wrapped candidates.
+_WRAPPED, _MARKED, _HIT = "__deid_wrapped", "__deid_marked", "__deid_hit"
+
+
+def _deidentify_pass(
+    leaves: list[pl.DataFrame],
     table: str,
     paths: tuple[LeafPath, ...],
     names: frozenset[str],
     pseudonymizer: Pseudonymizer,
     regions: frozenset[str] = frozenset(),
-) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
-    """One table with its text leaves de-identified, its replacement counts (REPORT_SCHEMA), and whether some match
-    ran on past its last value into letters or digits, where another value may begin that this pass did not see.
+    verdicts: dict[str, Verdict] | None = None,
+) -> tuple[list[pl.DataFrame], pl.DataFrame, bool]:
+    """One pass over each leaf's distinct values (see `_deidentify_until_stable`): the leaves with their values
+    de-identified, the replacement counts (REPORT_SCHEMA, each value weighted by its occurrences), and whether some
+    match ran on past its last value into letters or digits, where another value may begin that this pass did not see.
 
-    Tokens depend only on the key and the value, so tables are processed one at a time (lower peak memory) and
-    still share every pseudonym.
+    Each value's result depends only on the value, so working on distinct values and weighting the counts gives
+    what a pass over every row gives. `verdicts` memoizes `_verdict` by candidate.
     """
     pattern = combined_pattern(person_words=bool(names), regions=regions)
     # Each match becomes SEP MARK match SEP: splitting at SEP isolates it, and MARK tells it from the text between.
-    sep, mark = _pick_sentinels((leaf_values(frame, p)[VALUE] for p in paths), 2)
+    sep, mark = _pick_sentinels((leaf[_CURRENT] for leaf in leaves), 2)
     wrap = sep + mark + "${0}" + sep
-    wrapped = frame.with_columns(rewrite_leaves(frame.schema, paths, lambda e: e.str.replace_all(pattern, wrap)))
 
-    occurrences = []
-    for path in paths:
-        marked = leaf_values(wrapped, path)[VALUE].str.extract_all(f"{mark}[^{sep}]*").explode().drop_nulls()
-        counts = marked.value_counts(name="n").rename({marked.name: "marked"})
+    touched, resting, occurrences = [], [], []
+    for leaf, path in zip(leaves, paths, strict=True):
+        # A value the last pass left alone holds only candidates that are no personal data: it stays as it is.
+        active = leaf.filter(pl.col(_ACTIVE))
+        wrapped = active.with_columns(pl.col(_CURRENT).str.replace_all(pattern, wrap).alias(_WRAPPED))
+        wrapped = wrapped.with_columns(pl.col(_WRAPPED).str.contains(mark, literal=True).alias(_HIT))
+        wrapped, missed = wrapped.filter(pl.col(_HIT)).drop(_HIT), wrapped.filter(~pl.col(_HIT)).drop(_WRAPPED, _HIT)
+        resting.append(pl.concat([leaf.filter(~pl.col(_ACTIVE)), missed.with_columns(pl.lit(False).alias(_ACTIVE))]))
+        wrapped = wrapped.with_columns(pl.col(_WRAPPED).str.extract_all(f"{mark}[^{sep}]*").alias(_MARKED))
+        marked = wrapped.select(pl.col(_MARKED).alias("marked"), COUNT).explode("marked").drop_nulls("marked")
+        counts = marked.group_by("marked").agg(pl.col(COUNT).sum().alias("n"))
         occurrences.append(counts.with_columns(field=pl.lit(leaf_name(path))))
+        touched.append(wrapped)
     occurrences_frame = pl.concat(occurrences)
 
     mapping_rows, type_rows, ran_on = [], [], False
+    verdicts = {} if verdicts is None else verdicts
+    if len(verdicts) > _VERDICTS_KEPT:
+        verdicts.clear()
     for marked in occurrences_frame["marked"].unique().to_list():
         candidate = marked[1:]
-        findings = classify(candidate, names, regions)
-        if findings:
-            mapping_rows.append((marked, _replacement(candidate, findings, pseudonymizer)))
-            type_rows += [(marked, f.entity_type) for f in findings]
-            ran_on = ran_on or any(ch.isalnum() for ch in candidate[findings[-1].end :])
+        if candidate not in verdicts:
+            verdicts[candidate] = _verdict(candidate, names, pseudonymizer, regions)
+        verdict = verdicts[candidate]
+        if verdict is not None:
+            replacement, entity_types, runs_on = verdict
+            mapping_rows.append((marked, replacement))
+            type_rows += [(marked, entity_type) for entity_type in entity_types]
+            ran_on = ran_on or runs_on
     mapping = pl.DataFrame(mapping_rows, schema={"marked": pl.String, "replacement": pl.String}, orient="row")
     types = pl.DataFrame(type_rows, schema={"marked": pl.String, "entity_type": pl.String}, orient="row")
 
@@ -345,7 +475,16 @@ def _deidentify_table(
         pieces = expr.str.split(sep).list.eval(pl.element().replace(mapping["marked"], mapping["replacement"]))
         return pieces.list.join("").str.replace_all(mark, "", literal=True)
 
-    out = wrapped.with_columns(rewrite_leaves(frame.schema, paths, unwrap)).select(frame.columns)
+    out = []
+    for wrapped, rest in zip(touched, resting, strict=True):
+        # A value none of whose candidates holds personal data comes back unchanged: it is not unwrapped.
+        changes = pl.col(_MARKED).list.eval(pl.element().is_in(mapping["marked"].implode())).list.any()
+        wrapped = wrapped.with_columns(changes.alias(_HIT))
+        wrapped, kept = wrapped.filter(pl.col(_HIT)), wrapped.filter(~pl.col(_HIT)).select(rest.columns)
+        done = wrapped.with_columns(unwrap(pl.col(_WRAPPED)).alias(_WRAPPED))
+        done = done.with_columns((pl.col(_WRAPPED) != pl.col(_CURRENT)).alias(_ACTIVE)).drop(_CURRENT)
+        kept = kept.with_columns(pl.lit(False).alias(_ACTIVE))
+        out.append(pl.concat([rest, kept, done.rename({_WRAPPED: _CURRENT}).select(rest.columns)]))
     report = (
         occurrences_frame.join(types, on="marked", how="inner")
         .group_by("field", "entity_type")
@@ -370,17 +509,37 @@ def _deidentify_until_stable(
     names: frozenset[str],
     pseudonymizer: Pseudonymizer,
     regions: frozenset[str] = frozenset(),
+    verdicts: dict[str, Verdict] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`_deidentify_table`, repeated while a pass may have left a value behind (at most MAX_PASSES passes)."""
+    """One table with its text leaves de-identified and its replacement counts: passes over the distinct values of
+    each leaf, repeated while a pass may have left a value behind (at most MAX_PASSES), then each changed value
+    swapped in wherever it occurs.
+
+    Tokens depend only on the key and the value, so tables are processed one at a time (lower peak memory) and
+    still share every pseudonym.
+    """
+    leaves = [
+        distinct_values(frame, path).select(
+            pl.col(VALUE).alias(_ORIGINAL), pl.col(VALUE).alias(_CURRENT), COUNT, pl.lit(True).alias(_ACTIVE)
+        )
+        for path in paths
+    ]
     reports = []
     for _ in range(MAX_PASSES):
-        frame, report, ran_on = _deidentify_table(frame, table, paths, names, pseudonymizer, regions)
+        leaves, report, ran_on = _deidentify_pass(leaves, table, paths, names, pseudonymizer, regions, verdicts)
         reports.append(report)
-        glued = any(leaf_values(frame, p)[VALUE].str.contains(_GLUED_TOKEN).any() for p in paths)
+        glued = any(leaf[_CURRENT].str.contains(_GLUED_TOKEN).any() for leaf in leaves)
         if report.height == 0 or not (ran_on or glued):
             break
+    replacements = {}
+    for path, leaf in zip(paths, leaves, strict=True):
+        changed = leaf.filter(pl.col(_ORIGINAL) != pl.col(_CURRENT))
+        if changed.height:
+            old, new = changed[_ORIGINAL], changed[_CURRENT]
+            replacements[path] = lambda e, old=old, new=new: e.replace(old, new)
+    out = frame.with_columns(rewrite_each_leaf(frame.schema, replacements)) if replacements else frame
     summed = pl.concat(reports).group_by("table", "field", "entity_type").agg(pl.col("replacements").sum())
-    return frame, summed
+    return out.select(frame.columns), summed
 
 
 class Deidentifier:
@@ -391,9 +550,10 @@ class Deidentifier:
         self.pseudonymizer = Pseudonymizer(key, hex_chars)
         self.names = frozenset(names)
         self.regions = locale_regions(locale)
+        self._verdicts: dict[str, Verdict] = {}
 
     def _run(self, frame: pl.DataFrame, table: str, paths: tuple[LeafPath, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return _deidentify_until_stable(frame, table, paths, self.names, self.pseudonymizer, self.regions)
+        return _deidentify_until_stable(frame, table, paths, self.names, self.pseudonymizer, self.regions, self._verdicts)
 
     def traces(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """A traces frame (or one batch of it) de-identified, with its replacement counts."""

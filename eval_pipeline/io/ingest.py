@@ -1,23 +1,28 @@
 """Trace batches: raw lines into the restricted area, then validated traces and one reject row per bad line.
 
-Each line is validated against the Trace contract one by one (pydantic, in Rust); the accepted lines are then
-parsed together by pyarrow's JSON reader, so only the free-form values (tool args, results, final state) pass
-through Python, where they are written in canonical form. Whatever a step cannot hold (a NaN, an integer beyond 64
-bits, a contract field given twice, nesting beyond the limit) makes its line a reject, never a failed batch: every
-non-blank line is exactly one trace or one reject.
+Validation is columnar first: the lines that can be read as they are (a JSON object per line, valid UTF-8, within
+the limits of json_limits) are parsed together by pyarrow's JSON reader against a strict schema, and polars
+expressions check what the Trace contract asks beyond types (required fields, non-empty ids, the status values);
+only the free-form values (tool args, results, state diffs, final state) pass through Python, decoded by orjson and
+written in canonical form. Every line the columnar pass cannot vouch for takes the per-line path, the reference:
+each line validated against the Trace contract (pydantic), the accepted ones parsed by pyarrow, so a bad line gets
+the same reason either way. Whatever a step cannot hold (a NaN, an integer beyond 64 bits, a contract field given
+twice, nesting beyond the limit) makes its line a reject, never a failed batch: every non-blank line is exactly one
+trace or one reject.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import multiprocessing as mp
-import os
 import re
-import signal
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
+from itertools import chain
 
+import numpy as np
+import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,12 +34,22 @@ from eval_pipeline.contracts.models import Trace
 from eval_pipeline.io.json_limits import SUSPECT_PATTERN, UTF8_BOM, limit_breach
 from eval_pipeline.io.loaders import (
     DEFAULT_MAX_LINE_BYTES,
+    ESCAPED_KEY,
+    NOT_COLUMNAR_BYTES,
+    Forked,
+    any_of,
     collector_paused,
+    columnar_candidates,
     describe_validation_error,
+    each,
+    lines_as_text,
+    null_for_default,
     parse_json_line,
-    reject,
-    rejects_frame,
+    read_json_lines,
+    results_of,
+    run_parts,
     trace_files,
+    trimmed,
 )
 from eval_pipeline.io.storage import InputError, Location
 
@@ -80,28 +95,46 @@ def iter_raw_lines(location: Location, run_id: str, chunk_lines: int = RAW_CHUNK
     require_run(location, run_id)
     for name in trace_files(location, run_id):
         source = f"traces/{run_id}/{name}"
-        pending: list[bytes] = []
+        pending: list[pa.Array] = []
         first_line = 1
         tail = b""
         for block in location.iter_blocks("traces", run_id, name):
-            pieces = (tail + block).split(b"\n")
-            tail = pieces.pop()
-            pending.extend(pieces)
-            while len(pending) >= chunk_lines:
-                yield _raw_frame(run_id, source, first_line, pending[:chunk_lines])
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                tail += block
+                continue
+            start = 0
+            if tail:  # the line the last block left open ends at this block's first newline
+                start = block.find(b"\n") + 1
+                pending.append(_split_lines(tail + block[:start], 0, len(tail) + start))
+            if cut > start:
+                pending.append(_split_lines(block, start, cut))
+            tail = block[cut:]
+            count = sum(len(lines) for lines in pending)
+            while count >= chunk_lines:
+                lines = pa.concat_arrays(pending)
+                yield _raw_frame(run_id, source, first_line, lines.slice(0, chunk_lines))
                 first_line += chunk_lines
-                pending = pending[chunk_lines:]
+                pending, count = [lines.slice(chunk_lines)], count - chunk_lines
         if tail:
-            pending.append(tail)
-        if pending:
-            yield _raw_frame(run_id, source, first_line, pending)
+            pending.append(_split_lines(tail + b"\n", 0, len(tail) + 1))
+        if pending and sum(len(lines) for lines in pending):
+            yield _raw_frame(run_id, source, first_line, pa.concat_arrays(pending))
 
 
-def _raw_frame(run_id: str, source: str, first_line: int, lines: list[bytes]) -> pl.DataFrame:
-    lines = [raw[:-1] if raw.endswith(b"\r") else raw for raw in lines]
+def _split_lines(data: bytes, start: int, stop: int) -> pa.Array:
+    """The lines of data[start:stop], which ends with a newline: each without its newline, one CR and one byte-order
+    mark, split in Arrow."""
+    whole = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([start, stop], dtype=np.int64)),
+                                                                     pa.py_buffer(data)])
+    lines = pc.split_pattern(whole, pattern=b"\n").flatten()
+    lines = lines.slice(0, len(lines) - 1)  # what follows the last newline
     # The byte-order mark some editors write at the start of a UTF-8 file belongs to the file, not to its line
     # (files joined with cat carry one at the start of a later line too).
-    lines = [raw[len(UTF8_BOM):] if raw.startswith(UTF8_BOM) else raw for raw in lines]
+    return trimmed(lines, pc.ends_with(lines, pattern=b"\r"), pc.starts_with(lines, pattern=UTF8_BOM))
+
+
+def _raw_frame(run_id: str, source: str, first_line: int, lines: pa.Array) -> pl.DataFrame:
     return pl.DataFrame(
         {
             "run_id": run_id,
@@ -215,15 +248,12 @@ def _ids_of(value: dict) -> tuple[str | None, str | None]:
 
 
 _PARALLEL_LINES = 40_000
-_lines_for_workers: list[bytes] = []
-_suspects_for_workers: list[bool] = []
 
 
-def _check_range(bounds: tuple[int, int, int]) -> list[Checked | None]:
-    start, stop, max_line_bytes = bounds
+def _check_part(payload: tuple, start: int, stop: int) -> list[Checked | None]:
+    raws, suspects, max_line_bytes = payload
     with collector_paused():
-        return [_check_line(raw, max_line_bytes, suspect)
-                for raw, suspect in zip(_lines_for_workers[start:stop], _suspects_for_workers[start:stop], strict=True)]
+        return [_check_line(raw, max_line_bytes, suspect) for raw, suspect in zip(raws[start:stop], suspects[start:stop], strict=True)]
 
 
 def suspect_lines(raw: pl.Series) -> list[bool]:
@@ -233,36 +263,12 @@ def suspect_lines(raw: pl.Series) -> list[bool]:
     return pc.match_substring_regex(raw.to_arrow(), SUSPECT_PATTERN).fill_null(False).to_pylist()
 
 
-def _worker_signals() -> None:
-    # Forked inside a Dagster step, a worker inherits the handler with which Dagster defers SIGTERM: it would
-    # survive Pool.terminate(). The default action makes it stoppable again.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _check_lines(raws: list[bytes], max_line_bytes: int, suspects: list[bool] | None = None) -> list[Checked | None]:
     """Every line checked; large batches on every core (forked workers read the lines they inherit)."""
     suspects = [True] * len(raws) if suspects is None else suspects
-    workers = min(os.cpu_count() or 1, 8)
-    if len(raws) < _PARALLEL_LINES or workers < 2 or "fork" not in mp.get_all_start_methods():
-        with collector_paused():
-            return [_check_line(raw, max_line_bytes, suspect) for raw, suspect in zip(raws, suspects, strict=True)]
-    global _lines_for_workers, _suspects_for_workers
-    _lines_for_workers, _suspects_for_workers = raws, suspects
-    try:
-        size = -(-len(raws) // (workers * 4))
-        bounds = [(i, min(i + size, len(raws)), max_line_bytes) for i in range(0, len(raws), size)]
-        pool = mp.get_context("fork").Pool(workers, initializer=_worker_signals)
-        try:
-            checked = [checked for part in pool.map(_check_range, bounds) for checked in part]
-            pool.close()  # workers leave on their own once the queue is drained; no signal is needed
-            return checked
-        except BaseException:
-            pool.terminate()
-            raise
-        finally:
-            pool.join()
-    finally:
-        _lines_for_workers, _suspects_for_workers = [], []
+    parts = run_parts(_check_part, (raws, suspects, max_line_bytes), len(raws), _PARALLEL_LINES)
+    with parts if isinstance(parts, Forked) else nullcontext():
+        return [checked for part in results_of(parts) for checked in part]
 
 
 def case_revisions(cases: pl.DataFrame) -> dict[str, int]:
@@ -283,46 +289,338 @@ def parse_traces(
     """
     revisions = cases if isinstance(cases, dict) else case_revisions(cases)
     seen = set() if seen is None else seen
-    sources, numbers, raws = (raw_lines[c].to_list() for c in ("source_file", "line", "raw"))
-    checked_lines = _check_lines(raws, max_line_bytes, suspect_lines(raw_lines["raw"]))
+    raw = raw_lines["raw"]
+    columnar = _columnar_lines(raw, max_line_bytes)
+    taken = np.zeros(raw.len(), dtype=bool)
+    taken[columnar.positions] = True
+    rest = np.flatnonzero(~taken)
+    per_line = _per_line(raw.gather(rest).to_list() if rest.size else [], rest, max_line_bytes)
+    parsed = _assemble(raw_lines, [columnar, per_line], revisions, run_id, seen)
+    # A run's chunks are parsed one after another: pages pyarrow's allocator keeps from this chunk would otherwise add to
+    # the next chunk's.
+    pa.default_memory_pool().release_unused()
+    return parsed
+
+
+@dataclass
+class _Read:
+    """Lines of a chunk read one way: the valid ones (LINE_SCHEMA columns, their free-form texts) and the rejects,
+    each keyed by its position in the chunk."""
+
+    positions: np.ndarray
+    parsed: pl.DataFrame
+    final_state: pl.Series
+    # one row per step of the parsed lines, in their order: _pos and FREE_FORM_STEP_FIELDS
+    step_texts: pl.DataFrame
+    rejects: list[tuple[int, str, str | None, str | None]]
+    blank: int = 0
+
+
+_STEP_TEXTS_SCHEMA: dict[str, pl.DataType] = {"_pos": pl.Int64, **{name: pl.String for name in FREE_FORM_STEP_FIELDS}}
+_EMPTY_LINES = pl.from_arrow(LINE_SCHEMA.empty_table())
+_NO_FINAL_STATE = pl.Series("final_state_json", [], dtype=pl.String)
+
+
+def _step_texts(positions: list[int], columns: list[list[str | None]]) -> pl.DataFrame:
+    return pl.DataFrame({"_pos": positions, **dict(zip(FREE_FORM_STEP_FIELDS, columns, strict=True))},
+                        schema=_STEP_TEXTS_SCHEMA)
+
+
+# ---------------------------------------------------------------- the per-line path (the reference)
+
+
+def _per_line(raws: list[bytes], positions: np.ndarray, max_line_bytes: int) -> _Read:
+    """Lines validated one by one against the Trace contract, the accepted ones then parsed by pyarrow."""
+    checked_lines = _check_lines(raws, max_line_bytes, suspect_lines(pl.Series(raws, dtype=pl.Binary)))
     valid = [i for i, checked in enumerate(checked_lines) if checked is not None and checked[0] == "ok"]
     table, rows_of, unreadable = columnar_parse([raws[i] for i in valid])
-    row_of_line = {valid[position]: row for position, row in rows_of.items()}
-    columnar_reasons = {valid[position]: reason for position, reason in unreadable.items()}
-    kept_rows: list[int] = []
-    kept: list[tuple[str, int]] = []
-    free_form: list[tuple[list[list[str | None]], str | None]] = []
-    rejected = []
+    rejects: list[tuple[int, str, str | None, str | None]] = []
+    kept: list[int] = []  # the positions in `valid` of the lines kept, in table order
     blank = 0
+    for index, checked in enumerate(checked_lines):
+        if checked is None:
+            blank += 1
+        elif checked[0] == "reject":
+            rejects.append((int(positions[index]), checked[1], checked[2], checked[3]))
+    for position, index in enumerate(valid):
+        _, trace_id, case_id, _, _ = checked_lines[index]
+        if position in unreadable:
+            rejects.append((int(positions[index]), unreadable[position], trace_id, case_id))
+        else:
+            kept.append(position)
+    rejects.sort(key=lambda item: item[0])
+    if table is None or not kept:
+        return _Read(np.zeros(0, dtype=np.int64), _EMPTY_LINES, _NO_FINAL_STATE, _step_texts([], [[]] * 5), rejects, blank)
+    table = table.take(pa.array([rows_of[position] for position in kept], type=pa.int64()))
+    lines = [checked_lines[valid[position]] for position in kept]
+    kept_positions = [int(positions[valid[position]]) for position in kept]
+    step_positions = [p for p, line in zip(kept_positions, lines, strict=True) for _ in line[4][0][0]]
+    columns = [[text for line in lines for text in line[4][0][i]] for i in range(len(FREE_FORM_STEP_FIELDS))]
+    return _Read(np.array(kept_positions, dtype=np.int64), pl.from_arrow(table),
+                 pl.Series("final_state_json", [line[4][1] for line in lines], dtype=pl.String),
+                 _step_texts(step_positions, columns), rejects, blank)
+
+
+# ---------------------------------------------------------------- the columnar path
+
+# LINE_SCHEMA and the final state as a struct of no fields: pyarrow then tells an object from null (or from a value
+# of another type) without reading its members.
+COLUMNAR_SCHEMA = LINE_SCHEMA.append(pa.field("final_state", pa.struct([])))
+_COLUMNAR_PARSE = pa_json.ParseOptions(explicit_schema=COLUMNAR_SCHEMA, unexpected_field_behavior="ignore")
+# What pyarrow reads and the contract or json_limits do not (lone surrogates and numbers beyond a double pyarrow
+# refuses itself): NaN and Inf literals, and integers of 19 digits or more (beyond 64 bits where a column is a float
+# or a value is not read by pyarrow).
+_NOT_COLUMNAR = rf"NaN|Inf|[0-9]{{19}}|{NOT_COLUMNAR_BYTES}"
+# Fields with a default that null may not replace (pyarrow reads a missing one and a null one alike).
+_NULL_FOR_DEFAULT = null_for_default(["attempt", "status", "round", "hits", "text", "citations"])
+_STATUSES = ["ok", "error", "timeout"]
+
+
+def _columnar_lines(raw: pl.Series, max_line_bytes: int) -> _Read:
+    """The lines the columnar pass can vouch for: those that the per-line path would accept with the same values.
+
+    A line is left out when it may break a JSON limit, when pyarrow refuses it, when a contract rule fails on its
+    columns, or when its free-form values are not what the contract reads; the per-line path then decides.
+    """
+    text = lines_as_text(raw)
+    candidates = columnar_candidates(raw, text, max_line_bytes, _NOT_COLUMNAR)
+    lines = raw if candidates.size == raw.len() else raw.gather(candidates)
+    # the free-form texts of every line that may have steps or a final state, written on other cores while pyarrow
+    # reads the lines
+    written = candidates[text.gather(candidates).str.contains(_MAY_HAVE_FREE_FORM).to_numpy()] if candidates.size else candidates
+    parts = run_parts(_free_form_part, (raw.gather(written).to_list(),), written.size, _PARALLEL_FREE_FORM)
+    with parts if isinstance(parts, Forked) else nullcontext():
+        table, rows = read_json_lines(lines, _COLUMNAR_PARSE) if candidates.size else (None, candidates)
+        del lines
+        if table is None:
+            return _Read(np.zeros(0, dtype=np.int64), _EMPTY_LINES, _NO_FINAL_STATE, _step_texts([], [[]] * 5), [])
+        positions = candidates[rows]
+        has_final_state = pc.is_valid(table.column("final_state")).to_numpy(zero_copy_only=False)
+        parsed = pl.from_arrow(table.drop_columns(["final_state"]))
+        holds = _contract_holds(parsed, text, positions)
+        del table, text
+        written_parts = results_of(parts)
+    del parts
+    steps = parsed["steps"].list.len().fill_null(0).to_numpy()
+    free_form = np.flatnonzero(holds & ((steps > 0) | has_final_state))
+    counts = np.fromiter(chain.from_iterable(part[0] for part in written_parts), dtype=np.int64, count=written.size)
+    # each line with free-form values has its texts written, as many steps as pyarrow read, or goes per line
+    at = np.minimum(np.searchsorted(written, positions[free_form]), max(written.size - 1, 0))
+    found = written[at] == positions[free_form] if written.size else np.zeros(free_form.size, dtype=bool)
+    agree = found & (counts[at] == steps[free_form]) if written.size else found
+    holds[free_form[~agree]] = False
+    free_form, at = free_form[agree], at[agree]
+    starts = np.cumsum(np.maximum(counts, 0)) - np.maximum(counts, 0)
+    taken_steps = steps[free_form]
+    step_index = np.repeat(starts[at] - np.cumsum(taken_steps) + taken_steps, taken_steps) + np.arange(int(taken_steps.sum()))
+    columns = [pl.Series(list(chain.from_iterable(part[1][i] for part in written_parts)), dtype=pl.String).gather(step_index)
+               for i in range(len(FREE_FORM_STEP_FIELDS))]
+    step_frame = pl.DataFrame({"_pos": np.repeat(positions[free_form], taken_steps),
+                               **dict(zip(FREE_FORM_STEP_FIELDS, columns, strict=True))}, schema=_STEP_TEXTS_SCHEMA)
+    finals = pl.Series(list(chain.from_iterable(part[2] for part in written_parts)), dtype=pl.String)
+    final_state = pl.DataFrame({"_row": np.arange(parsed.height)}).join(
+        pl.DataFrame({"_row": free_form, "final_state_json": finals.gather(at)}), on="_row", how="left", maintain_order="left",
+    )["final_state_json"]
+    kept = np.flatnonzero(holds)
+    if kept.size == parsed.height:
+        return _Read(positions, parsed, final_state, step_frame, [])
+    return _Read(positions[kept], parsed[kept], final_state[kept], step_frame, [])
+
+
+_PARALLEL_FREE_FORM = 4_000
+# a line with steps or a final state names them (or spells a key with an escape)
+_MAY_HAVE_FREE_FORM = rf'"steps"|"final_state"|{ESCAPED_KEY}'
+
+
+def _free_form_part(payload: tuple, start: int, stop: int) -> tuple[list[int], list[list[str | None]], list[str | None]]:
+    """Free-form texts of lines start..stop of the payload (the lines): per line its step count (-1: left to the
+    per-line path), the FREE_FORM_STEP_FIELDS columns of the steps, and per line its final state."""
+    (lines,) = payload
+    counts: list[int] = []
+    columns: list[list[str | None]] = [[] for _ in FREE_FORM_STEP_FIELDS]
+    finals: list[str | None] = []
     with collector_paused():
-        for index, (source, number, checked) in enumerate(zip(sources, numbers, checked_lines, strict=True)):
-            if checked is None:
-                blank += 1
-                continue
-            if checked[0] == "reject":
-                _, reason, trace_id, case_id = checked
-                rejected.append(reject(run_id, "trace", source, number, reason, trace_id=trace_id, case_id=case_id))
-                continue
-            _, trace_id, case_id, case_revision, texts = checked
-            keys = {"trace_id": trace_id, "case_id": case_id}
-            expected_revision = revisions.get(case_id)
-            if index in columnar_reasons:
-                rejected.append(reject(run_id, "trace", source, number, columnar_reasons[index], **keys))
-            elif expected_revision is None:
-                rejected.append(reject(run_id, "trace", source, number, f"unknown case_id {case_id!r}", **keys))
-            elif case_revision is not None and case_revision != expected_revision:
-                rejected.append(reject(run_id, "trace", source, number,
-                                       f"case_revision {case_revision} does not match case {case_id!r} revision "
-                                       f"{expected_revision}", **keys))
-            elif trace_id in seen:
-                rejected.append(reject(run_id, "trace", source, number,
-                                       f"duplicate trace_id {trace_id!r} (first occurrence kept)", **keys))
-            else:
-                seen.add(trace_id)
-                kept_rows.append(row_of_line[index])
-                kept.append((source, number))
-                free_form.append(texts)
-    return ParsedTraces(lines_to_frame(table, kept_rows, kept, free_form, run_id), rejects_frame(rejected), blank)
+        for line in lines[start:stop]:
+            filled = len(columns[0])
+            try:
+                count, final = _line_free_form(line, columns)
+            except Exception:  # noqa: BLE001 - whatever the reason, the per-line path decides
+                for column in columns:
+                    del column[filled:]
+                count, final = -1, None
+            counts.append(count)
+            finals.append(final)
+    return counts, columns, finals
+
+
+def _contract_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray) -> np.ndarray:
+    """Per row of the columnar parse (of line positions[row] of `text`), whether the Trace contract holds beyond the
+    types pyarrow checked: required fields and list elements present, ids not empty, a known status, and a null only
+    where the field may be left out."""
+    element = pl.element()
+
+    def field(name: str) -> pl.Expr:
+        return element.struct.field(name)
+
+    doc = element.is_not_null() & field("doc_id").is_not_null()
+    retrieval_round = element.is_not_null() & each(field("candidates"), doc) & each(field("hits"), doc)
+    step = (element.is_not_null() & field("index").is_not_null() & field("kind").is_not_null()
+            & (field("dispatched").is_null() | field("dispatched").struct.field("tool").is_not_null()))
+    answer = pl.col("answer")
+    checked = parsed.lazy().select(
+        holds=(
+            (pl.col("trace_id").str.len_bytes() > 0).fill_null(False)
+            & (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
+            & (pl.col("status").is_null() | pl.col("status").is_in(_STATUSES))
+            & each(pl.col("retrieval"), retrieval_round)
+            & each(pl.col("context"), doc)
+            & each(answer.struct.field("citations"), doc)
+            & each(pl.col("steps"), step)
+        ),
+        defaulted=(
+            pl.col("attempt").is_null()
+            | pl.col("status").is_null()
+            | any_of(pl.col("retrieval"), field("round").is_null() | field("hits").is_null())
+            | any_of(pl.col("context"), field("text").is_null())
+            | (answer.is_not_null() & answer.struct.field("citations").is_null())
+        ),
+    ).collect()
+    holds = checked["holds"].fill_null(False).to_numpy().copy()
+    defaulted = np.flatnonzero(checked["defaulted"].fill_null(True).to_numpy() & holds)
+    if defaulted.size:
+        holds[defaulted[text.gather(positions[defaulted]).str.contains(_NULL_FOR_DEFAULT).to_numpy()]] = False
+    return holds
+
+
+class _NotColumnar(ValueError):
+    """A free-form value the contract would refuse: the per-line path names the reason."""
+
+
+def _line_free_form(raw: bytes, columns: list[list[str | None]]) -> tuple[int, str | None]:
+    """The texts _free_form writes for the steps of a line, appended to `columns` (in FREE_FORM_STEP_FIELDS order):
+    (its step count, its final state); raises where the contract would refuse a value or a text cannot be written
+    (the caller then drops what was appended)."""
+    value = orjson.loads(raw)
+    steps = value.get("steps")
+    add_args, add_result, add_diff, add_dispatched, add_paths = (column.append for column in columns)
+    json_bytes, canonical_args_of, sorted_json = frames.json_bytes, frames.canonical_args_of, frames.sorted_json
+    count = 0
+    for step in steps if steps is not None else ():
+        if type(step) is not dict:
+            raise _NotColumnar("step")
+        get = step.get
+        args = get("args")
+        args_bytes = args_text = None
+        if args is None:
+            add_args(None)
+            add_paths(None)
+        elif type(args) is dict:
+            args_bytes = json_bytes(args)
+            args_text, paths = canonical_args_of(args_bytes, args)
+            add_args(args_text)
+            add_paths(paths)
+        else:
+            raise _NotColumnar("args")
+        result = get("result")
+        add_result(None if result is None else sorted_json(result))
+        changes = get("state_diff")
+        if changes is not None:
+            if type(changes) is not list:
+                raise _NotColumnar("state_diff")
+            # a state change as the contract keeps it: path, before and after, nothing else
+            kept = []
+            for change in changes:
+                if type(change) is not dict or type(change.get("path")) is not str:
+                    raise _NotColumnar("state_diff")
+                kept.append({"path": change["path"], "before": change.get("before"), "after": change.get("after")})
+            changes = sorted_json(kept)
+        add_diff(changes)
+        dispatched = get("dispatched")
+        if dispatched is not None:
+            # the dispatch record's args default to {}; null is not a default
+            dispatched_args = dispatched.get("args", {}) if type(dispatched) is dict else None
+            if type(dispatched_args) is not dict:
+                raise _NotColumnar("dispatched.args")
+            dispatched_bytes = json_bytes(dispatched_args)
+            # the args as dispatched are most often the args as called: the same text
+            dispatched = args_text if dispatched_bytes == args_bytes else canonical_args_of(dispatched_bytes, dispatched_args)[0]
+        add_dispatched(dispatched)
+        count += 1
+    final = value.get("final_state")
+    if final is not None and type(final) is not dict:
+        raise _NotColumnar("final_state")
+    return count, None if final is None else sorted_json(final)
+
+
+# ---------------------------------------------------------------- the run's rules, and the frames
+
+
+def _assemble(raw_lines: pl.DataFrame, reads: list[_Read], revisions: dict[str, int], run_id: str,
+              seen: set[str]) -> ParsedTraces:
+    """Traces and rejects of a chunk from its lines read either way: case, revision and duplicate rules in line order."""
+    offsets = np.cumsum([0, *[read.parsed.height for read in reads]])
+    valid = pl.concat([
+        read.parsed.select("trace_id", "case_id", "case_revision").with_columns(
+            _pos=pl.Series(read.positions, dtype=pl.Int64),
+            _row=pl.int_range(int(offset), int(offset) + read.parsed.height, dtype=pl.Int64),
+        )
+        for read, offset in zip(reads, offsets, strict=False)
+    ]).sort("_pos")
+    known = valid["case_id"].unique().to_list()
+    valid = valid.join(
+        pl.DataFrame({"case_id": known, "_expected": [revisions.get(case_id) for case_id in known]},
+                     schema={"case_id": pl.String, "_expected": pl.Int64}),
+        on="case_id", how="left",
+    ).sort("_pos")
+    unknown = valid["_expected"].is_null()
+    stale = ~unknown & valid["case_revision"].is_not_null() & (valid["case_revision"] != valid["_expected"])
+    passing = valid.filter(~unknown & ~stale)
+    ids = passing["trace_id"]
+    earlier = pl.Series(list(seen.intersection(ids.to_list())), dtype=pl.String) if not seen.isdisjoint(ids.to_list()) \
+        else pl.Series([], dtype=pl.String)
+    duplicate = ~ids.is_first_distinct() | ids.is_in(earlier)
+    kept = passing.filter(~duplicate)
+    seen.update(kept["trace_id"].to_list())
+
+    rejected: list[tuple[int, str, str | None, str | None]] = [item for read in reads for item in read.rejects]
+    for frame, reason in (
+        (valid.filter(unknown), lambda t, c, r, e: f"unknown case_id {c!r}"),
+        (valid.filter(stale), lambda t, c, r, e: f"case_revision {r} does not match case {c!r} revision {e}"),
+        (passing.filter(duplicate), lambda t, c, r, e: f"duplicate trace_id {t!r} (first occurrence kept)"),
+    ):
+        for position, trace_id, case_id, revision, expected in frame.select(
+                "_pos", "trace_id", "case_id", "case_revision", "_expected").iter_rows():
+            rejected.append((position, reason(trace_id, case_id, revision, expected), trace_id, case_id))
+    rejected.sort(key=lambda item: item[0])
+
+    rows = kept["_row"]
+    parsed = pl.concat([read.parsed for read in reads])
+    final_state = pl.concat([read.final_state for read in reads])
+    if rows.len() < parsed.height or not rows.equals(pl.int_range(parsed.height, eager=True, dtype=pl.Int64), check_names=False):
+        parsed, final_state = parsed[rows], final_state[rows]
+    step_texts = pl.concat([read.step_texts for read in reads])
+    kept_positions = kept["_pos"]
+    if step_texts.height:
+        step_texts = step_texts.filter(pl.col("_pos").is_in(kept_positions.implode())).sort("_pos", maintain_order=True)
+    traces = lines_to_frame(parsed, final_state, step_texts.drop("_pos"), raw_lines["source_file"][kept_positions],
+                            raw_lines["line"][kept_positions], run_id)
+    return ParsedTraces(traces, _rejects(raw_lines, rejected, run_id), sum(read.blank for read in reads))
+
+
+def _rejects(raw_lines: pl.DataFrame, rejected: list[tuple[int, str, str | None, str | None]], run_id: str) -> pl.DataFrame:
+    positions = pl.Series([item[0] for item in rejected], dtype=pl.Int64)
+    return pl.DataFrame(
+        {
+            "run_id": pl.Series([run_id] * len(rejected), dtype=pl.String),
+            "input_kind": pl.Series(["trace"] * len(rejected), dtype=pl.String),
+            "source_file": raw_lines["source_file"][positions],
+            "line": raw_lines["line"][positions],
+            "reason": [item[1] for item in rejected],
+            "trace_id": [item[2] for item in rejected],
+            "case_id": [item[3] for item in rejected],
+        },
+        schema=frames.REJECTS_SCHEMA,
+    )
 
 
 _READ_BLOCK_BYTES = 8 << 20
@@ -377,14 +675,12 @@ def columnar_parse(raws: list[bytes]) -> tuple[pa.Table | None, dict[int, int], 
     return (pa.concat_tables(tables) if tables else None), rows, reasons
 
 
-def lines_to_frame(table: pa.Table | None, kept_rows: list[int], kept: list[tuple[str, int]],
-                   free_form: list[tuple[list[list[str | None]], str | None]], run_id: str) -> pl.DataFrame:
-    """The kept rows of the columnar parse as one canonical traces frame (TRACES_SCHEMA)."""
-    if table is None or not kept_rows:
+def lines_to_frame(parsed: pl.DataFrame, final_state: pl.Series, step_texts: pl.DataFrame, source_file: pl.Series,
+                   source_line: pl.Series, run_id: str) -> pl.DataFrame:
+    """Kept lines (their LINE_SCHEMA columns and free-form texts, in line order) as one canonical traces frame."""
+    if parsed.height == 0:
         return frames.empty(frames.TRACES_SCHEMA)
-    if kept_rows != list(range(table.num_rows)):
-        table = table.take(pa.array(kept_rows, type=pa.int64()))
-    parsed = pl.from_arrow(table).with_row_index("_row")
+    parsed = parsed.with_row_index("_row")
     rounds = pl.col("retrieval").list.eval(
         pl.element().struct.with_fields(
             pl.field("round").fill_null(1), pl.field("hits").fill_null(pl.lit([], dtype=pl.List(frames.RANKED_DOC)))
@@ -408,30 +704,26 @@ def lines_to_frame(table: pa.Table | None, kept_rows: list[int], kept: list[tupl
         answer.struct.field("refused").alias("answer_refused"),
         answer.struct.field("citations").fill_null(pl.lit([], dtype=frames.TRACES_SCHEMA["citations"])).alias("citations"),
         "steps",
-        pl.Series("final_state_json", [final for _, final in free_form], dtype=pl.String),
+        final_state.alias("final_state_json"),
         pl.col("usage").struct.field("input_tokens"),
         pl.col("usage").struct.field("output_tokens"),
         pl.col("usage").struct.field("cost_usd"),
         pl.col("usage").struct.field("latency_ms"),
-        pl.Series("source_file", [s for s, _ in kept], dtype=pl.String),
-        pl.Series("source_line", [n for _, n in kept], dtype=pl.Int64),
+        source_file.alias("source_file"),
+        source_line.alias("source_line"),
     )
-    return _with_step_free_form(frame, free_form).drop("_row").cast(frames.TRACES_SCHEMA)
+    return _with_step_free_form(frame, step_texts).drop("_row").cast(frames.TRACES_SCHEMA)
 
 
-def _with_step_free_form(frame: pl.DataFrame, free_form: list[tuple[list[list[str | None]], str | None]]) -> pl.DataFrame:
-    """Steps in the canonical STEP shape, their free-form fields taken from the validated models."""
+def _with_step_free_form(frame: pl.DataFrame, step_texts: pl.DataFrame) -> pl.DataFrame:
+    """Steps in the canonical STEP shape, their free-form fields taken from `step_texts` (one row per step, in order)."""
     steps = frame.select("_row", "steps").filter(pl.col("steps").list.len() > 0)
     if steps.height == 0:
         return frame.with_columns(pl.col("steps").cast(frames.TRACES_SCHEMA["steps"]))
-    rows = steps["_row"].to_list()
-    texts = pl.DataFrame({
-        "_row": pl.Series([r for r in rows for _ in free_form[r][0][0]], dtype=pl.UInt32),
-        **{name: pl.Series([v for r in rows for v in free_form[r][0][i]], dtype=pl.String)
-           for i, name in enumerate(FREE_FORM_STEP_FIELDS)},
-    })
     exploded = steps.explode("steps").unnest("steps")
-    exploded = pl.concat([exploded, texts.drop("_row")], how="horizontal").with_columns(
+    if exploded.height != step_texts.height:
+        raise AssertionError(f"{exploded.height} steps but {step_texts.height} free-form step texts")
+    exploded = pl.concat([exploded, step_texts], how="horizontal").with_columns(
         pl.col("dispatched").struct.field("tool").alias("dispatched_tool")
     )
     step_type = frames.TRACES_SCHEMA["steps"]

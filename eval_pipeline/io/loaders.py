@@ -1,19 +1,34 @@
-"""Loaders for every input of SPEC §2; bad lines become reject rows, unusable locations raise InputError."""
+"""Loaders for every input of SPEC §2; bad lines become reject rows, unusable locations raise InputError.
+
+Case lines are read columnar first (pyarrow against a strict schema, polars for the contract's rules, orjson for the
+free-form values); a line that read cannot vouch for is validated on its own, as every line once was, so the cases
+and rejects are those of the per-line validation. The columnar helpers here serve the trace ingestion too.
+"""
 
 from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+import multiprocessing as mp
+import os
+import re
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import orjson
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.contracts import frames
 from eval_pipeline.contracts.models import (
+    MILESTONE_OPERATORS,
     Case,
     CorpusDoc,
     GatePolicy,
@@ -154,6 +169,233 @@ def _jsonl_records(
     return records, rejects
 
 
+# ---------------------------------------------------------------- work on forked workers
+
+_inherited: tuple = ()
+
+
+def fork_workers() -> int:
+    """How many forked workers a large batch may use (1: none)."""
+    return min(os.cpu_count() or 1, 8) if "fork" in mp.get_all_start_methods() else 1
+
+
+def _inherit(payload: tuple) -> None:
+    global _inherited
+    _inherited = payload
+    # Forked inside a Dagster step, a worker inherits the handler with which Dagster defers SIGTERM: it would
+    # survive Pool.terminate(). The default action makes it stoppable again.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _run_part(task: tuple) -> object:
+    part, start, stop = task
+    return part(_inherited, start, stop)
+
+
+class Forked:
+    """part(payload, start, stop) for ranges covering `count` items, on forked workers that inherit the payload (never
+    sent), started at once and collected by results(), so the caller works meanwhile.
+
+    Parts run Python only: a worker must not start the thread pools of polars or pyarrow, whose locks the fork may
+    have copied while held.
+    """
+
+    def __init__(self, part: Callable[[tuple, int, int], Any], payload: tuple, count: int):
+        workers = fork_workers()
+        size = max(1, -(-count // (workers * 4)))
+        self._pool = mp.get_context("fork").Pool(workers, initializer=_inherit, initargs=(payload,))
+        self._collected = False
+        try:
+            self._parts = self._pool.map_async(_run_part, [(part, i, min(i + size, count)) for i in range(0, count, size)])
+        except BaseException:
+            self.close()
+            raise
+
+    def results(self) -> list:
+        """Each part's result, in order."""
+        try:
+            parts = self._parts.get()
+            self._pool.close()  # workers leave on their own once the queue is drained; no signal is needed
+        except BaseException:
+            self.close()
+            raise
+        self._pool.join()
+        self._collected = True
+        self._parts = None  # the payload goes with the pool
+        return parts
+
+    def close(self) -> None:
+        """Stop the workers (when the results are not wanted)."""
+        if not self._collected:
+            self._collected = True
+            self._pool.terminate()
+            self._pool.join()
+
+    def __enter__(self) -> Forked:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def run_parts(part: Callable[[tuple, int, int], Any], payload: tuple, count: int, parallel_from: int) -> Forked | list:
+    """part(payload, ...) over `count` items: on forked workers (a Forked) from `parallel_from` items on and with
+    cores to spare, else at once in this process (a list of one result)."""
+    if count >= parallel_from and fork_workers() > 1:
+        return Forked(part, payload, count)
+    return [part(payload, 0, count)]
+
+
+def results_of(parts: Forked | list) -> list:
+    """The results of run_parts."""
+    return parts.results() if isinstance(parts, Forked) else parts
+
+
+# ---------------------------------------------------------------- columnar reading of JSON lines
+
+# pyarrow's JSON reader parses blocks of about this size in parallel
+JSON_BLOCK_BYTES = 8 << 20
+# Bytes a columnar read leaves to the per-line path: a NUL (pyarrow ends a document there) and a CR (pyarrow may end a
+# block there).
+NOT_COLUMNAR_BYTES = r"[\x00\r]"
+_ROW_NAMED = re.compile(r" in row (\d+)")
+# reading a refused block again, piece by piece, may cost this many times the block (and a piece) before the rest
+# goes per line
+_RETRY_BUDGET = 4
+_RETRY_BYTES = 1 << 20
+
+
+# A key spelt with a \\u escape (only a key is followed by a colon); the one escape that can spell a letter.
+ESCAPED_KEY = r'\\u[0-9a-fA-F]{4}(?:[^"\\]|\\.)*"[ \t]*:'
+
+
+def null_for_default(fields: list[str]) -> str:
+    """A pattern for a line that may give one of `fields` (each with a default that null may not replace) as null:
+    the key written with null, or any key spelt with an escape. pyarrow reads a missing field and a null one alike, so
+    a null there is the default only where this does not match."""
+    return rf'"(?:{"|".join(fields)})"[ \t]*:[ \t]*null|{ESCAPED_KEY}'
+
+
+def columnar_candidates(raw: pl.Series, text: pl.Series, max_line_bytes: int, refused: str) -> np.ndarray:
+    """Positions of the lines a columnar read may vouch for: one JSON object per line (within the size limit, valid
+    UTF-8, nesting that cannot pass MAX_JSON_DEPTH), matching nothing of `refused`."""
+    return np.flatnonzero(
+        pl.DataFrame({"raw": raw, "text": text}).lazy().select(
+            # (a line that is not UTF-8 is empty in `text`)
+            pl.col("text").str.starts_with("{")
+            # ending with } too, no value of one line can continue on the next, so rows and lines stay aligned
+            & pl.col("text").str.ends_with("}")
+            & (pl.col("raw").bin.size() <= max_line_bytes)
+            & ~pl.col("text").str.contains(refused)
+            # no more opening brackets than the depth limit: the nesting cannot pass it
+            & (pl.col("text").str.count_matches(r"[\[{]") <= MAX_JSON_DEPTH)
+        ).collect().to_series().to_numpy()
+    )
+
+
+def lines_as_text(raw: pl.Series) -> pl.Series:
+    """The lines as text; a line that is not valid UTF-8 becomes empty (the per-line path names its byte)."""
+    try:
+        return raw.cast(pl.String)
+    except pl.exceptions.PolarsError:
+        pass
+    invalid: list[int] = []
+    for start in range(0, raw.len(), 1024):
+        part = raw.slice(start, 1024)
+        try:
+            part.cast(pl.String)
+        except pl.exceptions.PolarsError:
+            invalid.extend(start + offset for offset, line in enumerate(part.to_list()) if not _is_utf8(line))
+    valid = np.ones(raw.len(), dtype=bool)
+    valid[invalid] = False
+    try:
+        return pl.select(pl.when(pl.Series(valid)).then(raw).otherwise(pl.lit(b""))).to_series().cast(pl.String)
+    except pl.exceptions.PolarsError:  # a polars that checks whole buffers, not the lines in use
+        return pl.Series([line if ok else b"" for line, ok in zip(raw.to_list(), valid, strict=True)], dtype=pl.Binary).cast(pl.String)
+
+
+def _is_utf8(raw: bytes | None) -> bool:
+    try:
+        raw.decode("utf-8")
+    except (UnicodeDecodeError, AttributeError):
+        return False
+    return True
+
+
+def _newline_joined(lines: pa.Array) -> pa.Array:
+    """Each line with a newline after it, the values of all in one buffer."""
+    return pc.binary_join_element_wise(lines, pa.scalar(b"", lines.type), pa.scalar(b"\n", lines.type))
+
+
+def read_json_lines(lines: pl.Series, options: pa_json.ParseOptions) -> tuple[pa.Table | None, np.ndarray]:
+    """Lines read by pyarrow against the schema of `options`: (table, for each row the index of its line).
+
+    A refused block is read again in pieces, each refused piece split at the row pyarrow names or in halves, until
+    each refused line is alone; a line refused, or left unread once the retry budget is spent, has no row.
+    """
+    joined = _newline_joined(lines.to_arrow())
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[joined.offset:joined.offset + len(joined) + 1]
+    data = joined.buffers()[2]
+    count = len(lines)
+    # a block must hold the longest line: pyarrow refuses a line that straddles two blocks
+    longest = int(np.diff(offsets).max())
+
+    def read(start: int, stop: int, block: int) -> pa.Table:
+        size = int(offsets[stop] - offsets[start])
+        return pa_json.read_json(
+            pa.BufferReader(data.slice(int(offsets[start]), size)),
+            read_options=pa_json.ReadOptions(block_size=max(block, longest + 1), use_threads=True),
+            parse_options=options,
+        )
+
+    try:
+        table = read(0, count, JSON_BLOCK_BYTES)
+        if table.num_rows == count:
+            return table, np.arange(count, dtype=np.int64)
+    except pa.ArrowException:
+        pass
+    bounds = np.unique(np.searchsorted(offsets, np.arange(0, offsets[-1], _RETRY_BYTES), side="left"))
+    pending = [(int(start), int(stop)) for start, stop in zip(bounds, [*bounds[1:], count], strict=True) if start < stop][::-1]
+    budget = _RETRY_BUDGET * int(offsets[-1] - offsets[0]) + _RETRY_BYTES
+    finished: list[tuple[int, pa.Table]] = []
+    while pending and budget > 0:
+        start, stop = pending.pop()
+        budget -= int(offsets[stop] - offsets[start])
+        named = None
+        try:
+            # one block: a row pyarrow names in its message counts from the first line read
+            table = read(start, stop, int(offsets[stop] - offsets[start]) + 1)
+            if table.num_rows == stop - start:
+                finished.append((start, table))
+                continue
+        except pa.ArrowException as exc:
+            match = _ROW_NAMED.search(str(exc))
+            named = int(match.group(1)) if match else None
+        if stop - start == 1:
+            continue
+        if named is not None and named < stop - start:
+            parts = [(start, start + named), (start + named, start + named + 1), (start + named + 1, stop)]
+        else:
+            middle = (start + stop) // 2
+            parts = [(start, middle), (middle, stop)]
+        pending.extend(part for part in reversed(parts) if part[0] < part[1])
+    if not finished:
+        return None, np.zeros(0, dtype=np.int64)
+    finished.sort(key=lambda item: item[0])
+    rows = np.concatenate([np.arange(start, start + table.num_rows, dtype=np.int64) for start, table in finished])
+    return pa.concat_tables([table for _, table in finished]), rows
+
+
+def each(column: pl.Expr, holds: pl.Expr) -> pl.Expr:
+    """Whether every element of a list column holds (true for a null list)."""
+    return column.list.eval(holds).list.all().fill_null(True)
+
+
+def any_of(column: pl.Expr, holds: pl.Expr) -> pl.Expr:
+    """Whether some element of a list column holds (false for a null list)."""
+    return column.list.eval(holds).list.any().fill_null(False)
+
+
 # ---------------------------------------------------------------- corpus, tools, cases
 
 
@@ -202,60 +444,368 @@ def load_cases(location: Location, dataset_version: str) -> Loaded:
     folder = ("cases", dataset_version)
     if not location.is_dir(*folder):
         raise InputError(f"dataset version {dataset_version!r} not found: no directory {location.uri_of(*folder)}")
-    rows, rejects, seen = [], [], set()
-
-    def accept(value: Any, source: str, line: int) -> None:
-        if not isinstance(value, dict):
-            rejects.append(reject(None, "case", source, line, f"not a mapping: a {type(value).__name__}"))
-            return
-        case, reason = _validate(Case, value)
-        if case is None:
-            rejects.append(reject(None, "case", source, line, reason or "invalid", case_id=value.get("case_id")))
-        elif case.case_id in seen:
-            rejects.append(reject(None, "case", source, line, f"duplicate case_id {case.case_id!r}", case_id=case.case_id))
-        else:
-            seen.add(case.case_id)
-            rows.append(frames.case_row(case, dataset_version, source))
-
-    def accept_line(raw: bytes, source: str, number: int) -> None:
-        case = None
-        # pydantic's JSON parser accepts NaN, Infinity and numbers beyond a double: such lines take the slow path
-        if not raw.startswith(UTF8_BOM) and not may_break_limits(raw):
-            try:
-                case = Case.model_validate_json(raw)
-            except ValidationError:
-                case = None
-        if case is None:
-            # the slow path only for bad or suspicious lines, for a precise reason
-            value, reason = parse_json_line(raw)
-            if value is None:
-                rejects.append(reject(None, "case", source, number, reason or "invalid"))
-            else:
-                accept(value, source, number)
-            return
-        if case.case_id in seen:
-            rejects.append(reject(None, "case", source, number, f"duplicate case_id {case.case_id!r}", case_id=case.case_id))
-        else:
-            seen.add(case.case_id)
-            rows.append(frames.case_row(case, dataset_version, source))
-
+    parts: list[pl.DataFrame] = []
+    rows: list[dict[str, Any]] = []  # cases of YAML files not yet in `parts`
+    rejects: list[dict[str, Any]] = []
+    seen: set[str] = set()
     with collector_paused():
         for name in location.files(*folder, suffixes=(".yaml", ".yml", ".jsonl")):
             source = "/".join([*folder, name])
-            data = location.read_bytes(*folder, name)
             if name.endswith(".jsonl"):
-                for number, raw in iter_lines(data):
-                    if raw.strip():
-                        accept_line(raw, source, number)
+                if rows:
+                    parts.append(frames.cases_frame(rows))
+                    rows = []
+                frame, file_rejects = _jsonl_cases(location, (*folder, name), dataset_version, seen)
+                parts.append(frame)
+                rejects.extend(file_rejects)
                 continue
             try:
-                value = parse_yaml(data, source).value
+                value = parse_yaml(location.read_bytes(*folder, name), source).value
             except YamlError as exc:
                 # a broken case file is bad data, not bad configuration: a reject row, and the run goes on
                 rejects.append(reject(None, "case", source, exc.line, f"invalid YAML: {exc}"))
                 continue
-            accept(value, source, 1)
-        return Loaded(frames.cases_frame(rows), rejects)
+            case, problem = _case_of(value, source, 1)
+            if problem is not None:
+                rejects.append(problem)
+            elif case.case_id in seen:
+                rejects.append(reject(None, "case", source, 1, f"duplicate case_id {case.case_id!r}", case_id=case.case_id))
+            else:
+                seen.add(case.case_id)
+                rows.append(frames.case_row(case, dataset_version, source))
+        if rows or not parts:
+            parts.append(frames.cases_frame(rows))
+        return Loaded(pl.concat(parts) if len(parts) > 1 else parts[0], rejects)
+
+
+def _case_of(value: Any, source: str, line: int) -> tuple[Case | None, dict[str, Any] | None]:
+    """A decoded case validated: (case, None), or (None, its reject row)."""
+    if not isinstance(value, dict):
+        return None, reject(None, "case", source, line, f"not a mapping: a {type(value).__name__}")
+    case, reason = _validate(Case, value)
+    if case is None:
+        return None, reject(None, "case", source, line, reason or "invalid", case_id=value.get("case_id"))
+    return case, None
+
+
+def _case_of_line(raw: bytes, source: str, number: int) -> tuple[Case | None, dict[str, Any] | None]:
+    """A case line validated one by one (the reference the columnar read is held to): (case, None) or (None, reject)."""
+    case = None
+    # pydantic's JSON parser accepts NaN, Infinity and numbers beyond a double: such lines take the slow path
+    if not raw.startswith(UTF8_BOM) and not may_break_limits(raw):
+        try:
+            case = Case.model_validate_json(raw)
+        except ValidationError:
+            case = None
+    if case is not None:
+        return case, None
+    # the slow path only for bad or suspicious lines, for a precise reason
+    value, reason = parse_json_line(raw)
+    if value is None:
+        return None, reject(None, "case", source, number, reason or "invalid")
+    return _case_of(value, source, number)
+
+
+def jsonl_lines(data: bytes) -> pa.Array:
+    """The lines of a JSONL file as iter_lines gives them (blank ones included, no leading BOM, no CR), in Arrow."""
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
+    whole = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, len(data)], dtype=np.int64)),
+                                                                     pa.py_buffer(data)])
+    lines = pc.split_pattern(whole, pattern=b"\n").flatten()
+    return trimmed(lines, pc.ends_with(lines, pattern=b"\r"))
+
+
+def trimmed(lines: pa.Array, with_cr: pa.Array, with_bom: pa.Array | None = None) -> pa.Array:
+    """Lines (large_binary) without the CR that ends those of `with_cr`, then without the byte-order mark that starts
+    those of `with_bom`; the lines themselves when there are none."""
+    cut_end = with_cr.to_numpy(zero_copy_only=False).astype(np.int64)
+    cut_start = np.zeros_like(cut_end) if with_bom is None else with_bom.to_numpy(zero_copy_only=False) * len(UTF8_BOM)
+    if not cut_end.any() and not cut_start.any():
+        return lines
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
+    lengths = offsets[1:] - cut_end - offsets[:-1] - cut_start
+    starts, ends = offsets[:-1] + cut_start, np.concatenate([[0], np.cumsum(lengths)])
+    kept = np.repeat(starts - ends[:-1], lengths) + np.arange(ends[-1])
+    data = np.frombuffer(lines.buffers()[2], dtype=np.uint8)[kept]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lines), [None, pa.py_buffer(ends), pa.py_buffer(data)])
+
+
+def _jsonl_cases(location: Location, path: tuple[str, ...], dataset_version: str,
+                 seen: set[str]) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """The cases of one JSONL file, columnar first, and its reject rows; `seen` holds the case_ids of earlier files."""
+    source = "/".join(path)
+    raw = pl.Series(jsonl_lines(location.read_bytes(*path)), dtype=pl.Binary)
+    positions, columnar = _columnar_cases(raw, dataset_version, source)
+    taken = np.zeros(raw.len(), dtype=bool)
+    taken[positions] = True
+    rest = np.flatnonzero(~taken)
+    valid: list[tuple[int, Case]] = []
+    rejected: list[tuple[int, dict[str, Any]]] = []
+    for position, line in zip(rest.tolist(), raw.gather(rest).to_list(), strict=True):
+        if not line.strip():
+            continue
+        case, problem = _case_of_line(line, source, position + 1)
+        if problem is not None:
+            rejected.append((position, problem))
+        else:
+            valid.append((position, case))
+    # a case_id given again is a reject wherever its lines were read: the first valid line keeps it
+    order = pl.DataFrame({
+        "_pos": np.concatenate([positions, np.array([p for p, _ in valid], dtype=np.int64)]),
+        "case_id": pl.concat([columnar["case_id"], pl.Series([case.case_id for _, case in valid], dtype=pl.String)]),
+        "_columnar": np.concatenate([np.ones(positions.size, dtype=bool), np.zeros(len(valid), dtype=bool)]),
+        "_row": np.concatenate([np.arange(positions.size), np.arange(len(valid))]),
+    }).sort("_pos")
+    ids = order["case_id"]
+    earlier = seen.intersection(ids.to_list())
+    duplicate = (~ids.is_first_distinct() | ids.is_in(pl.Series(list(earlier), dtype=pl.String))).to_numpy()
+    for position, case_id in order.filter(pl.Series(duplicate)).select("_pos", "case_id").iter_rows():
+        rejected.append((position, reject(None, "case", source, position + 1, f"duplicate case_id {case_id!r}", case_id=case_id)))
+    kept = order.filter(pl.Series(~duplicate))
+    seen.update(kept["case_id"].to_list())
+    rejected.sort(key=lambda item: item[0])
+    columnar_kept = kept.filter(pl.col("_columnar"))
+    per_line_kept = kept.filter(~pl.col("_columnar"))
+    if columnar_kept.height < columnar.height:
+        columnar = columnar[columnar_kept["_row"]]
+    frame = pl.concat([
+        columnar.with_columns(_pos=columnar_kept["_pos"]),
+        frames.cases_frame(frames.case_row(valid[row][1], dataset_version, source) for row in per_line_kept["_row"].to_list())
+        .with_columns(_pos=per_line_kept["_pos"]),
+    ]).sort("_pos").drop("_pos")
+    return frame, [problem for _, problem in rejected]
+
+
+# A case line as the columnar read parses it: every field of the contract with a JSON type of its own; the free-form
+# ones only as far as telling whether they are given, and with the right kind of JSON value.
+_FREE_OBJECT = pa.struct([])
+CASE_LINE_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("case_revision", pa.int64()), ("lanes", pa.list_(pa.string())), ("input", pa.string()),
+    ("criticality", pa.string()), ("required_doc_ids", pa.list_(pa.string())),
+    ("expected_answer_contains", pa.list_(pa.string())), ("reference_answer", pa.string()), ("expect_refusal", pa.bool_()),
+    ("multi_hop", pa.bool_()), ("allowed_tools", pa.list_(pa.string())), ("forbidden_tools", pa.list_(pa.string())),
+    ("tool_match", pa.string()), ("dependencies", pa.list_(pa.list_(pa.string()))), ("clock", pa.string()),
+    ("fault", pa.struct([("kind", pa.string()), ("tool", pa.string())])), ("unsafe_after_fault", pa.list_(pa.string())),
+    ("escalation_tools", pa.list_(pa.string())),
+    ("reference_tool_calls", pa.list_(_FREE_OBJECT)), ("alternatives", pa.list_(pa.list_(_FREE_OBJECT))),
+    ("fixtures", _FREE_OBJECT), ("milestones", _FREE_OBJECT), ("scope", _FREE_OBJECT),
+])
+_CASE_FREE_FORM = ("reference_tool_calls", "alternatives", "fixtures", "milestones", "scope")
+_CASE_PARSE = pa_json.ParseOptions(explicit_schema=CASE_LINE_SCHEMA, unexpected_field_behavior="ignore")
+# What pyarrow reads and Case.model_validate_json must not get (may_break_limits: NaN, Infinity, a surrogate escape,
+# numbers that may pass a double or 64 bits), nor orjson (an integer beyond 64 bits it reads as a float).
+_CASE_NOT_COLUMNAR = rf"NaN|Inf|\\u[dD]|[0-9]{{19}}|[0-9][eE]\+?[0-9]{{3}}|{NOT_COLUMNAR_BYTES}"
+# Fields with a default that null may not replace (pyarrow reads a missing one and a null one alike).
+_CASE_DEFAULTED = ["case_revision", "input", "criticality", "required_doc_ids", "expected_answer_contains", "expect_refusal",
+                   "multi_hop", "forbidden_tools", "tool_match", "dependencies", "unsafe_after_fault", "escalation_tools",
+                   "reference_tool_calls", "alternatives", "fixtures", "milestones"]
+_CASE_NULL_FOR_DEFAULT = null_for_default(_CASE_DEFAULTED)
+# a line naming value_rules (or spelling a key with an escape) is decoded to see whether it has them
+_MAY_NAME_VALUE_RULES = rf"value_rules|{ESCAPED_KEY}"
+_STRING_LISTS = ("required_doc_ids", "expected_answer_contains", "allowed_tools", "forbidden_tools", "unsafe_after_fault",
+                 "escalation_tools")
+_LITERALS = {"criticality": ["high", "normal"], "tool_match": ["strict_order", "unordered", "goal_only"]}
+_FAULT_KINDS = ["tool_error", "empty", "timeout", "injected_instruction"]
+_CASE_FREE_FORM_SCHEMA: dict[str, pl.DataType] = {
+    "_row": pl.Int64,
+    **{name: frames.CASES_SCHEMA[name] for name in ("reference_tool_calls", "alternatives", "fixtures_json", "milestones",
+                                                    "scope_json")},
+}
+
+
+def _columnar_cases(raw: pl.Series, dataset_version: str, source: str) -> tuple[np.ndarray, pl.DataFrame]:
+    """The case lines a columnar read can vouch for, as (their positions, their rows of the cases frame): those that
+    Case.model_validate_json would accept with the same values; the others are left to the per-line path."""
+    text = lines_as_text(raw)
+    candidates = columnar_candidates(raw, text, DEFAULT_MAX_LINE_BYTES, _CASE_NOT_COLUMNAR)
+    lines = raw if candidates.size == raw.len() else raw.gather(candidates)
+    # the free-form columns of every line that may have any, written on other cores while pyarrow reads the lines
+    written = candidates[text.gather(candidates).str.contains(_CASE_MAY_HAVE_FREE_FORM).to_numpy()] if candidates.size \
+        else candidates
+    parts = run_parts(_case_free_form_part, (raw.gather(written).to_list(),), written.size, _PARALLEL_FREE_FORM)
+    with parts if isinstance(parts, Forked) else nullcontext():
+        table, rows = read_json_lines(lines, _CASE_PARSE) if candidates.size else (None, candidates)
+        del lines
+        if table is None:
+            return np.zeros(0, dtype=np.int64), frames.empty(frames.CASES_SCHEMA)
+        positions = candidates[rows]
+        given = np.zeros(table.num_rows, dtype=bool)
+        left_out = np.zeros(table.num_rows, dtype=bool)  # a free-form field with a default, missing or null
+        for name in _CASE_FREE_FORM:
+            valid = pc.is_valid(table.column(name)).to_numpy(zero_copy_only=False)
+            given |= valid
+            if name in _CASE_DEFAULTED:
+                left_out |= ~valid
+        parsed = pl.from_arrow(table.drop_columns(list(_CASE_FREE_FORM)))
+        holds = _case_holds(parsed, text, positions, left_out)
+        given |= text.gather(positions).str.contains(_MAY_NAME_VALUE_RULES).to_numpy()
+        del table, text
+        written_rows = [row for part in results_of(parts) for row in part]
+    free_form = np.flatnonzero(holds & given)
+    # each line with free-form values has them written, or goes per line
+    at = np.searchsorted(written, positions[free_form]).tolist()
+    decoded = []
+    for row, index in zip(free_form.tolist(), at, strict=True):
+        written_row = written_rows[index] if index < len(written_rows) and written[index] == positions[row] else None
+        if written_row is None:
+            holds[row] = False
+        else:
+            decoded.append({"_row": row, **written_row})
+    kept = np.flatnonzero(holds)
+    free = frames.frame_from_rows(decoded, _CASE_FREE_FORM_SCHEMA)
+    no_calls = pl.lit([], dtype=frames.CASES_SCHEMA["reference_tool_calls"])
+    parsed = parsed.with_columns(_row=pl.int_range(parsed.height, dtype=pl.Int64))
+    if kept.size < parsed.height:
+        parsed = parsed[kept]
+    frame = parsed.join(free, on="_row", how="left", maintain_order="left").select(
+        pl.lit(dataset_version, dtype=pl.String).alias("dataset_version"),
+        "case_id",
+        pl.col("case_revision").fill_null(1),
+        "lanes",
+        pl.col("input").fill_null(""),
+        pl.col("criticality").fill_null("normal"),
+        *[pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))) for name in ("required_doc_ids", "expected_answer_contains")],
+        "reference_answer",
+        pl.col("expect_refusal").fill_null(False),
+        pl.col("multi_hop").fill_null(False),
+        "allowed_tools",
+        pl.col("forbidden_tools").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        pl.col("reference_tool_calls").fill_null(no_calls),
+        pl.col("tool_match").fill_null("strict_order"),
+        pl.col("alternatives").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["alternatives"])),
+        pl.col("dependencies").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["dependencies"])),
+        pl.col("fixtures_json").fill_null("{}"),
+        "clock",
+        pl.col("milestones").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["milestones"])),
+        pl.col("fault").struct.field("kind").alias("fault_kind"),
+        pl.col("fault").struct.field("tool").alias("fault_tool"),
+        *[pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))) for name in ("unsafe_after_fault", "escalation_tools")],
+        "scope_json",
+        pl.lit(None, dtype=pl.String).alias("value_rules_json"),
+        pl.lit(source, dtype=pl.String).alias("source_file"),
+    ).cast(frames.CASES_SCHEMA)
+    return positions[kept], frame
+
+
+def _case_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray, left_out: np.ndarray) -> np.ndarray:
+    """Per row of the columnar read (of line positions[row] of `text`; `left_out`: rows missing a free-form field
+    with a default, or giving it as null), whether the Case contract holds beyond the types pyarrow checked: required
+    fields present, values of the literals, pairs as dependencies, the RAG contract, and a null only where the field
+    may be left out."""
+    element = pl.element()
+    lanes = pl.col("lanes")
+    fault = pl.col("fault")
+    checked = parsed.lazy().select(
+        holds=(
+            (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
+            & (lanes.list.len() > 0).fill_null(False)
+            & each(lanes, element.is_in(["rag", "agent"]).fill_null(False))
+            & pl.all_horizontal(pl.col(name).is_null() | pl.col(name).is_in(values) for name, values in _LITERALS.items())
+            & pl.all_horizontal(each(pl.col(name), element.is_not_null()) for name in _STRING_LISTS)
+            & each(pl.col("dependencies"), (element.list.len() == 2).fill_null(False) & each(element, pl.element().is_not_null()))
+            & (fault.is_null() | (fault.struct.field("kind").is_in(_FAULT_KINDS).fill_null(False)
+                                  & fault.struct.field("tool").is_not_null()))
+            # a rag case names the documents to retrieve, or expects a refusal
+            & (~lanes.list.contains("rag") | (pl.col("required_doc_ids").list.len() > 0).fill_null(False)
+               | pl.col("expect_refusal").fill_null(False))
+        ),
+        defaulted=pl.any_horizontal(pl.col(name).is_null() for name in parsed.columns if name in _CASE_DEFAULTED),
+    ).collect()
+    holds = checked["holds"].fill_null(False).to_numpy().copy()
+    defaulted = np.flatnonzero((checked["defaulted"].fill_null(True).to_numpy() | left_out) & holds)
+    if defaulted.size:
+        holds[defaulted[text.gather(positions[defaulted]).str.contains(_CASE_NULL_FOR_DEFAULT).to_numpy()]] = False
+    return holds
+
+
+_PARALLEL_FREE_FORM = 4_000
+# a line with free-form values names them (or spells a key with an escape)
+_CASE_MAY_HAVE_FREE_FORM = rf'"(?:{"|".join(_CASE_FREE_FORM)})"|{_MAY_NAME_VALUE_RULES}'
+
+
+def _case_free_form_part(payload: tuple, start: int, stop: int) -> list[dict[str, Any] | None]:
+    """The free-form columns of lines start..stop of the payload (the lines), None for a line left to the per-line
+    path."""
+    (lines,) = payload
+    written: list[dict[str, Any] | None] = []
+    with collector_paused():
+        for line in lines[start:stop]:
+            try:
+                written.append(_case_free_form(orjson.loads(line)))
+            except Exception:  # noqa: BLE001 - whatever the reason, the per-line path decides
+                written.append(None)
+    return written
+
+
+class _NotColumnar(ValueError):
+    """A free-form value the contract reads otherwise than as given, or refuses: the per-line path decides."""
+
+
+def _case_free_form(value: dict) -> dict[str, Any]:
+    """The free-form columns of a case row (as case_row writes them) from a decoded line the columnar read accepted;
+    raises where Case would refuse or convert a value."""
+    if "value_rules" in value:
+        raise _NotColumnar("value_rules")
+    fixtures = value.get("fixtures", {})
+    scope = value.get("scope")
+    milestones = value.get("milestones", {})
+    calls = value.get("reference_tool_calls", [])
+    alternatives = value.get("alternatives", [])
+    if type(fixtures) is not dict or (scope is not None and type(scope) is not dict) or type(milestones) is not dict:
+        raise _NotColumnar("fixtures, scope or milestones")
+    if type(calls) is not list or type(alternatives) is not list or any(type(path) is not list for path in alternatives):
+        raise _NotColumnar("reference_tool_calls or alternatives")
+    return {
+        "reference_tool_calls": [_tool_call(call) for call in calls],
+        "alternatives": [[_tool_call(call) for call in path] for path in alternatives],
+        "fixtures_json": frames.sorted_json(fixtures),
+        "milestones": [_milestone(name, milestone) for name, milestone in milestones.items()],
+        "scope_json": frames.canonical_json(scope) if scope is not None else None,
+    }
+
+
+def _tool_call(call: object) -> dict[str, Any]:
+    """A TOOL_CALL row of a decoded ToolCall (strict: every value of its own JSON type)."""
+    if type(call) is not dict:
+        raise _NotColumnar("tool call")
+    name, args, accepted, optional = call.get("name"), call.get("args", {}), call.get("accepted"), call.get("optional", [])
+    if type(name) is not str or not name or type(args) is not dict:
+        raise _NotColumnar("tool call name or args")
+    if accepted is not None and (type(accepted) is not dict or any(type(values) is not list for values in accepted.values())):
+        raise _NotColumnar("accepted")
+    if type(optional) is not list or any(type(item) is not str for item in optional):
+        raise _NotColumnar("optional")
+    if accepted and any(not values and name not in optional for name, values in accepted.items()):
+        raise _NotColumnar("empty accepted values")
+    return {"name": name, "args_json": frames.canonical_json(args),
+            "accepted_json": frames.canonical_json(accepted) if accepted is not None else None, "optional": list(optional)}
+
+
+_MILESTONE_KEYS = frozenset({"path", *MILESTONE_OPERATORS})
+# the largest integer a float holds exactly: gte and lte read an integer as a float
+_EXACT_FLOAT_INT = 2**53
+
+
+def _milestone(name: str, milestone: object) -> dict[str, Any]:
+    """A MILESTONE row of a decoded Milestone: a path and exactly one operator, whose operand Milestone keeps as given
+    (or, for gte and lte, an integer as its float)."""
+    if type(milestone) is not dict or not _MILESTONE_KEYS.issuperset(milestone):
+        raise _NotColumnar("milestone")
+    path = milestone.get("path")
+    operators = [op for op in MILESTONE_OPERATORS if op in milestone]
+    if type(path) is not str or not path or len(operators) != 1:
+        raise _NotColumnar("milestone path or operator")
+    operator = operators[0]
+    operand = milestone[operator]
+    if operator in ("exists", "absent") and operand is not None and type(operand) is not bool:
+        raise _NotColumnar("milestone flag")
+    if operator in ("gte", "lte") and operand is not None:
+        if type(operand) is int and abs(operand) <= _EXACT_FLOAT_INT:
+            operand = float(operand)
+        elif type(operand) is not float:
+            raise _NotColumnar("milestone bound")
+    return {"name": name, "path": path, "op": operator, "value_json": frames.canonical_json(operand)}
 
 
 # ---------------------------------------------------------------- runs

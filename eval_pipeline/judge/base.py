@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 
 import polars as pl
 
-from eval_pipeline.judge.text import normalize_ws
+from eval_pipeline.judge.text import normalize_ws, with_distinct
 
 VERDICTS = ("SUPPORTED", "CONTRADICTED", "NOT_IN_EVIDENCE")
 PREFERENCES = ("A", "B", "tie")
@@ -126,19 +126,28 @@ def verify_quotes(requests: pl.DataFrame, raw: pl.DataFrame) -> pl.DataFrame:
 
     A quote may join passages with " … "; it is verified when every passage is in the evidence.
     """
-    raw = raw.with_columns(_quote=normalize_ws(pl.col("evidence_quote")))
+    raw = with_distinct(raw, "evidence_quote", _quote=normalize_ws(pl.col("evidence_quote")))
     quoted = (
         raw.filter((pl.col("status") == "ok") & (pl.col("_quote").str.len_chars() > 0))
         .select("request_key", "_quote", "evidence_doc_id")
         .join(requests.select("request_key", "evidence_key"), on="request_key")
-        .with_columns(_part=pl.col("_quote").str.split(QUOTE_PARTS))
-        .explode("_part")
-        .with_columns(_part=pl.col("_part").str.strip_chars())
-        .filter(pl.col("_part").str.len_chars() > 0)
-        .with_columns(part=pl.int_range(pl.len(), dtype=pl.Int32).over("request_key"))
     )
+    if quoted["request_key"].n_unique() == quoted.height:
+        # One quote per request (as every backend answers): a passage's number is its place in the quote, which
+        # needs no window over 100k groups.
+        parts = pl.col("_quote").str.split(QUOTE_PARTS).list.eval(pl.element().str.strip_chars().filter(pl.element().str.len_chars() > 0))
+        quoted = quoted.with_columns(_part=parts).with_columns(part=pl.int_ranges(pl.col("_part").list.len(), dtype=pl.Int32)).explode(
+            "_part", "part", empty_as_null=False)
+    else:
+        quoted = (
+            quoted.with_columns(_part=pl.col("_quote").str.split(QUOTE_PARTS))
+            .explode("_part")
+            .with_columns(_part=pl.col("_part").str.strip_chars())
+            .filter(pl.col("_part").str.len_chars() > 0)
+            .with_columns(part=pl.int_range(pl.len(), dtype=pl.Int32).over("request_key"))
+        )
     chunks = evidence_sets(requests.join(quoted.select("evidence_key").unique(), on="evidence_key", how="semi"))
-    chunks = chunks.with_columns(_text=normalize_ws(pl.col("text"))).drop("text")
+    chunks = with_distinct(chunks, "text", _text=normalize_ws(pl.col("text"))).drop("text")
     # The chunk the judge named is tried first; only passages not found there are searched in every chunk.
     named = _found_in(quoted.join(chunks, left_on=["evidence_key", "evidence_doc_id"], right_on=["evidence_key", "doc_id"]).rename({"evidence_doc_id": "doc_id"}))
     rest = quoted.join(named, on=["request_key", "part"], how="anti").select("request_key", "part", "evidence_key", "_part")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from eval_pipeline.judge.lexical import EXTRA_STOPWORDS
-from eval_pipeline.judge.text import NEGATIONS, STOPWORDS, doc_markers, sentence_rows, strip_doc_markers
+from eval_pipeline.judge.text import NEGATIONS, STOPWORDS, doc_markers, sentence_rows, strip_doc_markers, with_distinct
 from eval_pipeline.settings import DEFAULT_REFUSAL_PHRASES
 
 PLEASANTRY = (
@@ -69,13 +69,25 @@ def claims_of_texts(
     refusal_phrases: Sequence[str] = DEFAULT_REFUSAL_PHRASES,
 ) -> pl.DataFrame:
     """One row per claim of each text: keys, claim_index (0-based, in answer order), claim, inline_cited_doc_ids."""
-    sentences = sentence_rows(frame.filter(pl.col(text_column).is_not_null()), keys, text_column)
+    rows = frame.filter(pl.col(text_column).is_not_null()).select(*keys, text_column)
+    # Answers repeat across attempts, cases and runs: each distinct text is split and tested once.
+    texts = rows.select(text_column).unique(maintain_order=True).with_row_index("_text_id")
+    # Sentences repeat across answers too, and claims (markers stripped) even more.
+    sentences = with_distinct(
+        sentence_rows(texts, ["_text_id"], text_column),
+        "sentence",
+        claim=strip_doc_markers(pl.col("sentence")),
+        inline_cited_doc_ids=doc_markers(pl.col("sentence")).list.unique(maintain_order=True),
+    )
+    per_text = (
+        with_distinct(sentences, "claim", _is_claim=is_claim(pl.col("claim"), refusal_phrases))
+        .filter(pl.col("_is_claim"))
+        .select("_text_id", "claim", "inline_cited_doc_ids")
+    )
     return (
-        sentences.with_columns(
-            claim=strip_doc_markers(pl.col("sentence")),
-            inline_cited_doc_ids=doc_markers(pl.col("sentence")).list.unique(maintain_order=True),
-        )
-        .filter(is_claim(pl.col("claim"), refusal_phrases))
+        rows.join(texts, on=text_column, maintain_order="left")
+        .select(*keys, "_text_id")
+        .join(per_text, on="_text_id", maintain_order="left_right")
         .with_columns(claim_index=pl.int_range(pl.len(), dtype=pl.Int64).over(list(keys)))
         .select(*keys, "claim_index", "claim", "inline_cited_doc_ids")
     )

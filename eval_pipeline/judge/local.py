@@ -61,48 +61,51 @@ class LocalJudge(Judge):
         self.version = f"{LOCAL_JUDGE_BASE}+{profile.digest}"
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        keys = requests.select("request_key", "evidence_key").with_row_index("rid")
+        # Requests repeat claim texts (one fact in many answers) and evidence texts (one document in many
+        # contexts): claims and sentences are featurized once per distinct text, and a verdict is decided once
+        # per distinct (claim, chosen sentences), the only inputs it depends on.
+        claims = requests.select(pl.col("claim").fill_null("")).unique().with_columns(
+            claim_text=strip_doc_markers(pl.col("claim"))
+        )
+        claim_ids = claims.select("claim_text").unique(maintain_order=True).with_row_index("cid")
+        claims = claims.join(claim_ids, on="claim_text").select("claim", "cid")
+        keys = requests.select("request_key", "evidence_key", pl.col("claim").fill_null("")).with_row_index("rid")
         evidence_ids = keys.select("evidence_key").unique(maintain_order=True).with_row_index("eid")
-        keys = keys.join(evidence_ids, on="evidence_key").select("rid", "eid", "request_key")
-        claim_frame = requests.select(strip_doc_markers(pl.col("claim").fill_null("")).alias("claim_text")).with_row_index("rid")
+        keys = keys.join(evidence_ids, on="evidence_key").join(claims, on="claim").select("rid", "eid", "cid", "request_key")
         chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").drop("evidence_key")
-        # Claims of one answer share their evidence, and answers share documents: each distinct text is split
-        # and featurized once.
         texts = chunks.select("text").unique().with_row_index("text_id")
         sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
-        claim_tokens = token_rows(claim_frame, "rid", "claim_text")
+        claim_tokens = token_rows(claim_ids, "cid", "claim_text")
         sentence_tokens = token_rows(sentences, "sid", "sentence")
         vocab = vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
-        claim_rows = annotate(claim_tokens, vocab, "rid")
+        claim_rows = annotate(claim_tokens, vocab, "cid")
         sentence_rows_ = annotate(sentence_tokens, vocab, "sid")
-        words = _claim_words(claim_rows)
+        words = _claim_words(claim_rows.rename({"cid": "rid"})).rename({"rid": "cid"})
         chunk_index = chunks.join(texts, on="text").select("eid", "ev_pos", "doc_id", "text_id")
         # A text repeated within one evidence set counts once, at its first position.
         first_chunks = chunk_index.group_by("eid", "text_id").agg(pl.col("ev_pos").min())
         sentence_words = sentence_rows_.filter(pl.col("is_content")).select("sid", "tid").unique()
-        index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(pack_key("text_id", "tid").alias("_word"), "sid")
-        matches = (
-            words.select("rid", "tid").join(keys.select("rid", "eid"), on="rid")
-            .join(first_chunks, on="eid")
-            .select("rid", "ev_pos", "tid", pack_key("text_id", "tid").alias("_word"))
-            .join(index, on="_word")
-            .drop("_word")
-        )
-        chosen = _choose_sentences(matches)
-        verdicts = self._decide(words, claim_rows, chosen, matches, sentence_rows_)
-        quotes = (
+        chosen = _choose_for_requests(keys, words, first_chunks, sentence_words, sentences)
+        verdicts = self._decide_distinct(keys, words, claim_rows, chosen, sentence_words, sentence_rows_)
+        quoted = (
             chosen.join(sentences.select("sid", "sentence"), on="sid")
             .join(keys.select("rid", "eid"), on="rid")
             .join(chunk_index.select("eid", "ev_pos", "doc_id"), on=["eid", "ev_pos"])
+        )
+        # Most quotes are one sentence: only those of several are ordered and joined.
+        several = chosen.filter(pl.col("round") > 0).select("rid").unique()
+        quotes = pl.concat([
+            quoted.join(several, on="rid", how="anti").select("rid", evidence_quote="sentence", evidence_doc_id="doc_id"),
+            quoted.join(several, on="rid", how="semi")
             .sort("rid", "ev_pos", "sid")
             .group_by("rid", maintain_order=True)
-            .agg(evidence_quote=pl.col("sentence").str.join(QUOTE_JOINER), evidence_doc_id=pl.col("doc_id").first())
-        )
+            .agg(evidence_quote=pl.col("sentence").str.join(QUOTE_JOINER), evidence_doc_id=pl.col("doc_id").first()),
+        ])
         return (
             keys.join(verdicts, on="rid", how="left")
             .join(quotes, on="rid", how="left")
             .join(chunks.group_by("eid").len("n_chunks"), on="eid", how="left")
-            .join(words.group_by("rid").len("n_words"), on="rid", how="left")
+            .join(words.group_by("cid").len("n_words"), on="cid", how="left")
             .select(
                 "request_key",
                 pl.col("verdict").fill_null("NOT_IN_EVIDENCE"),
@@ -123,6 +126,34 @@ class LocalJudge(Judge):
             )
         )
 
+    def _decide_distinct(self, keys: pl.DataFrame, words: pl.DataFrame, claim_rows: pl.DataFrame, chosen: pl.DataFrame,
+                         sentence_words: pl.DataFrame, sentence_rows_: pl.DataFrame) -> pl.DataFrame:
+        """rid → verdict, score, reason, decided once per distinct (claim text, sentence chosen in each round)."""
+        rounds = [f"_s{r}" for r in range(MAX_EVIDENCE_SENTENCES)]
+        signature = keys.select("rid", "cid")
+        for r, name in enumerate(rounds):
+            signature = signature.join(chosen.filter(pl.col("round") == r).select("rid", pl.col("sid").alias(name)), on="rid", how="left")
+        signature = signature.filter(pl.col(rounds[0]).is_not_null())
+        decisions = signature.select("cid", *rounds).unique().with_row_index("did")
+        signature = signature.join(decisions, on=["cid", *rounds], nulls_equal=True).select("rid", "did")
+        # The decision frames are keyed by `rid` as _decide reads them, holding a decision id.
+        did_claim = decisions.select(pl.col("did").alias("rid"), "cid")
+        d_chosen = pl.concat([
+            decisions.filter(pl.col(name).is_not_null()).select(
+                pl.col("did").alias("rid"), pl.col(name).alias("sid"), pl.lit(r, dtype=pl.Int32).alias("round"))
+            for r, name in enumerate(rounds)
+        ])
+        d_words = did_claim.join(words, on="cid").drop("cid")
+        d_claim_rows = (
+            did_claim.join(claim_rows, on="cid")
+            .sort("rid", "pos")
+            .select([pl.col("rid") if c == "cid" else pl.col(c) for c in claim_rows.columns])
+        )
+        d_matches = d_chosen.select("rid", "sid").join(sentence_words, on="sid").join(
+            d_words.select("rid", "tid"), on=["rid", "tid"], how="semi")
+        verdicts = self._decide(d_words, d_claim_rows, d_chosen, d_matches, sentence_rows_)
+        return signature.join(verdicts.rename({"rid": "did"}), on="did").drop("did")
+
     def _decide(self, words: pl.DataFrame, claim_rows: pl.DataFrame, chosen: pl.DataFrame, matches: pl.DataFrame,
                 sentence_rows_: pl.DataFrame) -> pl.DataFrame:
         """rid → verdict, score, reason for every claim with at least one chosen sentence."""
@@ -130,7 +161,8 @@ class LocalJudge(Judge):
         found = words.join(covered.with_columns(_found=pl.lit(True)), on=["rid", "tid"], how="left").with_columns(
             pl.col("_found").fill_null(False)
         )
-        entities = _entities(claim_rows).join(found.select("rid", "tid", "_found"), on=["rid", "tid"]).with_columns(
+        # In claim order: a name is shown with its words as the claim writes them (John Smith, never Smith John).
+        entities = _entities(claim_rows).join(found.select("rid", "tid", "_found"), on=["rid", "tid"], maintain_order="left").with_columns(
             _any=pl.col("_found").any().over("rid", "entity")
         )
         # A name none of whose words is in the evidence is reported as a name, not word by word.
@@ -243,6 +275,66 @@ def _entities(claim_rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _rank(n: pl.Expr, ev_pos: pl.Expr, sid: pl.Expr) -> pl.Expr:
+    """The greedy choice's order as one UInt64: the most new words, then the earlier chunk, then the earlier sentence."""
+    return (
+        n.cast(pl.UInt64) * (1 << 48)
+        + (65535 - ev_pos.clip(0, 65535)).cast(pl.UInt64) * (1 << 32)
+        + ((1 << 32) - 1 - sid.cast(pl.UInt64))
+    )
+
+
+def _unrank(rank: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(sid, ev_pos) of a packed rank."""
+    return (
+        ((1 << 32) - 1 - (rank % (1 << 32))).cast(pl.UInt32).alias("sid"),
+        (65535 - (rank // (1 << 32)) % (1 << 16)).cast(pl.Int64).alias("ev_pos"),
+    )
+
+
+def _choose_for_requests(keys: pl.DataFrame, words: pl.DataFrame, first_chunks: pl.DataFrame, sentence_words: pl.DataFrame,
+                         sentences: pl.DataFrame) -> pl.DataFrame:
+    """rid, sid, ev_pos, round: what _choose_sentences gives every request, the common case found per claim text."""
+    offered = keys.select("rid", "cid", "eid").join(first_chunks, on="eid")
+    n_words = words.group_by("cid").agg(n_words=pl.len())
+    index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(pack_key("text_id", "tid").alias("_word"), "sid")
+    # A sentence holding every word of the claim wins round one (the earliest such chunk, then sentence) and
+    # leaves nothing for later rounds. Such sentences are found once per (claim text, evidence text) offered
+    # together, among the sentences holding the claim's rarest word.
+    frequency = sentence_words.group_by("tid").agg(_df=pl.len())
+    rarest = words.select("cid", "tid").join(frequency, on="tid").group_by("cid").agg(
+        pl.col("tid").sort_by("_df", "tid").first()
+    )
+    whole = (
+        offered.select("cid", "text_id").unique()
+        .join(rarest, on="cid")
+        .select("cid", "text_id", pack_key("text_id", "tid").alias("_word"))
+        .join(index, on="_word")
+        .select("cid", "text_id", "sid")
+        .join(words.select("cid", "tid"), on="cid")
+        .join(sentence_words, on=["sid", "tid"], how="semi")
+        .group_by("cid", "text_id", "sid").agg(_found=pl.len())
+        .join(n_words, on="cid")
+        .filter(pl.col("_found") == pl.col("n_words"))
+        .select("cid", "text_id", "sid")
+    )
+    easy = (
+        offered.join(whole, on=["cid", "text_id"])
+        .group_by("rid")
+        .agg(_rank=_rank(pl.lit(0), pl.col("ev_pos"), pl.col("sid")).max())
+        .select("rid", *_unrank(pl.col("_rank")), pl.lit(0, dtype=pl.Int32).alias("round"))
+    )
+    # The other requests are chosen in full from their word rows.
+    matches = (
+        offered.join(easy, on="rid", how="anti")
+        .join(words.select("cid", "tid"), on="cid")
+        .select("rid", "ev_pos", "tid", pack_key("text_id", "tid").alias("_word"))
+        .join(index, on="_word")
+        .drop("_word")
+    )
+    return pl.concat([easy, _choose_sentences(matches)])
+
+
 def _choose_sentences(matches: pl.DataFrame) -> pl.DataFrame:
     """rid, sid, ev_pos, round: up to MAX_EVIDENCE_SENTENCES sentences per claim chosen greedily (module docstring)."""
     # One UInt64 per (claim, sentence) and per (claim, word) keeps every group-by and join on a single integer.
@@ -253,17 +345,9 @@ def _choose_sentences(matches: pl.DataFrame) -> pl.DataFrame:
             break
         counts = remaining.group_by("_pair").agg(pl.len().alias("n"), pl.col("rid").first(), pl.col("sid").first(), pl.col("ev_pos").first())
         # The most new words, then the earlier chunk, then the earlier sentence: the largest packed rank wins.
-        rank = (
-            pl.col("n").cast(pl.UInt64) * (1 << 48)
-            + (65535 - pl.col("ev_pos").clip(0, 65535)).cast(pl.UInt64) * (1 << 32)
-            + ((1 << 32) - 1 - pl.col("sid").cast(pl.UInt64))
-        )
-        best = counts.with_columns(_rank=rank).group_by("rid").agg(pl.col("_rank").max()).select(
-            "rid",
-            ((1 << 32) - 1 - (pl.col("_rank") % (1 << 32))).cast(pl.UInt32).alias("sid"),
-            (65535 - (pl.col("_rank") // (1 << 32)) % (1 << 16)).cast(pl.Int64).alias("ev_pos"),
-            pl.lit(round_, dtype=pl.Int32).alias("round"),
-        )
+        best = counts.with_columns(_rank=_rank(pl.col("n"), pl.col("ev_pos"), pl.col("sid"))).group_by("rid").agg(
+            pl.col("_rank").max()
+        ).select("rid", *_unrank(pl.col("_rank")), pl.lit(round_, dtype=pl.Int32).alias("round"))
         picked.append(best)
         taken = remaining.join(best.select(pack_key("rid", "sid").alias("_pair")), on="_pair", how="semi").select("_word")
         remaining = remaining.join(taken, on="_word", how="anti")
@@ -315,7 +399,8 @@ def _group_conflicts(claim_rows: pl.DataFrame, scope_rows: pl.DataFrame, words: 
     evidence_groups = scope_rows.filter(pl.col("groups").is_not_null()).select("rid", "tid", "lower", "groups").explode("groups")
     evidence_groups = evidence_groups.join(words.select("rid", "tid"), on=["rid", "tid"], how="anti")
     return (
-        claim_groups.join(evidence_groups, on=["rid", "groups"], suffix="_ev")
+        # In claim order, so a word of two groups (business: day kind and tier) is reported under its first group.
+        claim_groups.join(evidence_groups, on=["rid", "groups"], suffix="_ev", maintain_order="left")
         .group_by("rid", "lower")
         .agg(ev=pl.col("lower_ev").unique().sort().str.join("/"), group=pl.col("groups").first(), tid=pl.col("tid").first())
         .group_by("rid")

@@ -81,6 +81,13 @@ def normalize_ws(text: pl.Expr) -> pl.Expr:
     return text.str.replace_all(r"\s{2,}|[^\S ]", " ").str.strip_chars()
 
 
+def with_distinct(frame: pl.DataFrame, column: str, **exprs: pl.Expr) -> pl.DataFrame:
+    """The frame with the named expressions of `column` added, each evaluated once per distinct value."""
+    # Answers, claims, quotes and documents repeat across traces: costly text work is done once per text.
+    distinct = frame.select(column).unique().with_columns(**exprs)
+    return frame.join(distinct, on=column, how="left", maintain_order="left", nulls_equal=True)
+
+
 def strip_doc_markers(text: pl.Expr) -> pl.Expr:
     """Text with inline `[doc:ID]` markers removed and the space they leave before punctuation closed."""
     return normalize_ws(text.str.replace_all(r"\s*\[doc:[^\]]*\]", "").str.replace_all(r"\s+([.!?,;:])", "${1}"))
@@ -168,18 +175,28 @@ def pack_key(high: str, low: str) -> pl.Expr:
     return pl.col(high).cast(pl.UInt64) * (1 << 32) + pl.col(low).cast(pl.UInt64)
 
 
+def _is_content_word(word: pl.Expr) -> pl.Expr:
+    """Whether a normalized token is a content word: a number or two or more letters, not a stop word or negation."""
+    stop = sorted(stemmed_stopwords())
+    return (word.str.contains(r"^\d") | word.str.contains(r"^\p{L}{2}")) & ~word.is_in(stop) & ~word.is_in(sorted(NEGATIONS))
+
+
 def content_word_set(text: pl.Expr) -> pl.Expr:
     """Distinct content words of a text (list), for word-overlap measures on small frames."""
-    stop = sorted(stemmed_stopwords())
-    return (
-        raw_tokens(text)
-        .list.eval(normalize_token(pl.element()))
-        .list.eval(
-            pl.element().filter(
-                (pl.element().str.contains(r"^\d") | pl.element().str.contains(r"^\p{L}{2}"))
-                & ~pl.element().is_in(stop)
-                & ~pl.element().is_in(sorted(NEGATIONS))
-            )
-        )
-        .list.unique()
-    )
+    words = raw_tokens(text).list.eval(normalize_token(pl.element()))
+    return words.list.eval(pl.element().filter(_is_content_word(pl.element()))).list.unique()
+
+
+def with_content_word_sets(frame: pl.DataFrame, column: str, name: str) -> pl.DataFrame:
+    """The frame with `name`: the content_word_set of `column` (the same words, in no set order), for large frames."""
+    # Texts repeat, and words repeat across texts far more: each distinct text is tokenized once and each distinct
+    # token normalized once.
+    texts = frame.select(column).unique().with_row_index("_text")
+    tokens = texts.select("_text", raw_tokens(pl.col(column)).alias("_token")).explode("_token", keep_nulls=False, empty_as_null=False)
+    tokens = with_distinct(tokens, "_token", _word=normalize_token(pl.col("_token")))
+    words = tokens.filter(_is_content_word(pl.col("_word"))).group_by("_text").agg(pl.col("_word").unique().alias(name))
+    texts = texts.join(words, on="_text", how="left").with_columns(
+        # a text without a content word has an empty set; only a null text has none
+        pl.when(pl.col(column).is_not_null()).then(pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))))
+    ).drop("_text")
+    return frame.join(texts, on=column, how="left", maintain_order="left", nulls_equal=True)

@@ -92,12 +92,15 @@ def write_case_pages(warehouse: Warehouse, reports: Location | str | os.PathLike
                 if baseline_run_id and baseline_run_id != run_id else None)
     per_case = tables.split_by_case(wanted)
     base_per_case = baseline.split_by_case(wanted) if baseline is not None else {}
-    written = []
-    for case_id in wanted:
+
+    def page(case_id: str) -> str | None:
         story = build_story(per_case[case_id], case_id)
         if not story.known:
-            continue
+            return None
         base_story = build_story(base_per_case[case_id], case_id) if case_id in base_per_case else None
         location.write_bytes(case_page_html(story, base_story).encode(), run_id, CASES_FOLDER, case_page_name(case_id))
-        written.append(location.uri_of(run_id, CASES_FOLDER, case_page_name(case_id)))
-    return written
+        return location.uri_of(run_id, CASES_FOLDER, case_page_name(case_id))
+
+    # A story is about a hundred queries over a few rows each: the in-memory engine starts one in half the time.
+    with pl.Config(engine_affinity="in-memory"):
+        return [uri for uri in map(page, wanted) if uri is not None]

@@ -103,6 +103,10 @@ class CaseTables:
     manifest: dict | None = None
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
     relevance_threshold: int = 2
+    # the one case these tables already hold only (set by split_by_case), so a story need not filter them again
+    only_case: str | None = None
+    # (hits, candidates) of the case's traces, ranked once for every case split_by_case split
+    ranked: tuple[pl.DataFrame, pl.DataFrame] | None = None
 
     def frame(self, name: str) -> pl.DataFrame | None:
         return self.frames.get(name)
@@ -110,12 +114,14 @@ class CaseTables:
     def for_cases(self, case_ids: Iterable[str]) -> CaseTables:
         """The same tables with only the rows of these cases (whole-run tables kept)."""
         wanted = list(dict.fromkeys(case_ids))
+        if self.only_case is not None and wanted == [self.only_case]:
+            return self
         frames = {name: frame.filter(pl.col(CASE_TABLES[name]).is_in(wanted)) if name in CASE_TABLES else frame
                   for name, frame in self.frames.items()}
         return replace(self, frames=frames)
 
     def split_by_case(self, case_ids: Iterable[str]) -> dict[str, CaseTables]:
-        """Tables per case, each table partitioned once (not filtered once per case)."""
+        """Tables per case, each table partitioned once (not filtered once per case), the rankings computed once."""
         wanted = list(dict.fromkeys(case_ids))
         parts: dict[str, dict[str, pl.DataFrame]] = {case: {} for case in wanted}
         for name, frame in self.frames.items():
@@ -127,7 +133,22 @@ class CaseTables:
             groups = frame.filter(pl.col(key).is_in(wanted)).partition_by(key, as_dict=True, maintain_order=True)
             for case in wanted:
                 parts[case][name] = groups.get((case,), frame.clear())
-        return {case: replace(self, frames=parts[case]) for case in wanted}
+        ranked = self._ranked_by_case(wanted)
+        return {case: replace(self, frames=parts[case], only_case=case, ranked=ranked.get(case)) for case in wanted}
+
+    def _ranked_by_case(self, wanted: list[str]) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
+        traces = self.frames.get("deid_traces")
+        if traces is None or "retrieval" not in traces.columns or "case_id" not in traces.columns:
+            return {}
+        traces = traces.filter(pl.col("case_id").is_in(wanted))
+        hits, candidates = _ranked(_with_retrieval(traces))
+        case_of = traces.select("trace_id", "case_id")
+        split = []
+        for ranking in (hits, candidates):
+            groups = (ranking.join(case_of, on="trace_id", how="left", maintain_order="left")
+                      .partition_by("case_id", as_dict=True, maintain_order=True, include_key=False))
+            split.append({case: groups.get((case,), ranking.clear()) for case in wanted})
+        return {case: (split[0][case], split[1][case]) for case in wanted}
 
 
 # ---------------------------------------------------------------- the story
@@ -317,11 +338,18 @@ def _outcomes(stages: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
     columns = ["trace_id", "lane", "outcome", "first_failing_stage", "owner", "reason", "hazard"]
     if stages.height == 0:
         return _empty({c: pl.String for c in columns})
-    computed = lane_outcomes(stages).select(columns)
     if attribution.height == 0 or not set(columns) <= set(attribution.columns):
-        return computed
+        return lane_outcomes(stages).select(columns)
     stored = attribution.select(columns)
-    return pl.concat([stored, computed.join(stored.select("trace_id", "lane"), on=["trace_id", "lane"], how="anti")])
+    # outcomes are per (trace, lane): only the pairs without a stored row need computing, usually none
+    unstored = stages.join(stored.select("trace_id", "lane"), on=["trace_id", "lane"], how="anti", maintain_order="left")
+    if unstored.height == 0:
+        return stored
+    return pl.concat([stored, lane_outcomes(unstored).select(columns)])
+
+
+def _with_retrieval(traces: pl.DataFrame) -> pl.DataFrame:
+    return traces.filter(pl.col("retrieval").is_not_null()) if "retrieval" in traces.columns else traces.clear()
 
 
 def _ranked(traces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -441,8 +469,7 @@ def build_story(tables: CaseTables, case_id: str, trace_id: str | None = None) -
     if qrels.height:
         grades = (qrels.select("doc_id", pl.col("grade").cast(pl.Int64), "source")
                   .unique("doc_id", keep="first", maintain_order=True))
-    hits, candidates = _ranked(traces.filter(pl.col("retrieval").is_not_null()) if "retrieval" in traces.columns
-                               else traces.clear())
+    hits, candidates = tables.ranked if tables.ranked is not None else _ranked(_with_retrieval(traces))
 
     key = [pl.col("trace_id").cast(pl.String), pl.col("attempt").cast(pl.Int64)]
     ids = traces.select(key) if traces.height else pl.DataFrame(schema={"trace_id": pl.String, "attempt": pl.Int64})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from html import escape
 from urllib.parse import quote
 
@@ -93,6 +94,7 @@ def markdown_text(text: str) -> str:
     return escape(text, quote=False)
 
 
+@lru_cache(maxsize=1 << 16)
 def inline_html(text: str) -> str:
     """One line of inline Markdown as HTML (emphasis, code, links); raw HTML in it stays escaped text."""
     return _INLINE.renderInline(text)

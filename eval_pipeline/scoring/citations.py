@@ -21,7 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.judge.base import EVIDENCE, Judge
-from eval_pipeline.judge.text import content_word_set, doc_markers, normalize_ws
+from eval_pipeline.judge.text import doc_markers, normalize_ws, with_content_word_sets, with_distinct
 from eval_pipeline.scoring.claims import (
     NO_CONTEXT_LOGGED,
     claim_key,
@@ -89,10 +89,13 @@ def _citation_pairs(claims: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFra
     )
     quoted = citations.filter(pl.col("cited_claim_index").is_null() & has_quote).with_row_index("cite_id")
     scope = claims.join(quoted.select(_TRACE).unique(), on=_TRACE, how="semi")
+    candidates = quoted.join(scope.select(*_CLAIM, "claim"), on=_TRACE, maintain_order="left_right")
+    # The overlap depends on the two texts only, and quotes and claims repeat across traces.
+    overlaps = with_content_word_sets(
+        with_content_word_sets(candidates.select("quote", "claim").unique(), "quote", "_quote_words"), "claim", "_claim_words"
+    ).select("quote", "claim", _overlap=pl.col("_quote_words").list.set_intersection("_claim_words").list.len())
     by_quote = (
-        quoted.with_columns(_quote_words=content_word_set(pl.col("quote")))
-        .join(scope.select(*_CLAIM, content_word_set(pl.col("claim")).alias("_claim_words")), on=_TRACE, maintain_order="left_right")
-        .with_columns(_overlap=pl.col("_quote_words").list.set_intersection("_claim_words").list.len())
+        candidates.join(overlaps, on=["quote", "claim"], how="left", maintain_order="left", nulls_equal=True)
         .filter(pl.col("_overlap") == pl.col("_overlap").max().over("cite_id"))
         .select(*_CLAIM, "doc_id")
     )
@@ -302,9 +305,9 @@ def score_citations(
 
     cited_ids = pl.concat(
         [
-            rag.select(*_TRACE, doc_markers(pl.col("answer_text").fill_null("")).alias("doc_id")).explode(
-                "doc_id", keep_nulls=False, empty_as_null=False
-            ),
+            with_distinct(rag.select(*_TRACE, "answer_text"), "answer_text", doc_id=doc_markers(pl.col("answer_text").fill_null("")))
+            .select(*_TRACE, "doc_id")
+            .explode("doc_id", keep_nulls=False, empty_as_null=False),
             citations.select(*_TRACE, "doc_id"),
         ]
     ).unique()

@@ -1,8 +1,9 @@
-"""TREC interoperability: qrels and run files, and trec_eval-compatible measures computed with polars."""
+"""TREC interoperability: qrels, run and z-score files, and trec_eval 10.0's measures, computed columnar with polars."""
 
 from eval_pipeline.trec.formats import (
     read_trec_qrels,
     read_trec_run,
+    read_trec_zscores,
     run_frame_from_traces,
     write_run_frame,
     write_trec_qrels,
@@ -17,6 +18,7 @@ __all__ = [
     "parse_measures",
     "read_trec_qrels",
     "read_trec_run",
+    "read_trec_zscores",
     "run_frame_from_traces",
     "write_run_frame",
     "write_trec_qrels",

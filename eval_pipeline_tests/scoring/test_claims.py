@@ -78,3 +78,22 @@ def test_lower_case_chat_text_splits_and_its_interjections_are_not_claims():
         "historically archery has been used for hunting and combat!",
         "the nfl has 32 teams etc. and more.",
     ]
+
+
+def test_answers_repeated_across_traces_are_split_once_with_each_traces_claims_in_order():
+    texts = [
+        "Refunds take 5 days [doc:a]. Thanks!",
+        "Annual plans renew yearly. Refunds take 5 days [doc:b].",
+        "Refunds take 5 days [doc:a]. Thanks!",
+        "Thanks!",
+        "Annual plans renew yearly. Refunds take 5 days [doc:b].",
+        "Refunds take 5 days [doc:a]. Thanks!",
+    ]
+    records = [{"trace_id": f"t{i}", "case_id": f"c{i % 2}", "answer": {"text": text}} for i, text in enumerate(texts)]
+    together = extract_claims(traces_frame_from_records(records))
+    one_by_one = pl.concat([extract_claims(traces_frame_from_records([record])) for record in records])
+    assert together.to_dicts() == one_by_one.to_dicts()
+    assert together.filter(pl.col("trace_id") == "t4").select("claim_index", "claim", "inline_cited_doc_ids").rows() == [
+        (0, "Annual plans renew yearly.", []),
+        (1, "Refunds take 5 days.", ["b"]),
+    ]

@@ -380,7 +380,53 @@ def test_fast_schema_check_never_accepts_what_jsonschema_rejects(instance, extra
     assert fast(json.loads(json.dumps(instance))) == jsonschema.Draft202012Validator(schema).is_valid(instance)
 
 
+BOUNDED = {
+    "type": "object", "required": ["order_id", "amount"], "additionalProperties": False,
+    "properties": {
+        "order_id": {"type": "string", "pattern": "^[0-9]{5}$", "description": "five digits"},
+        "amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 500},
+        "count": {"type": "integer", "minimum": 1, "exclusiveMaximum": 10},
+        "note": {"type": "string", "minLength": 1, "maxLength": 3},
+        "any": {"minimum": 2, "pattern": "^a", "minLength": 2},
+        "reason": {"type": "string", "enum": ["damaged", "late"]},
+        "address": {"type": "object", "required": ["country"], "additionalProperties": False,
+                    "properties": {"country": {"type": "string", "pattern": "^[A-Z]{2}$"}, "line1": {"type": "string", "minLength": 1}}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "instance",
+    [{"order_id": "12345", "amount": 10}, {"order_id": "12345", "amount": 0}, {"order_id": "12345", "amount": 500.0},
+     {"order_id": "12345", "amount": 500.5}, {"order_id": "12345\n", "amount": 1}, {"order_id": "1234", "amount": 1},
+     {"order_id": "١٢٣٤٥", "amount": 1}, {"order_id": 12345, "amount": 1}, {"order_id": "12345", "amount": True},
+     {"order_id": "12345", "amount": 1, "count": 1}, {"order_id": "12345", "amount": 1, "count": 10},
+     {"order_id": "12345", "amount": 1, "count": 2.0}, {"order_id": "12345", "amount": 1, "count": 2.5},
+     {"order_id": "12345", "amount": 1, "count": 0}, {"order_id": "12345", "amount": 1, "note": ""},
+     {"order_id": "12345", "amount": 1, "note": "abc"}, {"order_id": "12345", "amount": 1, "note": "abcd"},
+     {"order_id": "12345", "amount": 1, "note": "ééé"}, {"order_id": "12345", "amount": 1, "any": 1},
+     {"order_id": "12345", "amount": 1, "any": 3}, {"order_id": "12345", "amount": 1, "any": "ab"},
+     {"order_id": "12345", "amount": 1, "any": "b"}, {"order_id": "12345", "amount": 1, "any": [1]},
+     {"order_id": "12345", "amount": 1, "any": None}, {"order_id": "12345", "amount": 1, "reason": "late"},
+     {"order_id": "12345", "amount": 1, "reason": "lost"}, {"order_id": "12345", "amount": 1, "reason": ["late"]},
+     {"order_id": "12345", "amount": 1, "address": {"country": "DE"}},
+     {"order_id": "12345", "amount": 1, "address": {"country": "de"}},
+     {"order_id": "12345", "amount": 1, "address": {"country": "DE", "line1": ""}},
+     {"order_id": "12345", "amount": 1, "address": {"line1": "x"}},
+     {"order_id": "12345", "amount": 1, "address": {"country": "DE", "zip": "1"}},
+     {"order_id": "12345", "amount": 1, "address": "DE"}, {"order_id": "12345", "amount": 1, "extra": 1}],
+)
+def test_fast_schema_check_reads_patterns_lengths_bounds_and_nested_objects_as_jsonschema_does(instance):
+    fast = _fast_check(BOUNDED)
+    assert fast is not None
+    assert fast(json.loads(json.dumps(instance))) == jsonschema.Draft202012Validator(BOUNDED).is_valid(instance)
+
+
 def test_fast_schema_check_declines_schemas_it_does_not_cover():
-    assert _fast_check({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}) is None
+    assert _fast_check({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}) is None
+    assert _fast_check({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}) is None
+    assert _fast_check({"type": "object", "properties": {"n": {"type": "integer", "minimum": "0"}}}) is None
+    assert _fast_check({"type": "object", "properties": {"a": {"type": "object", "minProperties": 1}}}) is None
+    assert _fast_check({"type": "object", "properties": {"a": {"type": ["object", "null"], "properties": {}}}}) is None
     assert _fast_check({"type": "object", "$schema": "http://json-schema.org/draft-04/schema#"}) is None
     assert _fast_check({"type": "object", "oneOf": [{"required": ["a"]}]}) is None

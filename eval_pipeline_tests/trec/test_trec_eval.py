@@ -15,9 +15,6 @@ from eval_pipeline.trec import trec_eval
 from eval_pipeline.trec.formats import read_trec_qrels, read_trec_run
 from eval_pipeline.trec.trec_eval import MEASURES, evaluate, format_results, parse_measures
 
-# trec_eval measures we do not compute; every other line of its all_trec output must match ours.
-UNSUPPORTED = {"G", "binG", "Rndcg", "ndcg_rel", "infAP", "rbp", "rbp_resid", "relstring", "relstring_20"}
-
 
 def parse_lines(lines: list[str]) -> dict[tuple[str, str], str]:
     """trec_eval-format lines as {(measure, query): printed value}."""
@@ -38,17 +35,18 @@ def expected_lines(path: Path) -> dict[tuple[str, str], str]:
 )
 def test_every_supported_measure_matches_trec_eval_per_query_and_all(trec_eval_dir: Path, qrels_name: str, expected_name: str, level: int):
     expected = expected_lines(trec_eval_dir / expected_name)
+    measures = ["all_trec", "relstring.20"] if level == 2 else ["all_trec"]
     evaluation = evaluate(
-        read_trec_qrels(trec_eval_dir / qrels_name), read_trec_run(trec_eval_dir / "results.test"), level=level, measures=["all_trec"]
+        read_trec_qrels(trec_eval_dir / qrels_name), read_trec_run(trec_eval_dir / "results.test"), level=level, measures=measures
     )
     ours = parse_lines(format_results(evaluation, per_query=True))
-    # Every line we print is printed identically by trec_eval.
-    mismatched = {key: (value, expected.get(key)) for key, value in ours.items() if expected.get(key) != value}
+    # Every line trec_eval prints, we print identically, and no other.
+    mismatched = {key: (ours.get(key), value) for key, value in expected.items() if ours.get(key) != value}
     assert mismatched == {}
-    assert {m for (m, _) in expected} - {m for (m, _) in ours} == UNSUPPORTED & {m for (m, _) in expected}
-    # 88 values per query, plus runid, num_q, gm_map and gm_bpref in `all`: 3 x 88 + 92 = 356 lines compared.
-    assert len(ours) == 356
-    assert sum(1 for (_, q) in ours if q == "all") == 92 and sum(1 for (_, q) in ours if q == "301") == 88
+    # 96 values per query (relstring included), plus runid, num_q, gm_map and gm_bpref in `all` (no relstring there):
+    # 3 x 96 + 99 = 387 lines.
+    assert len(ours) == len(expected) == 387
+    assert sum(1 for (_, q) in ours if q == "all") == 99 and sum(1 for (_, q) in ours if q == "301") == 96
 
 
 def test_values_match_to_four_decimals_when_parsed(trec_eval_dir: Path):
@@ -176,13 +174,14 @@ def test_ties_broken_by_docno_descending_and_unjudged_queries_dropped():
     assert complete.summary == {"num_q": 2, "recip_rank": pytest.approx(1 / 6), "P_2": 0.0}
 
 
-def test_scores_compare_as_32_bit_floats_like_trec_eval():
+def test_scores_compare_as_doubles_like_trec_eval_10():
     qrels = read_trec_qrels("q 0 a 1\n")
-    # 0.69156 and 0.691560000001 differ as doubles but are the same C float: a tie, so docno b (descending) comes first.
+    # trec_eval 10.0 keeps scores as doubles (9.x kept C floats, where these two tied): 0.691560000001 ranks first.
     run = read_trec_run("q Q0 a 1 0.691560000001 t\nq Q0 b 2 0.69156 t\n")
-    assert evaluate(qrels, run, measures=["recip_rank"]).summary["recip_rank"] == 0.5
-    apart = read_trec_run("q Q0 a 1 0.6916 t\nq Q0 b 2 0.69156 t\n")
-    assert evaluate(qrels, apart, measures=["recip_rank"]).summary["recip_rank"] == 1.0
+    assert evaluate(qrels, run, measures=["recip_rank"]).summary["recip_rank"] == 1.0
+    # Equal doubles tie, and the docno decides, descending: b before a.
+    tied = read_trec_run("q Q0 a 1 0.69156 t\nq Q0 b 2 0.69156 t\n")
+    assert evaluate(qrels, tied, measures=["recip_rank"]).summary["recip_rank"] == 0.5
 
 
 def test_no_relevant_doc_retrieved_gives_zero_recip_rank_not_infinity():

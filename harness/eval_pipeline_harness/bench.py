@@ -50,11 +50,25 @@ def _pss_mib(pid: int) -> float:
     return 0.0
 
 
+_PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * _PAGE_MIB
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 class MemorySampler:
     """Memory of this process and every process it started, sampled on a daemon thread: (time, MiB) pairs.
 
-    Proportional set size summed over the process tree: pages that forked workers share with their parent
-    are counted once, so the figure is what the machine holds for the whole run.
+    This process counts with its resident set (statm: constant time), every process it started with its proportional
+    set size, so pages a forked worker shares with its parent count once for the worker's share and in full for the
+    parent: an upper bound of what the machine holds. smaps_rollup walks a process's page tables under its memory
+    lock (about 45 ms for 3 GiB), so reading it for the large bench process four times a second would slow the run
+    being measured.
     """
 
     def __init__(self, every: float = 0.25) -> None:
@@ -66,7 +80,7 @@ class MemorySampler:
     def _run(self, every: float) -> None:
         me = os.getpid()
         while not self._stop.wait(every):
-            self.samples.append((time.time(), sum(_pss_mib(pid) for pid in (me, *_descendants(me)))))
+            self.samples.append((time.time(), _rss_mib(me) + sum(_pss_mib(pid) for pid in _descendants(me))))
 
     def peak(self) -> float:
         return max((mib for _, mib in self.samples), default=0.0)
@@ -112,18 +126,14 @@ def _judge_calls(events) -> int | None:
     return None
 
 
-def _execute(job, instance, run_id: str, selection=None, run_config: dict | None = None, reconstructable=None):
-    """One Dagster run of the job for `run_id` (in process, or with `run_config` on the reconstructable job)."""
+def _execute(instance, run_id: str, selection=None, *, run_config: dict, reconstructable):
+    """One Dagster run of the reconstructable job for `run_id` with `run_config` (its executor included)."""
     import dagster as dg
 
     started = time.perf_counter()
-    if run_config is None:
-        result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False, asset_selection=selection)
+    with dg.execute_job(reconstructable, instance=instance, run_config=run_config, raise_on_error=False,
+                        tags={"dagster/partition": run_id}, asset_selection=selection) as result:
         outcome = Outcome(result.success, result.run_id, _judge_calls(result.all_events))
-    else:
-        with dg.execute_job(reconstructable, instance=instance, run_config=run_config, raise_on_error=False,
-                            tags={"dagster/partition": run_id}, asset_selection=selection) as result:
-            outcome = Outcome(result.success, result.run_id, _judge_calls(result.all_events))
     return outcome, time.perf_counter() - started
 
 
@@ -133,35 +143,34 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
 
     from eval_pipeline.defs.automation.sensors import QRELS_RESCORE
     from eval_pipeline.defs.domains import all_assets
-    from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
     from eval_pipeline.defs.partitions import runs_partitions
     from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env
     from eval_pipeline.io.loaders import list_runs
     from eval_pipeline.io.storage import open_location
     from eval_pipeline.quality.contracts import warm_up_in_background
-    from eval_pipeline.runner import evaluate_run_job, multiprocess_execution, resources_run_config
+    from eval_pipeline.runner import IN_PROCESS_EXECUTION, evaluate_run_job, multiprocess_execution, resources_run_config
 
     run_id = list_runs(open_location(data))[0]
     config = EvalConfig(data_root=str(data), warehouse_root=str(work / "warehouse"), reports_root=str(work / "reports"), deid_demo=True)
     if executor == "multiprocess":
         (work / "dagster").mkdir(parents=True, exist_ok=True)
         instance = dg.DagsterInstance.local_temp(str(work / "dagster"))
-        options = {"run_config": {"execution": multiprocess_execution(instance, max_concurrent),
-                                  **resources_run_config(config, judge_config_from_env())},
-                   "reconstructable": dg.reconstructable(evaluate_run_job)}
+        execution = multiprocess_execution(instance, max_concurrent)
     else:
-        instance, options = dg.DagsterInstance.ephemeral(), {}
+        instance, execution = dg.DagsterInstance.ephemeral(), IN_PROCESS_EXECUTION
+    # as `eval-pipeline run` executes a run (execute_in_process would keep every step's output in memory)
+    options = {"run_config": {"execution": execution, **resources_run_config(config, judge_config_from_env())},
+               "reconstructable": dg.reconstructable(evaluate_run_job)}
     instance.add_dynamic_partitions(runs_partitions.name, [run_id])
-    job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
     traces = sum(1 for name in os.listdir(data / "traces" / run_id) if name.endswith(".jsonl") for _ in open(data / "traces" / run_id / name, "rb"))
 
     warm_up_in_background()
     memory = MemorySampler()
-    full, full_seconds = _execute(job, instance, run_id, **options)
+    full, full_seconds = _execute(instance, run_id, **options)
     windows = step_windows(instance, full.run_id)
     peak_after_full = _peak_rss_mib()
     # The judge step again over unchanged inputs: every verdict should come from the store, none from the judge.
-    again, again_seconds = _execute(job, instance, run_id, [dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")],
+    again, again_seconds = _execute(instance, run_id, [dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")],
                                    **options)
 
     labels = data / "labels" / "qrels" / "bench-bump.jsonl"
@@ -171,7 +180,7 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
                                   "source": "human", "annotator": "bench"}) + "\n")
     try:
         selection = list(QRELS_RESCORE.resolve(all_assets()))
-        rescore, rescore_seconds = _execute(job, instance, run_id, selection, **options)
+        rescore, rescore_seconds = _execute(instance, run_id, selection, **options)
     finally:
         labels.unlink()
     memory.stop()
@@ -242,8 +251,8 @@ def markdown(results: list[dict]) -> str:
                      f"{r['rescore_seconds']:.1f} ({r['rescore_share']:.0%}) | {r['judge_calls']:,} | "
                      f"{r['judge_calls_again']:,} ({r['judge_again_seconds']:.1f}) | {r['peak_tree_pss_mib'] / 1024:.2f} |")
     sizes = [f"{r['traces']:,}" for r in results]
-    lines += ["", "Seconds per step, then traces/s and peak memory during the step (PSS of the process tree) at the largest size, "
-              "slowest first:", "",
+    lines += ["", "Seconds per step, then traces/s and peak memory during the step (RSS of the bench process + PSS of its "
+              "children) at the largest size, slowest first:", "",
               "| step | " + " | ".join(f"s at {n}" for n in sizes) + " | traces/s | peak memory GiB |",
               "|---|" + "---:|" * (len(results) + 2)]
     largest = results[-1]
@@ -262,8 +271,8 @@ def register(sub) -> None:
         description="Generate mixed synthetic batches (RAG and agent, 3 attempts per agent case; kept under --out for "
         "reuse), run the whole graph with the local judge once per size in a fresh process, then re-score after a "
         "qrels bump and run the judge step again over unchanged inputs. Prints wall time, traces/s, re-score share, "
-        "judge calls of the first run and of the rerun, peak memory (PSS of the process tree, sampled) and the seconds "
-        "and peak memory of every step. Results also go to OUT/bench-results.json.",
+        "judge calls of the first run and of the rerun, peak memory (RSS of the bench process plus PSS of every process "
+        "it started, sampled) and the seconds and peak memory of every step. Results also go to OUT/bench-results.json.",
     )
     parser.add_argument("--traces", type=int, action="append", required=True, metavar="N",
                         help="batch size (repeatable: --traces 10000 --traces 100000)")

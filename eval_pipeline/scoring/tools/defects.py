@@ -38,9 +38,12 @@ def _harness_defects(steps: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataF
     # only a trace that logs dispatch records can diverge from them
     divergence = (
         steps.filter(dispatched.any().over(T))
+        # row by row before grouping: the texts are built in one pass, not group by group
+        .select(T, "step_pos", _difference=difference, _dispatched=dispatched, _evaluated=evaluated)
         .sort(T, "step_pos")
         .group_by(T)
-        .agg(first=difference.drop_nulls().first(), n_dispatched=dispatched.sum(), n_evaluated=evaluated.sum())
+        .agg(first=pl.col("_difference").drop_nulls().first(), n_dispatched=pl.col("_dispatched").sum(),
+             n_evaluated=pl.col("_evaluated").sum())
         .filter(pl.col("first").is_not_null())
         .select(T, adapter_divergence=pl.format("{} (dispatched {} calls, evaluated {})", "first", "n_dispatched", "n_evaluated"))
     )

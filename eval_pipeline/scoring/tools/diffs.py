@@ -31,7 +31,12 @@ def _with_argument_diffs(calls: pl.DataFrame, ref_t: pl.DataFrame, mismatch: pl.
     wrong = calls.filter(mismatch).select(T, "pos", "tool", "args_json")
     if wrong.height == 0:
         return calls.with_columns(args_diff=pl.lit(None, dtype=pl.String))
-    references = ref_t.group_by(T, "ref_tool").agg(pl.col("ref_args_json").unique().sort())
+    # only the path calls of the tools called wrongly: a list per (trace, tool) of the whole run is costly
+    references = (
+        ref_t.join(wrong.select(T, "tool").unique(), left_on=[T, "ref_tool"], right_on=[T, "tool"], how="semi")
+        .group_by(T, "ref_tool")
+        .agg(pl.col("ref_args_json").unique().sort())
+    )
     wrong = wrong.join(references, left_on=[T, "tool"], right_on=[T, "ref_tool"], how="left")
     # few distinct (arguments, references) pairs even in large runs: one diff per distinct pair
     distinct = wrong.select("args_json", "ref_args_json").unique()

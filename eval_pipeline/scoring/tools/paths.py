@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import operator
+from functools import reduce
 
 import polars as pl
 
@@ -55,6 +57,9 @@ def _match_flags(pairs: pl.DataFrame) -> pl.Series:
     )
     keys = ["tool", "args_json", "ref_args_json", "accepted_json", "optional", "case_rules_json", "tool_rules_json"]
     combos = pairs.filter(~pl.col("plain")).select(keys).unique()
+    same = pl.col("args_json") == pl.col("ref_args_json")
+    if combos.is_empty():
+        return pairs.select(same.alias("match")).to_series()
     verdicts = [
         call_matches(json.loads(args_json), json.loads(ref_args_json), json.loads(accepted_json) if accepted_json else None,
                      optional, resolve_rules(case_rules, tool_rules, tool))
@@ -63,7 +68,7 @@ def _match_flags(pairs: pl.DataFrame) -> pl.Series:
     flags = combos.with_columns(ruled=pl.Series(verdicts, dtype=pl.Boolean))
     return (
         pairs.join(flags, on=keys, how="left", nulls_equal=True, maintain_order="left")
-        .select(pl.when(pl.col("plain")).then(pl.col("args_json") == pl.col("ref_args_json")).otherwise(pl.col("ruled")).alias("match"))
+        .select(pl.when(pl.col("plain")).then(same).otherwise(pl.col("ruled")).alias("match"))
         .to_series()
     )
 
@@ -90,6 +95,15 @@ def _max_matching(edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return sorted((pos, ref_pos) for ref_pos, pos in owner.items())
 
 
+def _occurrence(frame: pl.DataFrame, by: list[str], order: str) -> pl.DataFrame:
+    """The frame with `occ`: the 1-based rank of each row's `order` value within its `by` group (values distinct there)."""
+    # Sorted once, groups are runs: a rank is the distance to the run's first row (a windowed rank per group is slower).
+    frame = frame.sort(*by, order)
+    starts = reduce(operator.or_, [pl.col(c).ne_missing(pl.col(c).shift()) for c in by])
+    row = pl.int_range(pl.len(), dtype=pl.Int64)
+    return frame.with_columns(occ=row - pl.when(starts).then(row).forward_fill() + 1)
+
+
 def _assignment(pairs: pl.DataFrame, path_calls: pl.DataFrame) -> pl.DataFrame:
     """(T, path_idx, pos, ref_pos): which path call each call is matched to, per permitted path.
 
@@ -97,12 +111,8 @@ def _assignment(pairs: pl.DataFrame, path_calls: pl.DataFrame) -> pl.DataFrame:
     call matches path calls of two classes is matched by maximum matching instead."""
     classes = pairs.select(T, "path_idx", "pos", "cls").unique()
     ambiguous = classes.group_by(T, "path_idx", "pos").agg(n=pl.len()).filter(pl.col("n") > 1).select(T, "path_idx").unique()
-    plain = classes.join(ambiguous, on=[T, "path_idx"], how="anti").with_columns(
-        occ=pl.col("pos").rank("ordinal").cast(pl.Int64).over(T, "path_idx", "cls")
-    )
-    slots = path_calls.select("case_id", "path_idx", "cls", "ref_pos").with_columns(
-        occ=pl.col("ref_pos").rank("ordinal").cast(pl.Int64).over("case_id", "path_idx", "cls")
-    )
+    plain = _occurrence(classes.join(ambiguous, on=[T, "path_idx"], how="anti"), [T, "path_idx", "cls"], "pos")
+    slots = _occurrence(path_calls.select("case_id", "path_idx", "cls", "ref_pos"), ["case_id", "path_idx", "cls"], "ref_pos")
     aligned = (
         plain.join(pairs.select(T, "case_id").unique(), on=T)
         .join(slots, on=["case_id", "path_idx", "cls", "occ"])

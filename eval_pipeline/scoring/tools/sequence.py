@@ -22,7 +22,8 @@ def _order(calls: pl.DataFrame, base: pl.DataFrame) -> tuple[pl.DataFrame, pl.Da
         .with_columns(event=pl.format("{}->{}", pl.col("a"), pl.col("b")))
     )
     inversions = (
-        calls.filter(pl.col("ref_pos").is_not_null())
+        calls.select(T, "key", "ref_pos")
+        .filter(pl.col("ref_pos").is_not_null())
         .with_columns(prev_max=pl.col("ref_pos").cum_max().shift(1).over(T))
         .filter(pl.col("ref_pos") < pl.col("prev_max"))
         .unique(T, keep="first", maintain_order=True)
