@@ -106,7 +106,8 @@ def _register_gate(sub) -> None:
         help="compare a candidate run with a baseline run under policy/gates.yaml",
         description="Evaluate each release gate of DATA/policy/gates.yaml for a scored candidate run against a scored "
         "baseline run (or the latest run whose gates passed). Prints the gate table with the blocking cases and owner. "
-        "Exit status: 0 every gate passed, 1 a gate failed, 2 a gate is incomplete or incomparable (or bad input).",
+        "Exit status: 0 every gate passed, 1 a gate failed, 2 a gate is incomplete, incomparable or insufficient (a "
+        "segmented gate's slice has fewer than min_cases cases), or bad input.",
     )
     gate.add_argument("--candidate", required=True, metavar="RUN", type=identifier_arg("run id"), help="the run under test")
     gate.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"), help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the candidate's run.yaml, else of the policy)")

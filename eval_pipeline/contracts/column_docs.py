@@ -63,6 +63,9 @@ COLUMNS: dict[str, str] = {
     "escalation_tools": "Tools that count as escalating to a human.",
     "scope_json": "Allowed values per argument name, as JSON: another value anywhere in a call's args is a policy violation.",
     "value_rules_json": "How argument values are compared (exact, normalized, numeric, any; strict types), as JSON; null: exact.",
+    "tags": "Decision-slice tags of the case (intent, workflow, language, permission scope ...), as (name, value) pairs by name.",
+    "counterfactual_of": "The case this one is a counterfactual of (same goal and tools, one decision-bearing fact changed); null: none.",
+    "changed_fact": "What differs from the original case in the counterfactual's fixtures or corpus.",
     # traces
     "error": "Harness error message of an attempt with status error or timeout.",
     "retrieval": "Retrieval rounds: round, tool, variant, query, candidates before reranking, final ranked hits.",
@@ -131,6 +134,18 @@ COLUMNS: dict[str, str] = {
     "context_assembly_stage": (f"Context assembly stage: {_STAGE_VALUES}; applies after a retrieval pass, fails when none of "
                                "the relevant docs in the top k reached the context."),
     "context_assembly_reason": "Why the context assembly stage failed, is incomplete or not applicable.",
+    # evidence diversity (docs/evidence_diversity.md)
+    "context_families": ("Distinct document families among the context chunks (a doc absent from the corpus or without a "
+                         "family is its own); 0 for an empty context; null when the context is not logged or the trace is incomplete."),
+    "context_sources": "Distinct source systems (corpus `source`) of the context docs; null when no context doc names one.",
+    "redundant_chunk_share": "(Context chunks − distinct families) / chunks: chunks of a family beyond its first; null without chunks.",
+    "cited_families": ("Distinct document families among the cited ids that exist (inline and structured; a dead id is "
+                       "none); null when nothing is cited or the citation stage is not scored."),
+    "cited_sources": "Distinct source systems (corpus `source`) of the existing cited docs; null when none names one or nothing is scored.",
+    "supporting_families": ("Distinct context families whose chunks alone support the claim (SUPPORTED claims; 1 when the "
+                            "context holds one family); 0 when not supported; null when the claim or a family decision is incomplete."),
+    "triangulated": "supporting_families ≥ 2: two or more independent document families support the claim; null when unknown.",
+    "n_triangulated": "Supported claims that are triangulated (≥ 2 supporting families); null when a count is unknown.",
     # claims and the judge
     "claim_index": "0-based position of the claim in the answer.",
     "claim": "The claim: one sentence of the answer, citation markers removed.",
@@ -289,6 +304,21 @@ COLUMNS: dict[str, str] = {
     "order1_preference": "Preferred answer with the baseline shown first: baseline, candidate or tie.",
     "order2_preference": "Preferred answer with the candidate shown first: baseline, candidate or tie.",
     "position_consistent": "Both orders gave the same preference.",
+    # decision slices (docs/slices.md)
+    "dimension": "Slice dimension: criticality, tool_risk, tags.<name> or corpus_family.",
+    "value": "Value of the slice dimension (high, destructive, a tag's value, a corpus family).",
+    "slice": "The slice as dimension=value.",
+    "n_traces": "Traces of the slice in the lane.",
+    "traces_passed": "Traces of the slice whose lane passed.",
+    "traces_failed": "Traces of the slice whose lane failed.",
+    "traces_incomplete": "Traces of the slice whose lane is incomplete (owner: harness), left out of pass_rate.",
+    "traces_not_applicable": "Traces of the slice whose every stage is not applicable.",
+    "pass_rate": "traces_passed / (traces_passed + traces_failed): over the complete traces; null without one.",
+    "pass_at_1_cases": "Cases of the slice with a pass@1 in this lane's reliability (pass_at_1 is their mean).",
+    "failed_case_ids": "Cases of the slice with at least one failed trace in the lane.",
+    "top_failing_stage": "First failing stage with the most failures in the slice (ties: the earlier stage); null without one.",
+    "segment": "Slice a segmented gate is computed on, as dimension=value pairs joined by ', '; null: the whole suite.",
+    "min_cases": "Complete cases a segmented gate's slice needs, else the gate is insufficient; null: not segmented.",
 }
 
 # Where a name means something else in one table.
@@ -309,7 +339,9 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     },
     "cases": {"source_file": "Case file the case was read from.", "input": "User input of the case."},
     "deid_cases": {"source_file": "Case file the case was read from.", "input": "User input of the case, de-identified."},
-    "deid_corpus": {"text": "Document text, de-identified."},
+    "deid_corpus": {"text": "Document text, de-identified.",
+                    "source": "Source system the document comes from (e.g. confluence, zendesk); null when not given."},
+    "corpus": {"source": "Source system the document comes from (e.g. confluence, zendesk); null when not given."},
     "tools": {"value_rules_json": "How the tool's argument values are compared, as JSON; null: exact."},
     "trace_rejects": {
         "reason": "Why the line was rejected.",
@@ -340,6 +372,15 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "cost_usd": "Cost of the judge call in this run in USD; 0 when reused, so the table sums to what was spent.",
         "latency_ms": "Latency of the judge call in milliseconds; null when the backend measures none.",
     },
+    "judge_family_verdicts": {
+        "run_id": "Run whose supporting_families rest on the verdict (judged in it or reused from an earlier run).",
+        "status": "Status of the stored verdict: ok (only completed verdicts are stored).",
+        "reason": "Judge's reason for the verdict of the claim against one family's context chunks.",
+        "input_tokens": "Input tokens of the judge call in this run; null when the backend counts none, 0 when reused.",
+        "output_tokens": "Output tokens of the judge call in this run; null when the backend counts none, 0 when reused.",
+        "cost_usd": "Cost of the judge call in this run in USD; 0 when reused, so the table sums to what was spent.",
+        "latency_ms": "Latency of the judge call in milliseconds; null when the backend measures none.",
+    },
     "grounding_scores": {"judge_version": "Judge whose verdicts the grounding rate is computed from."},
     "citation_scores": {"citation_reason": "Why the citation stage failed, is incomplete or not applicable."},
     "tool_scores": {"status": "Row status: scored, or incomplete (harness status or adapter divergence; reason says why)."},
@@ -364,9 +405,26 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "gate_results": {
         "run_id": "Candidate run the gate is evaluated for.",
         "lane": "Lane of the gate: rag, agent or all.",
-        "status": "Gate status: pass, fail, incomplete, incomparable, not_gating or not_applicable.",
+        "status": "Gate status: pass, fail, incomplete, incomparable, insufficient, not_gating or not_applicable.",
         "reason": "Why the gate has its status.",
         "owner": "Owner of the gate: the policy's, else the lane's default.",
+    },
+    "counterfactual_pairs": {
+        "case_id": "The counterfactual case of the pair (it names counterfactual_of and changed_fact).",
+        "original_case_id": "The case the counterfactual varies (its counterfactual_of).",
+        "changed_fact": "The decision-bearing fact that differs between the two cases.",
+        "lanes": "Lanes of the counterfactual case; the behaviour compared is the agent lane's calls and the RAG lane's answer.",
+        "original_attempts": "Complete attempts of the original case (every lane complete).",
+        "counterfactual_attempts": "Complete attempts of the counterfactual case (every lane complete).",
+        "original_passed": "Every complete attempt of the original passes every lane; null without a complete attempt.",
+        "counterfactual_passed": "Every complete attempt of the counterfactual passes every lane; null without a complete attempt.",
+        "expectations_differ": "The two cases expect something different (reference calls, alternatives, milestones, answer, refusal).",
+        "same_behaviour": "A complete attempt of each case did exactly the same (same call keys in order, same normalized answer); "
+                          "null when undecided.",
+        "shared_behaviour": "The behaviour both cases showed, when they showed one; null otherwise.",
+        "evidence_use": "responsive (both pass), ignored (same behaviour although the expectations differ), broken (otherwise, "
+                        "a case fails) or incomplete (a case without a complete attempt, or a pair that cannot be evaluated).",
+        "reason": "Why the pair is ignored, broken or incomplete; null when responsive.",
     },
     "pairwise_comparison": {
         "run_id": "Candidate run of the comparison.",
@@ -376,6 +434,11 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "reason": "Why the pair is incomplete.",
         "judge_version": "Judge that compared the answers.",
     },
+    "slice_rollup": {
+        "n_cases": "Cases of the slice with a trace in the lane.",
+        "pass_at_1": "Mean pass@1 over the slice's cases in this lane's reliability; null without one.",
+    },
+    "slice_attribution_rollup": {"share": "failures / the slice's failed traces; null when the slice has none."},
 }
 
 _FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -196,6 +196,7 @@ TRACES_SCHEMA: dict[str, pl.DataType] = {
 # accepted_json: {arg: [accepted values]} of the BFCL form (null when the call states its args only)
 TOOL_CALL = pl.Struct({"name": pl.String, "args_json": pl.String, "accepted_json": pl.String, "optional": pl.List(pl.String)})
 MILESTONE = pl.Struct({"name": pl.String, "path": pl.String, "op": pl.String, "value_json": pl.String})
+TAG = pl.Struct({"name": pl.String, "value": pl.String})
 
 CASES_SCHEMA: dict[str, pl.DataType] = {
     "dataset_version": pl.String,
@@ -225,6 +226,9 @@ CASES_SCHEMA: dict[str, pl.DataType] = {
     "scope_json": pl.String,
     "value_rules_json": pl.String,
     "source_file": pl.String,
+    "tags": pl.List(TAG),
+    "counterfactual_of": pl.String,
+    "changed_fact": pl.String,
 }
 
 CORPUS_SCHEMA: dict[str, pl.DataType] = {
@@ -235,6 +239,7 @@ CORPUS_SCHEMA: dict[str, pl.DataType] = {
     "current": pl.Boolean,
     "indexed": pl.Boolean,
     "text": pl.String,
+    "source": pl.String,
 }
 
 TOOLS_SCHEMA: dict[str, pl.DataType] = {
@@ -460,6 +465,9 @@ def case_row(case: Case, dataset_version: str, source_file: str = "") -> dict[st
         "scope_json": canonical_json(case.scope) if case.scope is not None else None,
         "value_rules_json": value_rules_json(case.value_rules),
         "source_file": source_file,
+        "tags": [{"name": name, "value": case.tags[name]} for name in sorted(case.tags)],
+        "counterfactual_of": case.counterfactual_of,
+        "changed_fact": case.changed_fact,
     }
 
 

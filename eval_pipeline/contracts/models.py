@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -45,6 +46,8 @@ class CorpusDoc(_Strict):
     current: bool = True
     indexed: bool = True
     text: str = ""
+    # the source system the document comes from ("confluence", "zendesk"): docs/evidence_diversity.md counts them
+    source: str | None = None
 
 
 MatchRule = Literal["exact", "normalized", "numeric", "any"]
@@ -168,6 +171,10 @@ class Fault(_Strict):
     tool: str
 
 
+TAG_KEY_MAX, TAG_VALUE_MAX = 64, 128
+TAG_KEY_RE = re.compile(rf"[A-Za-z][A-Za-z0-9_-]{{0,{TAG_KEY_MAX - 1}}}")
+
+
 class Case(_Strict):
     """A golden case (SPEC §2): the RAG contract, the agent contract, or both."""
 
@@ -197,6 +204,11 @@ class Case(_Strict):
     escalation_tools: list[str] = Field(default_factory=list)
     scope: JsonObject | None = None
     value_rules: ValueRules | None = None
+    # decision slices (docs/slices.md): intent, workflow, language, permission scope ... as short strings
+    tags: dict[str, str] = Field(default_factory=dict)
+    # a counterfactual pair (docs/evidence_use.md): this case is `counterfactual_of` another, with one fact changed
+    counterfactual_of: str | None = Field(default=None, min_length=1)
+    changed_fact: str | None = Field(default=None, min_length=1)
 
     # YAML turns an unquoted clock into a datetime and 49.00 into a float: accept YAML's natural types.
     model_config = ConfigDict(strict=False, extra="ignore")
@@ -208,6 +220,24 @@ class Case(_Strict):
             return value
         if hasattr(value, "isoformat"):
             return value.isoformat().replace("+00:00", "Z")
+        return value
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_are_short_strings(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        for key, tag in value.items():
+            if not isinstance(key, str) or not TAG_KEY_RE.fullmatch(key):
+                raise PydanticCustomError("tag_key", "{message}", {"message": (
+                    f"tag name {key!r} must be a letter then up to {TAG_KEY_MAX - 1} letters, digits, _ or -")})
+            if not isinstance(tag, str):
+                # YAML reads `language: no` as false and `tier: 1` as a number: a tag must be written as a string
+                raise PydanticCustomError("tag_value", "{message}", {"message": (
+                    f"tag {key}: {tag!r} is a {type(tag).__name__}, not a string; quote it in the YAML")})
+            if not 0 < len(tag) <= TAG_VALUE_MAX or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in tag):
+                raise PydanticCustomError("tag_value", "{message}", {"message": (
+                    f"tag {key}: {tag!r} must be 1 to {TAG_VALUE_MAX} characters without control characters")})
         return value
 
     @field_validator("dependencies")
@@ -228,6 +258,15 @@ class Case(_Strict):
                 "a rag case needs required_doc_ids (the documents to retrieve), or expect_refusal: true when there is "
                 "nothing to retrieve",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _pair_names_its_fact(self) -> Case:
+        if (self.counterfactual_of is None) != (self.changed_fact is None):
+            raise PydanticCustomError("counterfactual", "a counterfactual case names both counterfactual_of (the case "
+                                      "it varies) and changed_fact (the decision-bearing fact that differs)")
+        if self.counterfactual_of is not None and self.counterfactual_of == self.case_id:
+            raise PydanticCustomError("counterfactual", "a case cannot be the counterfactual of itself")
         return self
 
 
@@ -465,7 +504,42 @@ GATE_METRICS = (
     "policy_violations",
     "no_new_failures",
     "grounding_rate",
+    "evidence_ignored",
 )
+
+
+# Decision slices (docs/slices.md): the dimensions a gate's `segment` may name; `tags.<name>` names a case tag.
+SLICE_DIMENSIONS = ("criticality", "corpus_family", "tool_risk")
+TAG_DIMENSION_PREFIX = "tags."
+CRITICALITIES = ("high", "normal")
+TOOL_RISKS = ("read_only", "write", "destructive")
+DEFAULT_MIN_CASES = 5
+
+
+def _segment_error(message: str) -> PydanticCustomError:
+    return PydanticCustomError("segment", "{message}", {"message": message})
+
+
+def _check_segment(segment: dict) -> None:
+    """Raise unless every key of a gate's segment is a slice dimension with a value it can take."""
+    if not segment:
+        raise _segment_error("segment names no slice: give one or more of criticality, tags.<name>, corpus_family, "
+                             "tool_risk, or leave segment out")
+    for key, value in segment.items():
+        if not isinstance(key, str) or not (key in SLICE_DIMENSIONS or key.startswith(TAG_DIMENSION_PREFIX)):
+            raise _segment_error(f"unknown segment key {key!r}; known: {', '.join(SLICE_DIMENSIONS)}, tags.<name>")
+        if not isinstance(value, str):
+            raise _segment_error(f"segment {key}: {value!r} is a {type(value).__name__}, not a string; quote it in the YAML")
+        allowed = {"criticality": CRITICALITIES, "tool_risk": TOOL_RISKS}.get(key)
+        if allowed and value not in allowed:
+            raise _segment_error(f"segment {key}: {value!r} is not one of {', '.join(allowed)}")
+        tag = key.removeprefix(TAG_DIMENSION_PREFIX) if key.startswith(TAG_DIMENSION_PREFIX) else None
+        if tag is not None and not TAG_KEY_RE.fullmatch(tag):
+            raise _segment_error(f"segment {key}: tag name {tag!r} must be a letter then up to {TAG_KEY_MAX - 1} "
+                                 "letters, digits, _ or -")
+        if not 0 < len(value) <= TAG_VALUE_MAX or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+            raise _segment_error(f"segment {key}: {value!r} must be 1 to {TAG_VALUE_MAX} characters without control "
+                                 "characters")
 
 
 class GateSpec(_Strict):
@@ -481,6 +555,10 @@ class GateSpec(_Strict):
     report_beside: list[str] = Field(default_factory=list)
     requires_calibrated_judge: bool = False
     owner: str | None = None
+    # a decision slice (docs/slices.md): the gate is computed on that slice's cases only; several keys must all hold
+    segment: dict[str, str] | None = None
+    # fewer complete cases in the slice than this (default: the policy's min_cases) make the gate `insufficient`
+    min_cases: int | None = Field(default=None, ge=1)
 
     model_config = ConfigDict(strict=False, extra="forbid")
 
@@ -491,6 +569,25 @@ class GateSpec(_Strict):
             raise ValueError(f"unknown gate metric {value!r}; known: {', '.join(GATE_METRICS)}")
         return value
 
+    @field_validator("segment", mode="before")
+    @classmethod
+    def _segment_names_a_slice(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, dict):
+            raise _segment_error("segment is a mapping of slice dimensions to values, e.g. {criticality: high}")
+        if value is not None:
+            _check_segment(value)
+        return value
+
+    @model_validator(mode="after")
+    def _min_cases_of_a_slice(self) -> GateSpec:
+        if self.min_cases is not None and self.segment is None:
+            raise _segment_error(f"gate {self.name}: min_cases applies to a segmented gate only (add a segment)")
+        # the agent lane reads no corpus (a corpus bump never re-scores it): families slice the rag lane and `all`
+        if self.segment and "corpus_family" in self.segment and self.lane == "agent":
+            raise _segment_error(f"gate {self.name}: corpus_family slices by required documents, a rag contract: use it "
+                                 "on a rag or all gate")
+        return self
+
 
 class GatePolicy(_Strict):
     """data/policy/gates.yaml."""
@@ -499,6 +596,8 @@ class GatePolicy(_Strict):
     baseline_run_id: Identifier | None = None
     retrieval: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
     judge: JudgePolicy = Field(default_factory=JudgePolicy)
+    # a segmented gate whose slice has fewer complete cases is `insufficient` (docs/slices.md); a gate may override it
+    min_cases: int = Field(default=DEFAULT_MIN_CASES, ge=1)
     gates: list[GateSpec]
 
     model_config = ConfigDict(strict=False, extra="forbid")

@@ -40,6 +40,11 @@ def traces_without(*groups: tuple[str, ...]) -> dg.AssetIn:
     return dg.AssetIn(key="deid_traces", metadata={SKIP_COLUMNS_METADATA_KEY: [c for group in groups for c in group]})
 
 
+def corpus_families() -> dg.AssetIn:
+    """An input of deid_corpus without its text: the doc ids and families decision slices read."""
+    return dg.AssetIn(key="deid_corpus", metadata={SKIP_COLUMNS_METADATA_KEY: ["text"]})
+
+
 def resolve_root(path: str) -> str:
     return path if is_url(path) else str(Path(path).resolve())
 

@@ -72,6 +72,8 @@ CASE_TEXT_PATHS: tuple[LeafPath, ...] = (
     ("milestones", "path"),
     ("milestones", "value_json"),
     ("scope_json",),
+    ("changed_fact",),
+    ("tags", "value"),
 )
 CORPUS_TEXT_PATHS: tuple[LeafPath, ...] = (("text",),)
 

@@ -9,6 +9,10 @@ import polars as pl
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.scoring.attribution import lane_outcomes
 from eval_pipeline.scoring.gates import RunFacts
+from eval_pipeline.scoring.slices import slice_membership
+
+# what slice membership reads beside deid_cases: corpus families and the tools' risk
+SLICE_SOURCES = {"deid_corpus": ["doc_id", "family"], "tools": ["name", "read_only", "destructive"]}
 
 
 def manifest_from_warehouse(warehouse: Warehouse, run_id: str) -> dict | None:
@@ -30,6 +34,7 @@ def run_facts(warehouse: Warehouse, run_id: str, tables: Collection[str] | None 
     cases = read("deid_cases")
     stages = read("stage_results")
     qrels = read("qrels", columns=["qrels_version"])
+    corpus, registry = (read(table, columns=columns) for table, columns in SLICE_SOURCES.items())
     facts = RunFacts(
         run_id=run_id,
         manifest=manifest,
@@ -41,7 +46,10 @@ def run_facts(warehouse: Warehouse, run_id: str, tables: Collection[str] | None 
         reliability=read("reliability"),
         quarantine=read("quarantine"),
         calibration=read("judge_calibration"),
+        counterfactual=read("counterfactual_pairs"),
         qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None,
+        # a segmented gate needs all three; a guess without families or tool risks would put cases in the wrong slice
+        slices=slice_membership(cases, corpus, registry) if all(f is not None for f in (cases, corpus, registry)) else None,
     )
     facts.missing = [name for name, value in (("stage_results", stages), ("deid_cases", cases)) if value is None]
     return facts

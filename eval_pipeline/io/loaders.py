@@ -408,16 +408,18 @@ def require_corpus(location: Location, corpus_version: str) -> tuple[str, str]:
 
 
 def load_corpus(location: Location, corpus_version: str) -> Loaded:
-    """corpus/<version>/docs.jsonl as a corpus frame; a doc_id given again is a reject (the first is kept)."""
+    """corpus/<version>/docs.jsonl as a corpus frame (a doc's `source` system null when the line gives none); a doc_id
+    given again is a reject (the first is kept)."""
     folder = require_corpus(location, corpus_version)
     records, rejects = _jsonl_records(location, folder, CorpusDoc, "corpus")
     rows, first = [], {}
-    for source, number, record in records:
-        earlier = first.setdefault(record.doc_id, (source, number))
-        if earlier != (source, number):
-            rejects.append(reject(None, "corpus", source, number, f"duplicate doc_id {record.doc_id!r} "
+    for file, number, record in records:
+        earlier = first.setdefault(record.doc_id, (file, number))
+        if earlier != (file, number):
+            rejects.append(reject(None, "corpus", file, number, f"duplicate doc_id {record.doc_id!r} "
                                   f"(first occurrence kept: {earlier[0]} line {earlier[1]})"))
             continue
+        # model_dump carries every CORPUS_SCHEMA field, `source` included
         rows.append({"corpus_version": corpus_version, **record.model_dump()})
     return Loaded(pl.DataFrame(rows, schema=frames.CORPUS_SCHEMA, strict=False), rejects)
 
@@ -601,8 +603,10 @@ _CASE_DEFAULTED = ["case_revision", "input", "criticality", "required_doc_ids", 
                    "multi_hop", "forbidden_tools", "tool_match", "dependencies", "unsafe_after_fault", "escalation_tools",
                    "reference_tool_calls", "alternatives", "fixtures", "milestones"]
 _CASE_NULL_FOR_DEFAULT = null_for_default(_CASE_DEFAULTED)
-# a line naming value_rules (or spelling a key with an escape) is decoded to see whether it has them
-_MAY_NAME_VALUE_RULES = rf"value_rules|{ESCAPED_KEY}"
+# a line naming a field only the per-line path reads (or spelling a key with an escape) is decoded to see whether it
+# has one
+_PER_LINE_FIELDS = ("value_rules", "tags", "counterfactual_of", "changed_fact")
+_MAY_NAME_VALUE_RULES = rf"{'|'.join(_PER_LINE_FIELDS)}|{ESCAPED_KEY}"
 _STRING_LISTS = ("required_doc_ids", "expected_answer_contains", "allowed_tools", "forbidden_tools", "unsafe_after_fault",
                  "escalation_tools")
 _LITERALS = {"criticality": ["high", "normal"], "tool_match": ["strict_order", "unordered", "goal_only"]}
@@ -684,6 +688,9 @@ def _columnar_cases(raw: pl.Series, dataset_version: str, source: str) -> tuple[
         "scope_json",
         pl.lit(None, dtype=pl.String).alias("value_rules_json"),
         pl.lit(source, dtype=pl.String).alias("source_file"),
+        pl.lit([], dtype=frames.CASES_SCHEMA["tags"]).alias("tags"),
+        pl.lit(None, dtype=pl.String).alias("counterfactual_of"),
+        pl.lit(None, dtype=pl.String).alias("changed_fact"),
     ).cast(frames.CASES_SCHEMA)
     return positions[kept], frame
 
@@ -745,8 +752,9 @@ class _NotColumnar(ValueError):
 def _case_free_form(value: dict) -> dict[str, Any]:
     """The free-form columns of a case row (as case_row writes them) from a decoded line the columnar read accepted;
     raises where Case would refuse or convert a value."""
-    if "value_rules" in value:
-        raise _NotColumnar("value_rules")
+    for name in _PER_LINE_FIELDS:
+        if name in value:
+            raise _NotColumnar(name)
     fixtures = value.get("fixtures", {})
     scope = value.get("scope")
     milestones = value.get("milestones", {})

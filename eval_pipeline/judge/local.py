@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from eval_pipeline.judge.base import Judge, evidence_sets
+from eval_pipeline.judge.base import REQUEST_SCHEMA, Judge, conform, evidence_sets
 from eval_pipeline.judge.lexical import annotate, token_rows, vocabulary
 from eval_pipeline.judge.profile import JudgeProfile, default_profile
 from eval_pipeline.judge.text import pack_key, sentence_rows, strip_doc_markers
@@ -251,6 +251,62 @@ class LocalJudge(Judge):
         from eval_pipeline.judge.pairwise import prefer_by_claims
 
         return prefer_by_claims(self, requests)
+
+    def could_support(self, requests: pl.DataFrame) -> pl.DataFrame:
+        """request_key, could_support: false when even the best sentences of the evidence score below the support threshold.
+
+        An upper bound of `_decide`'s score: the claim words found anywhere in the evidence / claim words, halved for
+        each number, name (none of its words) and opinion word the whole evidence lacks; the chosen sentences are a
+        part of the evidence, so they find no more and lack no less. Exact: a request it rules out is never SUPPORTED.
+        """
+        requests = conform(requests, REQUEST_SCHEMA).unique("request_key", keep="first", maintain_order=True).with_columns(
+            evidence_key=pl.coalesce("evidence_key", "request_key"), claim_text=strip_doc_markers(pl.col("claim").fill_null("")))
+        claim_ids = requests.select("claim_text").unique(maintain_order=True).with_row_index("cid")
+        evidence_ids = requests.select("evidence_key").unique(maintain_order=True).with_row_index("eid")
+        keys = requests.select("request_key", "evidence_key", "claim_text").join(claim_ids, on="claim_text").join(
+            evidence_ids, on="evidence_key").select("request_key", "cid", "eid")
+        chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").select("eid", "text")
+        texts = chunks.select("text").unique().with_row_index("text_id")
+        # as _judge_claims reads them: sentences of each distinct text, tokens of claims and sentences in one vocabulary
+        sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
+        claim_tokens = token_rows(claim_ids, "cid", "claim_text")
+        sentence_tokens = token_rows(sentences, "sid", "sentence")
+        vocab = vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
+        claim_rows = annotate(claim_tokens, vocab, "cid").rename({"cid": "rid"})
+        words = _claim_words(claim_rows).rename({"rid": "cid"})
+        held = (
+            sentence_tokens.join(vocab.filter(pl.col("is_content")).select("raw", "tid"), on="raw")
+            .join(sentences.select("sid", "text_id"), on="sid")
+            .join(chunks.join(texts, on="text").select("eid", "text_id").unique(), on="text_id")
+            .select("eid", "tid")
+            .unique()
+            .with_columns(_found=pl.lit(True))
+        )
+        found = keys.join(words, on="cid").join(held, on=["eid", "tid"], how="left").with_columns(pl.col("_found").fill_null(False))
+        missing = ~pl.col("_found")
+        per_word = found.group_by("request_key").agg(
+            _n_words=pl.len(), _n_found=pl.col("_found").sum(),
+            _lacking_numbers=(missing & pl.col("is_num")).sum(), _lacking_opinions=(missing & pl.col("is_subjective")).sum())
+        names = (
+            keys.join(_entities(claim_rows).rename({"rid": "cid"}), on="cid")
+            .join(held, on=["eid", "tid"], how="left")
+            .group_by("request_key", "entity")
+            .agg(_present=pl.col("_found").any())
+            .group_by("request_key")
+            .agg(_absent_names=(~pl.col("_present").fill_null(False)).sum())
+        )
+        bound = (
+            pl.col("_n_found") / pl.col("_n_words")
+            * pl.lit(NUMBER_PENALTY).pow(pl.col("_lacking_numbers"))
+            * pl.lit(NAME_PENALTY).pow(pl.col("_absent_names").fill_null(0))
+            * pl.lit(OPINION_PENALTY).pow(pl.col("_lacking_opinions"))
+        ).round(4)
+        return (
+            keys.select("request_key")
+            .join(per_word, on="request_key", how="left", maintain_order="left")
+            .join(names, on="request_key", how="left", maintain_order="left")
+            .select("request_key", could_support=(pl.col("_n_words").fill_null(0) > 0) & (bound >= self.support_threshold).fill_null(False))
+        )
 
 
 def _listing(column: str, prefix: str) -> pl.Expr:

@@ -14,6 +14,8 @@ from eval_pipeline.judge.base import RAW_RESULT_SCHEMA, Judge, conform
 
 # The table of every run's verdicts, read back for reuse by later runs and by `eval-pipeline judge-estimate`.
 VERDICT_STORE = "judge_verdicts"
+# The verdicts of per-family support (docs/evidence_diversity.md), kept apart so the claim verdicts' counts stay theirs.
+FAMILY_VERDICT_STORE = "judge_family_verdicts"
 HASH_SCHEME = f"polars-{pl.__version__}/struct-hash-1"
 DIGEST = ("digest_a", "digest_b")
 COSTS = {"input_tokens": pl.Int64, "output_tokens": pl.Int64, "cost_usd": pl.Float64, "latency_ms": pl.Float64}
@@ -115,3 +117,6 @@ class ReusingJudge(Judge):
 
     def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
         return self.inner._judge_pairs(requests)
+
+    def could_support(self, requests: pl.DataFrame) -> pl.DataFrame:
+        return self.inner.could_support(requests)

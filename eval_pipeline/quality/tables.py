@@ -17,21 +17,22 @@ RETRIEVAL_SCORES = lane_table(
                                   "keyword_miss", "embedding_miss")},
 )
 CONTEXT_SCORES = lane_table(
-    "context_recall", "context_precision", "context_tokens",
+    "context_recall", "context_precision", "context_tokens", "context_families", "context_sources", "redundant_chunk_share",
     stages=("context_assembly",),
-    unit_interval=("context_recall", "context_precision"),
-    non_negative=("context_tokens",),
+    unit_interval=("context_recall", "context_precision", "redundant_chunk_share"),
+    non_negative=("context_tokens", "context_families", "context_sources"),
 )
 GROUNDING_SCORES = lane_table(
-    "grounding_rate", "n_claims", "n_supported", "judge_version",
+    "grounding_rate", "n_claims", "n_supported", "n_triangulated", "judge_version",
     stages=("grounding",),
     unit_interval=("grounding_rate",),
-    non_negative=("n_claims", "n_supported"),
+    non_negative=("n_claims", "n_supported", "n_triangulated"),
 )
 CITATION_SCORES = lane_table(
-    "citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate",
+    "citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate", "cited_families", "cited_sources",
     stages=("citation",),
     unit_interval=("citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate"),
+    non_negative=("cited_families", "cited_sources"),
 )
 ANSWER_SCORES = lane_table(
     "contains_all", "exact_match", "token_f1", "refused",
@@ -40,8 +41,9 @@ ANSWER_SCORES = lane_table(
 )
 CLAIMS = TableContract(
     columns=("run_id", "trace_id", "claim_index", "claim", "verdict", "score", "evidence_quote", "quote_verified",
-             "cited_doc_ids", "citation_verdict"),
+             "cited_doc_ids", "citation_verdict", "supporting_families", "triangulated"),
     unit_interval=("score",),
+    non_negative=("supporting_families",),
     value_sets={
         "verdict": ("SUPPORTED", "CONTRADICTED", "NOT_IN_EVIDENCE"),
         "citation_verdict": ("SUPPORTS", "RELATED_NOT_SUPPORTING", "UNCITED", "DEAD_CITATION"),
@@ -95,4 +97,31 @@ RELIABILITY = TableContract(
     unique=("case_id",),
     per_trace=False,
     scan_personal_data=False,
+)
+COUNTERFACTUAL_PAIRS = TableContract(
+    columns=("run_id", "case_id", "original_case_id", "changed_fact", "original_passed", "counterfactual_passed",
+             "expectations_differ", "same_behaviour", "evidence_use", "reason"),
+    non_negative=("original_attempts", "counterfactual_attempts"),
+    value_sets={"evidence_use": ("responsive", "ignored", "broken", "incomplete")},
+    unique=("case_id",),
+    per_trace=False,
+)
+# decision slices (docs/slices.md): one row per (lane, slice); the slice's value may be a tag written by a person
+SLICE_ROLLUP = TableContract(
+    columns=("run_id", "lane", "dimension", "value", "slice", "n_cases", "n_traces", "traces_passed", "traces_failed",
+             "traces_incomplete", "traces_not_applicable", "pass_rate", "pass_at_1", "pass_at_1_cases", "failed_case_ids",
+             "top_failing_stage"),
+    unit_interval=("pass_rate", "pass_at_1"),
+    non_negative=("n_cases", "n_traces", "traces_passed", "traces_failed", "traces_incomplete", "traces_not_applicable",
+                  "pass_at_1_cases"),
+    value_sets={"lane": ("rag", "agent")},
+    unique=("slice",),
+    per_trace=False,
+)
+SLICE_ATTRIBUTION_ROLLUP = TableContract(
+    columns=("run_id", "lane", "dimension", "value", "slice", "stage", "failures", "share"),
+    unit_interval=("share",),
+    non_negative=("failures",),
+    value_sets={"lane": ("rag", "agent")},
+    per_trace=False,
 )

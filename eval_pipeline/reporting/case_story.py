@@ -627,6 +627,10 @@ def case_lines(story: CaseStory) -> list[str]:
              f"lanes: {fmt(case.get('lanes'))} · criticality: {fmt(case.get('criticality'))} · "
              f"revision {fmt(case.get('case_revision'))}"
              + (" · multi-hop" if case.get("multi_hop") else "")]
+    if case.get("tags"):
+        lines.append("tags: " + ", ".join(f"{t['name']}={t['value']}" for t in case["tags"]))
+    if case.get("counterfactual_of"):
+        lines.append(f"counterfactual of {case['counterfactual_of']}: changed fact: {_short(case.get('changed_fact'), 400)}")
     if case.get("required_doc_ids"):
         lines.append(f"required docs: {fmt(case['required_doc_ids'])}")
     if case.get("expected_answer_contains"):

@@ -8,14 +8,17 @@ import xml.etree.ElementTree as ET
 import polars as pl
 
 from eval_pipeline.reporting.render import Section, Verdict
-from eval_pipeline.scoring.gates import UNIT_CASES, exit_code
+from eval_pipeline.scoring.gates import INSUFFICIENT, UNIT_CASES, exit_code
 
 EXIT_MEANING = {0: "every gate passed", 1: "a gate failed: the release is blocked", 2: "undecided: a gate is incomplete or incomparable"}
 # The machine-readable gate output (`gate --json`); bump on any change of its fields or meanings.
 GATE_JSON_SCHEMA_VERSION = 1
-GATE_JSON_FIELDS = ("gate", "lane", "metric", "unit", "status", "baseline_value", "candidate_value", "delta", "threshold",
+GATE_JSON_FIELDS = ("gate", "lane", "metric", "segment", "min_cases", "unit", "status", "baseline_value", "candidate_value", "delta", "threshold",
                     "blocking_cases", "blocking_details", "excluded_cases", "n_cases", "owner", "reason")
 CASE_PAGE = "cases/{value}.html"
+# statuses that leave the release undecided (exit 2); insufficient: a segmented gate's slice has too few cases
+UNDECIDED_STATUSES = ("incomplete", "incomparable", INSUFFICIENT)
+INSUFFICIENT_MEANING = "undecided: a gate is incomplete, incomparable or insufficient (too few cases in its slice)"
 UNITS_LINE = ("- rate gates (unit `fraction`) compare the mean over the cases complete in both runs, flaky cases excluded "
               "(and multi-hop ones where the policy says so): values are fractions in [0, 1], the delta and the limit are "
               "in points (value × 100); a drop equal to the limit passes. Count gates (unit `cases`) count cases.")
@@ -33,7 +36,17 @@ def exit_meaning(gate_results: pl.DataFrame) -> str:
     """The exit status of a gate table in words (a run no gate applies to is "not gated", not "undecided")."""
     if verdict_status(gate_results) == "not_gated":
         return "not gated: no gate applies to this run"
-    return EXIT_MEANING[exit_code(gate_results)]
+    code = exit_code(gate_results)
+    return INSUFFICIENT_MEANING if code == 2 and _has_insufficient(gate_results) else EXIT_MEANING[code]
+
+
+def _has_insufficient(gate_results: pl.DataFrame) -> bool:
+    return INSUFFICIENT in gate_results["status"].to_list()
+
+
+def _segmented(gate_results: pl.DataFrame) -> bool:
+    """Whether any gate is computed on a slice (then tables show the segment and its min_cases)."""
+    return "segment" in gate_results.columns and gate_results["segment"].is_not_null().any()
 
 
 def beside_table(gate_results: pl.DataFrame) -> pl.DataFrame:
@@ -77,15 +90,19 @@ def gate_table(gate_results: pl.DataFrame) -> pl.DataFrame:
         unit = row.get("unit") or "fraction"
         row = {**row, "unit": unit}
         rows.append({
-            "gate": row["gate"], "lane": row["lane"], "metric": row["metric"], "status": row["status"], "unit": unit,
+            "gate": row["gate"], "lane": row["lane"], "metric": row["metric"], "segment": row.get("segment"),
+            "min_cases": row.get("min_cases"), "status": row["status"], "unit": unit,
             "baseline": _number(row["baseline_value"], unit), "candidate": _number(row["candidate_value"], unit),
             "delta": _delta(row), "limit": _limit(row), "cases": row["n_cases"],
             "excluded": row["excluded_cases"] or [], "owner": row["owner"], "reason": row["reason"],
         })
-    schema = {"gate": pl.String, "lane": pl.String, "metric": pl.String, "status": pl.String, "unit": pl.String,
+    schema = {"gate": pl.String, "lane": pl.String, "metric": pl.String, "segment": pl.String, "min_cases": pl.Int64,
+              "status": pl.String, "unit": pl.String,
               "baseline": pl.String, "candidate": pl.String, "delta": pl.String, "limit": pl.String,
               "cases": pl.Int64, "excluded": pl.List(pl.String), "owner": pl.String, "reason": pl.String}
-    return pl.DataFrame(rows, schema=schema)
+    table = pl.DataFrame(rows, schema=schema)
+    # a policy without segmented gates keeps its table as it was
+    return table if _segmented(gate_results) else table.drop("segment", "min_cases")
 
 
 def blocking_table(gate_results: pl.DataFrame) -> pl.DataFrame:
@@ -111,25 +128,27 @@ def release_verdict(gate_results: pl.DataFrame, candidate: str, baseline: str | 
     status = verdict_status(gate_results)
     n = gate_results.height
     failed = gate_results.filter(pl.col("status") == "fail")
-    undecided = gate_results.filter(pl.col("status").is_in(["incomplete", "incomparable"]))
+    undecided = gate_results.filter(pl.col("status").is_in(UNDECIDED_STATUSES))
     against = f"`{candidate}` against `{baseline}`" if baseline and baseline != candidate else f"`{candidate}`"
     if status == "fail":
         cases = blocking_table(gate_results).height
         headline = f"Release blocked: {failed.height} of {n} gates failed, {cases} blocking case(s) — {against}"
     elif status == "undecided":
-        headline = f"Release undecided: {undecided.height} of {n} gates incomplete or incomparable — {against}"
+        words = "incomplete, incomparable or insufficient" if _has_insufficient(gate_results) else "incomplete or incomparable"
+        headline = f"Release undecided: {undecided.height} of {n} gates {words} — {against}"
     elif status == "not_gated":
         reason = gate_results["reason"][0] if n else "no gate in the policy"
         headline = f"Not gated — {against}: {reason}"
     else:
         headline = f"Release passes: every gate passed ({n}) — {against}"
     details = []
-    for row in gate_results.filter(pl.col("status").is_in(["fail", "incomplete", "incomparable"])).iter_rows(named=True):
+    for row in gate_results.filter(pl.col("status").is_in(["fail", *UNDECIDED_STATUSES])).iter_rows(named=True):
         unit = row.get("unit") or "fraction"
         row = {**row, "unit": unit}
         values = (f"{_number(row['baseline_value'], unit)} → {_number(row['candidate_value'], unit)}, {_delta(row)} "
                   f"(limit: {_limit(row)}); " if row["baseline_value"] is not None else "")
-        details.append(f"- **{row['gate']}** {row['status']} (owner {row['owner']}): {values}{row['reason'] or ''}")
+        where = f" on slice `{row['segment']}`" if row.get("segment") else ""
+        details.append(f"- **{row['gate']}**{where} {row['status']} (owner {row['owner']}): {values}{row['reason'] or ''}")
     return Verdict(status=status, headline=headline, details=details)
 
 
@@ -149,8 +168,25 @@ def pairwise_section(pairs: pl.DataFrame) -> Section:
     return Section("Pairwise answers (baseline vs candidate)", lines, changed)
 
 
+_EVIDENCE_ORDER = {"ignored": 0, "broken": 1, "incomplete": 2, "responsive": 3}
+
+
+def counterfactual_section(pairs: pl.DataFrame) -> Section:
+    """Counterfactual pairs of this run: did the decision change with the decision-bearing fact? Ignored pairs first."""
+    title = "Evidence use (counterfactual pairs)"
+    if pairs.height == 0:
+        return Section(title, ["- the dataset has no counterfactual pairs (a case with counterfactual_of and changed_fact)"])
+    counts = dict(pairs.group_by("evidence_use").len().iter_rows())
+    lines = [f"- {pairs.height} pair(s): " + ", ".join(f"{value} {counts.get(value, 0)}" for value in _EVIDENCE_ORDER),
+             "- responsive: both cases pass; ignored: the same behaviour with and without the changed fact although the "
+             "expectations differ; broken: the behaviour changed but a case fails; incomplete: a case has no complete attempt"]
+    table = (pairs.sort(pl.col("evidence_use").replace_strict(_EVIDENCE_ORDER, default=9), "case_id")
+             .select("case_id", "original_case_id", "changed_fact", "evidence_use", "reason"))
+    return Section(title, lines, table)
+
+
 def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | None,
-                  pairs: pl.DataFrame | None = None) -> list[Section]:
+                  pairs: pl.DataFrame | None = None, counterfactual: pl.DataFrame | None = None) -> list[Section]:
     """Sections of the gate report."""
     code = exit_code(gate_results)
     lines = [
@@ -168,6 +204,8 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
         sections.append(Section("Reported beside the gates",
                                 ["- over every case of each run with a complete attempt (not the gate's scope), never gated"],
                                 beside, level=3))
+    if counterfactual is not None:
+        sections.append(counterfactual_section(counterfactual))
     if pairs is not None:
         sections.append(pairwise_section(pairs))
     return sections
@@ -182,6 +220,11 @@ def gate_text_table(gate_results: pl.DataFrame) -> str:
     for row in table.iter_rows(named=True):
         lines.append(f"{row['gate']:<24} {row['status']:<15} {row['unit']:<9} {row['baseline']:>9} {row['candidate']:>10} "
                      f"{row['delta']:>18}  {row['limit']:<18} {row['reason'] or ''}")
+    if _segmented(gate_results):
+        lines += ["", "segmented gates (computed on their slice only; fewer complete cases than min_cases: insufficient):"]
+        for row in gate_results.filter(pl.col("segment").is_not_null()).iter_rows(named=True):
+            lines.append(f"  {row['gate']:<24} slice {row['segment']}: {row['n_cases'] if row['n_cases'] is not None else '–'} "
+                         f"case(s), min_cases {row['min_cases']}")
     blocking = blocking_table(gate_results)
     if blocking.height:
         lines += ["", f"blocking cases ({blocking.height}):"]
@@ -209,9 +252,10 @@ def gate_json(gate_results: pl.DataFrame, candidate: str, baseline: str | None, 
 
 
 def gate_junit(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> str:
-    """`gate --junit`: JUnit XML, one test case per gate (fail → failure, incomplete/incomparable → error, not applicable → skipped)."""
+    """`gate --junit`: JUnit XML, one test case per gate (fail → failure, incomplete/incomparable/insufficient → error, not
+    applicable → skipped)."""
     failures = gate_results.filter(pl.col("status") == "fail").height
-    errors = gate_results.filter(pl.col("status").is_in(["incomplete", "incomparable"])).height
+    errors = gate_results.filter(pl.col("status").is_in(UNDECIDED_STATUSES)).height
     skipped = gate_results.filter(pl.col("status").is_in(["not_applicable", "not_gating"])).height
     suites = ET.Element("testsuites", name="eval-pipeline gate")
     suite = ET.SubElement(suites, "testsuite", name=f"release gates: {candidate} vs {baseline or 'none'}",
@@ -222,11 +266,13 @@ def gate_junit(gate_results: pl.DataFrame, candidate: str, baseline: str | None)
         case = ET.SubElement(suite, "testcase", classname=f"gates.{row['lane']}", name=row["gate"])
         values = (f"baseline {_number(row['baseline_value'], unit)}, candidate {_number(row['candidate_value'], unit)}, "
                   f"delta {_delta(row)}, limit {_limit(row)}")
+        if row.get("segment"):
+            values += f", slice {row['segment']} ({row['n_cases'] if row['n_cases'] is not None else '–'} cases, min_cases {row['min_cases']})"
         details = "\n".join(row.get("blocking_details") or row["blocking_cases"] or [])
         if row["status"] == "fail":
             failure = ET.SubElement(case, "failure", message=f"{row['reason']} (owner {row['owner']})", type="gate_failed")
             failure.text = f"{values}\nblocking cases:\n{details}"
-        elif row["status"] in ("incomplete", "incomparable"):
+        elif row["status"] in UNDECIDED_STATUSES:
             error = ET.SubElement(case, "error", message=row["reason"] or row["status"], type=row["status"])
             error.text = f"{values}\n{details}".strip()
         elif row["status"] in ("not_applicable", "not_gating"):

@@ -19,8 +19,8 @@ RUN_COLUMNS = {"run_id": "run_id", "created_at": "created_at", "candidate": "can
 GATE_COLUMNS = ("run_id", "gate", "metric", "baseline_run_id", "baseline_value", "candidate_value", "status", "unit")
 TREND_NOTE = ("Each line is one gate's candidate value per run; a run with no candidate value of its own that served as "
               "another run's baseline shows the baseline value recorded by the first run compared against it.")
-VERDICT_MEANING = ("- verdict: **fail** a gate failed, the release is blocked; **undecided** a gate is incomplete or "
-                   "incomparable; **not_gated** no gate applied (no baseline); **pass** every applicable gate passed")
+VERDICT_MEANING = ("- verdict: **fail** a gate failed, the release is blocked; **undecided** a gate is incomplete, "
+                   "incomparable or insufficient; **not_gated** no gate applied (no baseline); **pass** every applicable gate passed")
 
 
 def run_verdict(statuses: list[str]) -> str:
@@ -28,7 +28,7 @@ def run_verdict(statuses: list[str]) -> str:
     present = set(statuses)
     if "fail" in present:
         return "fail"
-    if present & {"incomplete", "incomparable"}:
+    if present & {"incomplete", "incomparable", "insufficient"}:
         return "undecided"
     if not present - {"not_applicable"}:
         return "not_gated"
@@ -103,21 +103,45 @@ def _verdict(table: pl.DataFrame) -> Verdict | None:
     run, failed, total = latest["run_id"], latest["failed_gates"], latest["gates"]
     headline = {
         "fail": f"latest run `{run}`: {failed} of {total} gates failed",
-        "undecided": f"latest run `{run}`: a gate is incomplete or incomparable",
+        "undecided": f"latest run `{run}`: a gate is incomplete, incomparable or insufficient",
         "not_gated": f"latest run `{run}` has no applicable gate",
         "pass": f"latest run `{run}`: every applicable gate passed",
     }[latest["verdict"]]
     return Verdict(latest["verdict"], headline)
 
 
+HIGH_CRITICALITY = "criticality=high"
+
+
+def failed_high_criticality(runs: pl.DataFrame | None, slices: pl.DataFrame | None) -> pl.DataFrame:
+    """Per run (in order of creation) and lane: the failed cases of high criticality, from slice_rollup."""
+    schema = {"run_id": pl.String, "lane": pl.String, "failed_high_criticality_cases": pl.List(pl.String)}
+    if slices is None or "failed_case_ids" not in slices.columns:
+        return pl.DataFrame(schema=schema)
+    order = _frames(runs, None)[0].with_row_index("order").select("run_id", "order")
+    failed = (slices.filter((pl.col("slice") == HIGH_CRITICALITY) & (pl.col("failed_case_ids").list.len() > 0))
+              .join(order, on="run_id", how="left").sort("order", "run_id", "lane", nulls_last=True)
+              .select("run_id", "lane", pl.col("failed_case_ids").alias("failed_high_criticality_cases")))
+    return failed.cast(schema)
+
+
 def index_sections(runs: pl.DataFrame | None, gates: pl.DataFrame | None, report_files: dict[str, list[str]],
-                   suffix: str) -> tuple[list[Section], Verdict | None]:
-    """Sections of the index (report links to files ending in `suffix`) and the latest run's verdict."""
+                   suffix: str, slices: pl.DataFrame | None = None) -> tuple[list[Section], Verdict | None]:
+    """Sections of the index (report links to files ending in `suffix`) and the latest run's verdict; `slices`: the
+    slice_rollup rows of the runs, whose failed high-criticality cases come first."""
+    failed = failed_high_criticality(runs, slices)
     runs, gates = _frames(runs, gates)
     table = run_table(runs, gates, report_files, suffix)
     series = trend_series(runs, gates)
     order = runs["run_id"].to_list()
-    sections = [Section(f"Runs ({table.height})", [VERDICT_MEANING, "- runs in order of creation; reports open from the "
+    sections = [] if slices is None else [Section(
+        f"Failed high-criticality cases ({failed['failed_high_criticality_cases'].list.len().sum()})",
+        ["- every failed case of high criticality, per run and lane, before any rate; a case opens its page"]
+        if failed.height else ["- no high-criticality case failed in any run"],
+        # case pages are HTML only: the Markdown index names the cases without links
+        failed if failed.height else None,
+        links={"failed_high_criticality_cases": "{run_id}/cases/{value}.html"} if suffix == ".html" else {})]
+    sections += [Section(f"Runs ({table.height})", [VERDICT_MEANING, "- runs in order of creation; reports open from the "
                                                    "last column"], table, links={"reports": "{run_id}/{value}" + suffix})]
     if series:
         values = pl.DataFrame({"run_id": order, **series}, schema={"run_id": pl.String, **{g: pl.Float64 for g in series}})
@@ -129,22 +153,25 @@ def index_sections(runs: pl.DataFrame | None, gates: pl.DataFrame | None, report
     return sections, _verdict(table)
 
 
-def index_html(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]]) -> str:
+def index_html(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]],
+               slices: pl.DataFrame | None = None) -> str:
     """The index page as self-contained HTML, linking each run's HTML reports."""
-    sections, verdict = index_sections(runs, gates, report_files, ".html")
+    sections, verdict = index_sections(runs, gates, report_files, ".html", slices)
     return render_html(TITLE, sections, verdict)
 
 
-def index_markdown(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]]) -> str:
+def index_markdown(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]],
+                   slices: pl.DataFrame | None = None) -> str:
     """The index page as Markdown, linking each run's Markdown reports."""
-    sections, verdict = index_sections(runs, gates, report_files, ".md")
+    sections, verdict = index_sections(runs, gates, report_files, ".md", slices)
     return render_markdown(TITLE, sections, verdict)
 
 
 def write_index(warehouse: Warehouse, reports: Location) -> list[str]:
     """Write index.html and index.md at the root of the reports location from every run in the warehouse; their URIs."""
     runs, gates = _frames(warehouse.read("run_manifest"), warehouse.read("gate_results"))
+    slices = warehouse.read("slice_rollup", columns=["run_id", "lane", "slice", "failed_case_ids"]) if warehouse.exists("slice_rollup") else None
     files = {run_id: reports.files(run_id) for run_id in runs["run_id"].to_list()}
-    reports.write_bytes(index_html(runs, gates, files).encode(), "index.html")
-    reports.write_bytes(index_markdown(runs, gates, files).encode(), "index.md")
+    reports.write_bytes(index_html(runs, gates, files, slices).encode(), "index.html")
+    reports.write_bytes(index_markdown(runs, gates, files, slices).encode(), "index.md")
     return [reports.uri_of("index.html"), reports.uri_of("index.md")]

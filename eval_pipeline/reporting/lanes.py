@@ -35,6 +35,9 @@ class LaneData:
     baseline_note: str | None = None
     # this lane's gates, computed as the gate asset computes them (gate_results rows)
     gates: pl.DataFrame | None = None
+    # the run's cases (criticality, tags) and this lane's slice_rollup (docs/slices.md)
+    cases: pl.DataFrame | None = None
+    slices: pl.DataFrame | None = None
 
 
 LINKS = {"case_id": CASE_PAGE}
@@ -49,11 +52,72 @@ def lane_verdict(data: LaneData) -> Verdict | None:
         return None
     verdict = release_verdict(data.gates, data.run_id, data.gates["baseline_run_id"][0])
     label = "RAG lane" if data.lane == "rag" else "Agent lane"
-    details = [*verdict.details, "- the release decision over every gate, both lanes and `no_new_failures` included: "
-               "[gate report](gate.html)"]
+    details = [*high_criticality_banner(data), *verdict.details,
+               "- the release decision over every gate, both lanes and `no_new_failures` included: [gate report](gate.html)"]
     decision, _, rest = verdict.headline.partition(": ")
     headline = f"{decision}: {label} gates — {rest}" if rest and decision.startswith("Release") else verdict.headline
     return Verdict(status=verdict.status, headline=headline, details=details)
+
+
+def _failed_high_criticality(data: LaneData) -> pl.DataFrame:
+    """The failed-cases table (failures_section) narrowed to the cases of high criticality."""
+    table = failures_section(data).table
+    if data.cases is None or "criticality" not in data.cases.columns:
+        return table.head(0)
+    high = data.cases.filter(pl.col("criticality") == "high").select("case_id")
+    return table.join(high, on="case_id", how="semi", maintain_order="left")
+
+
+def high_criticality_banner(data: LaneData) -> list[str]:
+    """The banner line naming every failed high-criticality case of the lane, when there is one."""
+    failed = _failed_high_criticality(data)
+    if failed.height == 0:
+        return []
+    return [f"- failed high-criticality cases ({failed.height}): " + ", ".join(
+        f"{row['case_id']} ({', '.join(s for s in row['first_failing_stages'] if s)}, {row['attempts_failed']})"
+        for row in failed.iter_rows(named=True))]
+
+
+def failed_high_criticality_section(data: LaneData) -> Section:
+    """Every failed case of high criticality by name, with its first failing stages and attempts: read before any mean."""
+    failed = _failed_high_criticality(data)
+    if data.cases is None:
+        return Section("Failed high-criticality cases", ["- the run's cases were not available: criticality unknown"])
+    n_high = data.outcomes.filter(pl.col("lane") == data.lane).join(
+        data.cases.filter(pl.col("criticality") == "high").select("case_id"), on="case_id", how="semi")["case_id"].n_unique()
+    lines = [f"- {failed.height} of {n_high} high-criticality case(s) of this lane failed; each is listed here by name, "
+             "whatever the means below say"]
+    return Section(f"Failed high-criticality cases ({failed.height})", lines,
+                   failed.select("case_id", "attempts_failed", "first_failing_stages", "owners", "reasons"), links=LINKS)
+
+
+SLICE_ROWS_SHOWN = 40
+SLICE_COLUMNS = {"value": "value", "n_cases": "cases", "n_traces": "traces", "traces_failed": "failed",
+                 "traces_incomplete": "incomplete", "pass_rate": "pass_rate", "pass_at_1": "pass_at_1",
+                 "top_failing_stage": "top_first_failing_stage", "failed_case_ids": "failed_cases"}
+
+
+def slices_sections(data: LaneData) -> list[Section]:
+    """Per slice dimension (criticality, tool risk, each tag, corpus family): each value's cases, pass rate, pass@1 and
+    top first failing stage."""
+    if data.slices is None or data.slices.height == 0:
+        return [Section("Slices", ["- no slice: the lane has no trace of a case with a slice"])]
+    lines = ["- case results by decision slice (docs/slices.md), never only the suite mean: pass rate over the complete "
+             "traces of the slice (incomplete ones counted apart), pass@1 the mean over its cases, and where its failures "
+             "start first",
+             "- a case may be in several values of one dimension (several corpus families) and in no tag slice"]
+    sections = [Section("Slices", lines)]
+    for dimension in data.slices["dimension"].unique(maintain_order=True).to_list():
+        rows = data.slices.filter(pl.col("dimension") == dimension)
+        more = []
+        if rows.height > SLICE_ROWS_SHOWN:
+            # thousands of corpus families would bury the report: the worst slices, the rest in slice_rollup
+            more = [f"- the {SLICE_ROWS_SHOWN} of {rows.height} values with the lowest pass rate; every value is in "
+                    f"the table `slice_rollup`"]
+            rows = rows.sort(pl.col("pass_rate").fill_null(2.0), "value").head(SLICE_ROWS_SHOWN)
+        table = rows.select([pl.col(c).alias(name) for c, name in SLICE_COLUMNS.items()])
+        sections.append(Section(f"By {dimension}", more, table, level=3, links={"failed_cases": CASE_PAGE}))
+    return sections
 
 
 def gated_section(data: LaneData) -> list[Section]:
@@ -62,6 +126,9 @@ def gated_section(data: LaneData) -> list[Section]:
         return []
     lines = [UNITS_LINE]
     for row in data.gates.iter_rows(named=True):
+        if row.get("segment"):
+            lines.extend(_segment_line(data, row))
+            continue
         own = _own_mean(data, row["metric"])
         if row["candidate_value"] is None or own is None:
             continue
@@ -74,6 +141,21 @@ def gated_section(data: LaneData) -> list[Section]:
     if blocking.height:
         sections.append(Section(f"Cases that block this lane's gates ({blocking.height})", [], blocking, level=3, links=LINKS))
     return sections
+
+
+def _segment_line(data: LaneData, row: dict) -> list[str]:
+    """A segmented gate's scope: its slice, the cases compared against min_cases, and the slice's own pass@1 beside."""
+    if row["candidate_value"] is None:
+        return []
+    excluded = ", ".join(row["excluded_cases"] or []) or "none"
+    own = ""
+    if row["metric"] == "pass_at_1" and data.slices is not None and data.slices.height:
+        found = data.slices.filter(pl.col("slice") == row["segment"])
+        if found.height and found["pass_at_1"][0] is not None:
+            own = (f"; this report's mean over the slice's {found['pass_at_1_cases'][0]} complete case(s) is "
+                   f"{found['pass_at_1'][0]:.4f}")
+    return [f"- {row['gate']}: on slice `{row['segment']}` the gate compares {row['n_cases']} cases complete in both runs "
+            f"(min_cases {row['min_cases']}; excluded: {excluded}): candidate {row['candidate_value']:.4f}{own}"]
 
 
 def _own_mean(data: LaneData, metric: str) -> tuple[float, str] | None:
@@ -245,7 +327,8 @@ def baseline_sections(data: LaneData) -> list[Section]:
 def rag_sections(data: LaneData) -> list[Section]:
     """Sections of the RAG lane report."""
     t = data.tables
-    sections = [summary_section(data), *gated_section(data), hazard_section(data), *pareto_sections(data)]
+    sections = [failed_high_criticality_section(data), summary_section(data), *gated_section(data), hazard_section(data),
+                *pareto_sections(data)]
     sections.append(Section("Retrieval × grounding × answer", [
         "- each cell is a diagnosis: the combination says which component to open first"], contingency(data.stage_results)))
 
@@ -267,9 +350,11 @@ def rag_sections(data: LaneData) -> list[Section]:
     sections.extend(grounding_sections(data))
     sections.append(Section("Citations", incomplete_lines(t.get("citation_scores"), "citation"), _metric_table(t.get("citation_scores"), [
         "citation_precision", "citation_recall", "citation_resolution_rate", "quotes_found_rate"])))
+    sections.extend(evidence_diversity_sections(data))
     sections.append(Section("Answers", [], _metric_table(t.get("answer_scores"),
                                                          ["contains_all", "exact_match", "token_f1", "refused"])))
     sections.extend([quarantine_section(data), failures_section(data), incomplete_section(data)])
+    sections.extend(slices_sections(data))
     sections.extend(baseline_sections(data))
     sections.extend(rejects_sections(data))
     return sections
@@ -309,6 +394,66 @@ def grounding_sections(data: LaneData) -> list[Section]:
     return sections
 
 
+REDUNDANCY_BINS = ((0.0, "0"), (0.25, "≤ 0.25"), (0.5, "≤ 0.5"), (0.75, "≤ 0.75"), (1.0, "> 0.75"))
+
+
+def _counts_by(frame: pl.DataFrame, column: str) -> tuple[list[str], list[float]]:
+    """Labels and trace counts of each value of an integer column (nulls left out), in value order."""
+    counts = frame.filter(pl.col(column).is_not_null()).group_by(column).len().sort(column)
+    return [str(v) for v in counts[column].to_list()], [float(n) for n in counts["len"].to_list()]
+
+
+def _scored(frame: pl.DataFrame | None, column: str) -> pl.DataFrame:
+    if frame is None or column not in frame.columns:
+        return pl.DataFrame({column: []}, schema={column: pl.Int64})
+    return frame.filter((pl.col("status") == "scored") & pl.col(column).is_not_null()) if "status" in frame.columns else frame
+
+
+def evidence_diversity_sections(data: LaneData) -> list[Section]:
+    """Independent document families behind the context, the citations and the supported claims (docs/evidence_diversity.md)."""
+    t = data.tables
+    context, citations, grounding = t.get("context_scores"), t.get("citation_scores"), t.get("grounding_scores")
+    if context is None or "context_families" not in context.columns:
+        return []
+    spread = _scored(context, "context_families")
+    one = spread.filter(pl.col("context_families") == 1).height
+    lines = [f"- context families per trace: mean {_fmt(_mean(context, 'context_families'), 2)} over {spread.height} scored "
+             f"traces; {one} draw on a single family (ten chunks of one page are one source)",
+             f"- redundant-chunk share (chunks of a family beyond its first / chunks): mean "
+             f"{_fmt(_mean(context, 'redundant_chunk_share'))}"]
+    cited = _scored(citations, "cited_families")
+    if cited.height:
+        lines.append(f"- cited families per citing trace: mean {_fmt(_mean(citations, 'cited_families'), 2)} over {cited.height} "
+                     f"traces; {cited.filter(pl.col('cited_families') == 1).height} cite a single family")
+    claims = _scored(grounding, "n_triangulated")
+    supported, triangulated = int(claims["n_supported"].sum() or 0) if claims.height else 0, int(claims["n_triangulated"].sum() or 0)
+    if supported:
+        lines.append(f"- supported claims triangulated (two or more independent families support them): {triangulated} of "
+                     f"{supported} ({_fmt(triangulated / supported)})")
+    table = pl.concat([_metric_table(context, ["context_families", "context_sources", "redundant_chunk_share"]),
+                       _metric_table(citations, ["cited_families", "cited_sources"]),
+                       _metric_table(grounding, ["n_triangulated"])])
+    labels, values = _counts_by(spread, "context_families")
+    sections = [Section("Evidence diversity", lines, table, charts.bar_chart("traces by context families", labels, values))]
+    shares = _scored(context, "redundant_chunk_share")
+    if shares.height:
+        share = pl.col("redundant_chunk_share")
+        binned = shares.select(pl.coalesce([pl.when(share <= top).then(pl.lit(label)) for top, label in REDUNDANCY_BINS]).alias("bin"))
+        counts = dict(binned.group_by("bin").len().iter_rows())
+        sections.append(Section("Redundant chunks", [], None, charts.bar_chart(
+            "traces by redundant-chunk share", [label for _, label in REDUNDANCY_BINS],
+            [float(counts.get(label, 0)) for _, label in REDUNDANCY_BINS]), level=3))
+    if cited.height:
+        labels, values = _counts_by(cited, "cited_families")
+        sections.append(Section("Cited families", [], None, charts.bar_chart("citing traces by cited families", labels, values),
+                                level=3))
+    if supported:
+        sections.append(Section("Triangulated claims", [], None, charts.bar_chart(
+            "supported claims by independent support", ["triangulated (≥ 2 families)", "one family or fewer"],
+            [float(triangulated), float(supported - triangulated)]), level=3))
+    return sections
+
+
 # ---------------------------------------------------------------- agent
 
 
@@ -317,7 +462,7 @@ def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
     """Sections of the agent lane report."""
     t = data.tables
     tools, outcomes = t.get("tool_scores"), t.get("outcome_scores")
-    sections = [summary_section(data), *gated_section(data), *pareto_sections(data)]
+    sections = [failed_high_criticality_section(data), summary_section(data), *gated_section(data), *pareto_sections(data)]
     tool_lines = []
     if tools is not None:
         violations = tools.filter(pl.col("policy_violation").fill_null(False))
@@ -362,6 +507,7 @@ def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
                                                                      "pass_at_1", *ks, "flaky") if c in data.reliability.columns]),
                                 charts.line_chart("pass^k (all k attempts succeed)", [c.rsplit("_", 1)[1] for c in ks], curve)))
     sections.extend([quarantine_section(data), failures_section(data), incomplete_section(data)])
+    sections.extend(slices_sections(data))
     sections.extend(baseline_sections(data))
     sections.extend(rejects_sections(data))
     return sections

@@ -32,7 +32,7 @@ VERDICT_LABELS = {"pass": "Release passes", "fail": "Release blocked", "undecide
 STATUS_TONES = {
     "good": ("pass", "scored", "SUPPORTED"),
     "bad": ("fail", "CONTRADICTED", "UNSUPPORTED"),
-    "warn": ("incomplete", "incomparable", "undecided", "NOT_FOUND", "NOT_IN_EVIDENCE", "unsupported_correct"),
+    "warn": ("incomplete", "incomparable", "insufficient", "undecided", "NOT_FOUND", "NOT_IN_EVIDENCE", "unsupported_correct"),
     "muted": ("not_gating", "not_applicable", "not_gated"),
 }
 STATUS_WORDS = {word: tone for tone, words in STATUS_TONES.items() for word in words}

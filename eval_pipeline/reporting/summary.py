@@ -21,12 +21,37 @@ def _lane_lines(warehouse: Warehouse, run_id: str) -> list[str]:
     return lines
 
 
+def failed_high_criticality_line(warehouse: Warehouse, run_id: str) -> str | None:
+    """The failed cases of high criticality of a run by name, with lane, first failing stages and failed attempts."""
+    slices = warehouse.read("slice_rollup", run_id, columns=["lane", "slice", "failed_case_ids"])
+    if slices is None:
+        return None
+    high = slices.filter(pl.col("slice") == "criticality=high").select("lane", pl.col("failed_case_ids").alias("case_id")).explode("case_id").drop_nulls()
+    if high.height == 0:
+        return "  failed high-criticality cases: none"
+    attribution = warehouse.read("attribution", run_id, columns=["lane", "case_id", "outcome", "first_failing_stage"])
+    failed = (attribution.filter(pl.col("outcome") == "fail") if attribution is not None
+              else pl.DataFrame(schema={"lane": pl.String, "case_id": pl.String, "first_failing_stage": pl.String}))
+    stages = (high.join(failed, on=["lane", "case_id"], how="left")
+              .group_by("case_id", "lane", maintain_order=True)
+              .agg(pl.col("first_failing_stage").drop_nulls().unique().sort().alias("stages"),
+                   pl.col("first_failing_stage").drop_nulls().len().alias("attempts"))
+              .sort("case_id", "lane"))
+    named = [f"{row['case_id']} [{row['lane']}: {', '.join(row['stages']) or 'failed'}, {row['attempts']} failed attempt(s)]"
+             for row in stages.iter_rows(named=True)]
+    return f"  failed high-criticality cases ({stages['case_id'].n_unique()}): " + ", ".join(named)
+
+
 def print_summary(config, run_ids: list[str], out) -> None:
     """Print the summary of each run from the warehouse tables."""
     warehouse = config.warehouse()
     reports = config.reports()
     for run_id in run_ids:
         print(f"\n== run {run_id}", file=out)
+        # a failed critical case is named before any count or rate
+        high = failed_high_criticality_line(warehouse, run_id)
+        if high:
+            print(high, file=out)
         rejects = warehouse.read("trace_rejects", run_id)
         if rejects is not None:
             print(f"  rejected input lines: {rejects.height}", file=out)

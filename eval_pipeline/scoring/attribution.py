@@ -143,12 +143,27 @@ def attribution(outcomes: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def rollup(outcomes: pl.DataFrame, lane: str) -> pl.DataFrame:
-    """Failures per first failing stage of one lane, with share of the lane's failures and the lane totals beside."""
+def rollup(outcomes: pl.DataFrame, lane: str, by: Sequence[str] = ()) -> pl.DataFrame:
+    """Failures per first failing stage of one lane, with share of the lane's failures and the lane totals beside;
+    with `by` (e.g. a decision slice's dimension and value), the same per group of those columns."""
+    keys = list(by)
+    # one group for the whole lane: a constant key, dropped at the end
+    group = keys or ["_lane_group"]
     lane_rows = outcomes.filter(pl.col("lane") == lane)
-    failures = lane_rows.filter(pl.col("outcome") == "fail")
-    total_failures = failures.height
-    counts = failures.group_by("first_failing_stage").agg(
+    if not keys:
+        lane_rows = lane_rows.with_columns(pl.lit(0).alias("_lane_group"))
+    outcome = pl.col("outcome")
+    totals = lane_rows.group_by(group).agg(
+        (outcome == "fail").sum().cast(pl.Int64).alias("lane_failures"),
+        (outcome == "incomplete").sum().cast(pl.Int64).alias("lane_incomplete"),
+        (outcome == "pass").sum().cast(pl.Int64).alias("lane_passed"),
+        pl.len().cast(pl.Int64).alias("lane_traces"),
+    )
+    if not keys:
+        # a lane without traces still lists every stage, with zero counts
+        totals = (pl.DataFrame({"_lane_group": [0]}, schema={"_lane_group": pl.Int32})
+                  .join(totals.cast({"_lane_group": pl.Int32}), on="_lane_group", how="left").fill_null(0))
+    counts = lane_rows.filter(outcome == "fail").group_by([*group, "first_failing_stage"]).agg(
         pl.len().cast(pl.Int64).alias("failures"),
         (pl.col("hazard") == UNSUPPORTED_CORRECT).sum().cast(pl.Int64).alias("hazards"),
     )
@@ -156,19 +171,21 @@ def rollup(outcomes: pl.DataFrame, lane: str) -> pl.DataFrame:
         {"stage": list(LANE_STAGES[lane]), "stage_order": list(range(len(LANE_STAGES[lane])))},
         schema={"stage": pl.String, "stage_order": pl.Int64},
     )
+    if not keys:
+        counts = counts.cast({"_lane_group": pl.Int32})
     return (
-        stages.join(counts, left_on="stage", right_on="first_failing_stage", how="left")
+        totals.join(stages, how="cross")
+        .join(counts, left_on=[*group, "stage"], right_on=[*group, "first_failing_stage"], how="left")
         .with_columns(pl.col("failures").fill_null(0), pl.col("hazards").fill_null(0))
         .with_columns(
             pl.lit(lane).alias("lane"),
-            (pl.col("failures") / total_failures if total_failures else pl.lit(None, dtype=pl.Float64)).alias("share"),
+            pl.when(pl.col("lane_failures") > 0).then(pl.col("failures") / pl.col("lane_failures"))
+            .otherwise(pl.lit(None, dtype=pl.Float64)).alias("share"),
             pl.col("stage").replace_strict(STAGE_OWNERS, default=None).alias("owner"),
-            pl.lit(total_failures, dtype=pl.Int64).alias("lane_failures"),
-            pl.lit((lane_rows["outcome"] == "incomplete").sum(), dtype=pl.Int64).alias("lane_incomplete"),
-            pl.lit((lane_rows["outcome"] == "pass").sum(), dtype=pl.Int64).alias("lane_passed"),
-            pl.lit(lane_rows.height, dtype=pl.Int64).alias("lane_traces"),
         )
+        .sort(*keys, "stage_order")
         .select(
+            *keys,
             "lane",
             "stage",
             "stage_order",
@@ -181,7 +198,6 @@ def rollup(outcomes: pl.DataFrame, lane: str) -> pl.DataFrame:
             "lane_passed",
             "lane_traces",
         )
-        .sort("stage_order")
     )
 
 

@@ -11,6 +11,9 @@ of that doc, else the corpus text). A grounding verdict SUPPORTED whose verified
 doc already settles the pair, without another judge call.
 Per claim (`citation_verdict`): SUPPORTS (a cited doc supports it) → DEAD_CITATION (no support and a cited id
 is dead) → null when a pair judgment is incomplete → RELATED_NOT_SUPPORTING; UNCITED when it cites nothing.
+Evidence diversity (docs/evidence_diversity.md): `cited_families` and `cited_sources` count the independent families and
+source systems among the distinct cited ids that exist (a dead id draws on nothing); null where nothing is cited or the
+stage is not scored. `claims_and_citations` adds each claim's `supporting_families` and `triangulated`.
 An answered trace that logged no context (SPEC §11) is `incomplete` with reason `no_context_logged`: whether a
 cited id is dead, or a context chunk supports a claim, cannot be known, so its pairs are not judged, its claims'
 verdicts, its rates and its dead-citation counts are null.
@@ -36,6 +39,7 @@ from eval_pipeline.scoring.common import (
     harness_reason,
     lane_traces,
 )
+from eval_pipeline.scoring.diversity import distinct_families, distinct_sources, doc_families, family_support, with_families
 from eval_pipeline.settings import ScoringSettings
 
 CITATION_VERDICTS = ("SUPPORTS", "RELATED_NOT_SUPPORTING", "UNCITED", "DEAD_CITATION")
@@ -53,6 +57,8 @@ CITATION_SCORES_SCHEMA: dict[str, pl.DataType] = {
     "quotes_found_rate": pl.Float64,
     "n_dead_citations": pl.Int64,
     "dead_citation_ids": pl.List(pl.String),
+    "cited_families": pl.Int64,
+    "cited_sources": pl.Int64,
     "status": pl.String,
     "reason": pl.String,
     "citation_stage": pl.String,
@@ -313,11 +319,14 @@ def score_citations(
     ).unique()
     resolution = (
         _with_existence(cited_ids, in_corpus, in_context)
+        .pipe(with_families, doc_families(corpus))
         .group_by(_TRACE)
         .agg(
             n_cited_ids=pl.len(),
             n_resolved=pl.col("exists").sum(),
             dead_citation_ids=pl.col("doc_id").filter(~pl.col("exists")).sort(),
+            _cited_families=distinct_families(pl.col("exists")),
+            _cited_sources=distinct_sources(pl.col("exists")),
         )
     )
     pair_counts = all_pairs.group_by(_TRACE).agg(
@@ -418,6 +427,8 @@ def score_citations(
             # Without the context, an id missing from the corpus may still have been in it: dead is unknown.
             n_dead_citations=pl.when(~blind_trace).then(pl.col("n_dead_citations")),
             dead_citation_ids=pl.when(~blind_trace).then(pl.col("dead_citation_ids")),
+            cited_families=pl.when(scored & (pl.col("n_cited_ids") > 0)).then(pl.col("_cited_families").fill_null(0)),
+            cited_sources=pl.when(scored & (pl.col("_cited_sources") > 0)).then(pl.col("_cited_sources")),
         )
         .select(list(CITATION_SCORES_SCHEMA))
         .cast(CITATION_SCORES_SCHEMA)
@@ -433,8 +444,10 @@ def claims_and_citations(
     judge: Judge,
     settings: ScoringSettings,
     batch_traces: int = 100_000,
+    family_judge: Judge | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(judged claims with citations, `citation_scores`) of the rag-lane traces, `batch_traces` traces at a time.
+    """(judged claims with citations and supporting families, `citation_scores`) of the rag-lane traces, `batch_traces`
+    traces at a time; `family_judge` (default: `judge`) decides support per family, so its calls can be counted apart.
 
     Every step is per trace, so batches only bound memory: the judge's working set grows with the claims it holds.
     """
@@ -445,7 +458,7 @@ def claims_and_citations(
         batch = rag.slice(start, batch_traces)
         judged = judge_claims(extract_claims(batch, settings.refusal_phrases), batch, judge)
         claims, scores = score_citations(judged, batch, corpus, judge, settings, cases=cases)
-        claim_parts.append(claims)
+        claim_parts.append(family_support(claims, batch, corpus, family_judge or judge))
         score_parts.append(scores)
     claims = pl.concat(claim_parts, how="vertical_relaxed").sort(*_CLAIM)
     return claims, pl.concat(score_parts, how="vertical_relaxed").sort(*_TRACE)

@@ -2,6 +2,8 @@
 
 A chunk logged without a token count makes `context_tokens` null (a partial sum would understate the context and
 look like a real number); `chunks_without_tokens` says how many chunks lacked it. An empty context has 0 tokens.
+Evidence diversity (docs/evidence_diversity.md): `context_families` and `context_sources` count the independent
+document families and source systems of the chunks, `redundant_chunk_share` the chunks beyond the first of each family.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.scoring.common import harness_incomplete, harness_reason
+from eval_pipeline.scoring.diversity import distinct_families, distinct_sources, doc_families, with_families
 from eval_pipeline.scoring.retrieval import frozen_version, rag_inputs, stage_rules
 from eval_pipeline.settings import ScoringSettings
 
@@ -27,6 +30,9 @@ CONTEXT_COLUMNS = (
     "n_chunks",
     "chunks_without_tokens",
     "relevant_in_context",
+    "context_families",
+    "context_sources",
+    "redundant_chunk_share",
     "status",
     "reason",
     "context_assembly_stage",
@@ -40,8 +46,10 @@ def score_context(
     qrels: pl.DataFrame,
     retrieval_scores: pl.DataFrame,
     settings: ScoringSettings | None = None,
+    corpus: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """context_scores: one row per rag-lane trace with context_recall, context_precision, context_tokens and the stage."""
+    """context_scores: one row per rag-lane trace with context_recall, context_precision, context_tokens, evidence
+    diversity (families of the `corpus`; without one every doc is its own family) and the stage."""
     settings, grades, lane = rag_inputs(traces, cases, qrels, settings)
     chunks = (
         lane.select("_tid", "case_id", "context", pl.int_ranges(0, pl.col("context").list.len()).alias("_pos"))
@@ -49,6 +57,7 @@ def score_context(
         .explode(["context", "_pos"])
         .unnest("context")
         .join(grades, on=["case_id", "doc_id"], how="left")
+        .pipe(with_families, doc_families(corpus))
     )
     per_trace = chunks.group_by("_tid").agg(
         n_chunks=pl.len().cast(pl.Int64),
@@ -57,6 +66,8 @@ def score_context(
         chunks_without_tokens=pl.col("tokens").null_count().cast(pl.Int64),
         relevant_in_context=pl.col("doc_id").filter(pl.col("grade") >= settings.relevance_threshold).unique().sort(),
         _docs=pl.col("doc_id").unique(),
+        _families=distinct_families(),
+        _sources=distinct_sources(),
     )
     n_relevant = grades.group_by("case_id").agg(n_relevant=(pl.col("grade") >= settings.relevance_threshold).sum())
     stages = retrieval_scores.select("run_id", "trace_id", "retrieval_stage", "retrieval_reason", "relevant_in_top_k", "k")
@@ -84,7 +95,8 @@ def score_context(
 
 
 def _metric_columns() -> list[pl.Expr]:
-    """context_recall (null without relevant docs), context_precision (null without chunks), context_tokens (null if a count is missing)."""
+    """context_recall (null without relevant docs), context_precision and redundant_chunk_share (null without chunks),
+    context_tokens (null if a count is missing), context_families, context_sources (null when no doc names one)."""
     usable = pl.col("_logged") & ~harness_incomplete()
     n_rel = pl.col("n_relevant").fill_null(0)
     return [
@@ -93,6 +105,11 @@ def _metric_columns() -> list[pl.Expr]:
         pl.when(usable & (pl.col("chunks_without_tokens") == 0))
         .then(pl.col("_tokens").fill_null(0).cast(pl.Int64))
         .alias("context_tokens"),
+        pl.when(usable).then(pl.col("_families").fill_null(0)).alias("context_families"),
+        pl.when(usable & (pl.col("_sources") > 0)).then(pl.col("_sources")).alias("context_sources"),
+        pl.when(usable & (pl.col("n_chunks") > 0))
+        .then((pl.col("n_chunks") - pl.col("_families")) / pl.col("n_chunks"))
+        .alias("redundant_chunk_share"),
     ]
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from eval_pipeline.contracts.frames import canonical_json
-from eval_pipeline.contracts.models import GatePolicy, GateSpec
+from eval_pipeline.contracts.models import DEFAULT_MIN_CASES, GatePolicy, GateSpec
+from eval_pipeline.scoring.slices import segment_key, slice_cases
 
 PASS, FAIL, INCOMPLETE, INCOMPARABLE, NOT_GATING = "pass", "fail", "incomplete", "incomparable", "not_gating"
+# a segmented gate whose slice holds fewer complete cases than min_cases: undecided, never a pass (docs/slices.md)
+INSUFFICIENT = "insufficient"
 EXIT_PASS, EXIT_FAIL, EXIT_UNDECIDED = 0, 1, 2
 DEFAULT_OWNERS = {"rag": "retrieval and generation", "agent": "agent", "all": "release"}
 # Float noise must not turn a drop equal to the threshold into a failure.
 _EPSILON = 1e-9
-COUNT_METRICS = ("policy_violations", "no_new_failures")
+COUNT_METRICS = ("policy_violations", "no_new_failures", "evidence_ignored")
 # Rate metrics are fractions in [0, 1]; their delta and threshold are in points (value × 100).
 UNIT_FRACTION, UNIT_CASES = "fraction", "cases"
 
@@ -37,6 +41,8 @@ GATE_RESULTS_SCHEMA: dict[str, pl.DataType] = {
     "beside": pl.String,
     "unit": pl.String,
     "blocking_details": pl.List(pl.String),
+    "segment": pl.String,
+    "min_cases": pl.Int64,
 }
 
 
@@ -59,8 +65,19 @@ class RunFacts:
     reliability: pl.DataFrame | None = None
     quarantine: pl.DataFrame | None = None
     calibration: pl.DataFrame | None = None
+    counterfactual: pl.DataFrame | None = None
     qrels_version: str | None = None
+    # (case_id, dimension, value) of scoring.slices.slice_membership; a segmented gate needs the candidate's
+    slices: pl.DataFrame | None = None
     missing: list[str] = field(default_factory=list)
+
+
+def restrict(facts: RunFacts, case_ids: list[str]) -> RunFacts:
+    """The run's facts on these cases only: every frame of it with a case_id column keeps just their rows."""
+    keep = pl.DataFrame({"case_id": case_ids}, schema={"case_id": pl.String})
+    frames = {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
+    return dataclasses.replace(facts, **{name: frame.join(keep, on="case_id", how="semi") for name, frame in frames.items()
+                                         if isinstance(frame, pl.DataFrame) and "case_id" in frame.columns})
 
 
 def _flaky_cases(facts: RunFacts) -> set[str]:
@@ -208,8 +225,11 @@ def _failure_details(candidate: RunFacts, baseline_run_id: str, cases: list[str]
     return details
 
 
-def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None) -> dict:
-    """One gate_results row."""
+def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None,
+                  min_cases: int = DEFAULT_MIN_CASES) -> dict:
+    """One gate_results row (`min_cases`: the policy's, for a segmented gate that sets none)."""
+    if spec.segment:
+        return _segmented_gate(spec, candidate, baseline, may_gate, spec.min_cases or min_cases)
     row = _undecided_row(spec, candidate, baseline)
     reason = _incomparable_reason(spec, candidate, baseline)
     if reason is not None:
@@ -219,7 +239,32 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
         return _policy_gate(spec, row, candidate, baseline, excluded)
     if spec.metric == "no_new_failures":
         return _no_new_failures_gate(spec, row, candidate, baseline, excluded)
+    if spec.metric == "evidence_ignored":
+        return _evidence_ignored_gate(spec, row, candidate, baseline, excluded)
     return _regression_gate(spec, row, candidate, baseline, excluded, may_gate)
+
+
+def _segmented_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None, min_cases: int) -> dict:
+    """The gate on the candidate's slice only: both runs restricted to its cases, the same rules; fewer complete cases
+    than min_cases make it insufficient, whatever the values say."""
+    where = {"segment": segment_key(spec.segment), "min_cases": min_cases}
+    if candidate.slices is None:
+        return {**_undecided_row(spec, candidate, baseline), **where, "status": INCOMPLETE,
+                "reason": f"slice {where['segment']}: the candidate's slice membership is missing (deid_cases, deid_corpus, tools)"}
+    # the candidate's membership for both runs: the same cases are compared even if a tag or family moved
+    members = slice_cases(candidate.slices, spec.segment)
+    whole = spec.model_copy(update={"segment": None, "min_cases": None})
+    row = {**evaluate_gate(whole, restrict(candidate, members), restrict(baseline, members), may_gate), **where}
+    if row["status"] in (INCOMPARABLE, NOT_GATING):
+        return row
+    # an empty slice compares nothing; otherwise n_cases is null only when a table is missing (incomplete stays)
+    n = row["n_cases"] if row["n_cases"] is not None else (0 if not members else None)
+    if n is None or n >= min_cases:
+        return row
+    said = f"{row['status']}: {row['reason']}" if row["reason"] else row["status"]
+    return {**row, "status": INSUFFICIENT, "n_cases": n,
+            "reason": (f"slice {where['segment']} has {n} complete case(s), fewer than min_cases {min_cases}: not decided "
+                       f"(on these cases the gate says {said})")}
 
 
 def _undecided_row(spec: GateSpec, candidate: RunFacts, baseline: RunFacts) -> dict:
@@ -243,6 +288,8 @@ def _undecided_row(spec: GateSpec, candidate: RunFacts, baseline: RunFacts) -> d
         "n_cases": None,
         "excluded_cases": [],
         "beside": None,
+        "segment": None,
+        "min_cases": None,
     }
 
 
@@ -283,6 +330,53 @@ def _policy_gate(spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFa
         "blocking_details": _violation_details(candidate, baseline.run_id, new) if len(new) > limit else [],
         "reason": f"{len(new)} case(s) with a new policy violation" if new else None,
     }
+
+
+def _ignored_pairs(facts: RunFacts, spec: GateSpec, excluded: set[str]) -> tuple[set[str], set[str]] | None:
+    """(counterfactual cases whose pair ignored the changed fact, every decided pair) of the gate's lane, pairs with an
+    excluded case left out; None without the table."""
+    pairs = facts.counterfactual
+    if pairs is None:
+        return None
+    if spec.lane != "all" and pairs.height:
+        pairs = pairs.filter(pl.col("lanes").list.contains(spec.lane))
+    pairs = pairs.filter(~pl.col("case_id").is_in(list(excluded)) & ~pl.col("original_case_id").is_in(list(excluded)))
+    decided = pairs.filter(pl.col("evidence_use") != "incomplete")
+    return set(decided.filter(pl.col("evidence_use") == "ignored")["case_id"].to_list()), set(decided["case_id"].to_list())
+
+
+def _evidence_ignored_gate(spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]) -> dict:
+    """The row of an evidence_ignored gate: fail when more counterfactual pairs than allowed ignore their changed fact in
+    the candidate and did not in the baseline (docs/evidence_use.md)."""
+    cand, base = _ignored_pairs(candidate, spec, excluded), _ignored_pairs(baseline, spec, excluded)
+    if cand is None or base is None:
+        return {**row, "status": INCOMPLETE, "reason": "counterfactual_pairs missing for a run"}
+    (cand_ignored, cand_decided), (base_ignored, _) = cand, base
+    all_pairs = candidate.counterfactual if candidate.counterfactual is not None else pl.DataFrame()
+    # a pair is left out with either of its cases; it is named by its counterfactual case
+    row["excluded_cases"] = sorted(c for c, o in (all_pairs.select("case_id", "original_case_id").iter_rows() if all_pairs.height else [])
+                                   if c in excluded or o in excluded)
+    new = sorted(cand_ignored - base_ignored)
+    limit = spec.max_new if spec.max_new is not None else 0
+    undecided = sorted(set(all_pairs.filter(pl.col("evidence_use") == "incomplete")["case_id"].to_list())
+                       - set(row["excluded_cases"]) if all_pairs.height else [])
+    out = {
+        **row,
+        "baseline_value": float(len(base_ignored)),
+        "candidate_value": float(len(cand_ignored)),
+        "delta": float(len(new)),
+        "threshold": float(limit),
+        "n_cases": len(cand_decided),
+    }
+    if len(new) > limit:
+        reasons = dict(all_pairs.filter(pl.col("case_id").is_in(new)).select("case_id", "reason").iter_rows())
+        return {**out, "status": FAIL, "blocking_cases": new,
+                "blocking_details": [f"{c}: {reasons.get(c) or 'ignored the changed fact'} (not in {baseline.run_id})" for c in new],
+                "reason": f"{len(new)} counterfactual pair(s) newly ignore their changed fact"}
+    if undecided:
+        return {**out, "status": INCOMPLETE, "blocking_cases": undecided,
+                "reason": f"{len(undecided)} counterfactual pair(s) could not be evaluated in the candidate"}
+    return {**out, "status": PASS}
 
 
 def _no_new_failures_gate(spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]) -> dict:
@@ -400,7 +494,7 @@ def judge_may_gate(calibration: pl.DataFrame | None) -> bool:
 def evaluate_gates(policy: GatePolicy, candidate: RunFacts, baseline: RunFacts) -> pl.DataFrame:
     """gate_results for a candidate against a baseline: one row per gate of the policy."""
     may_gate = judge_may_gate(candidate.calibration)
-    rows = [evaluate_gate(spec, candidate, baseline, may_gate) for spec in policy.gates]
+    rows = [evaluate_gate(spec, candidate, baseline, may_gate, policy.min_cases) for spec in policy.gates]
     return pl.DataFrame(rows, schema=GATE_RESULTS_SCHEMA)
 
 
@@ -420,6 +514,8 @@ def undecided_gates(policy: GatePolicy, candidate_run_id: str, baseline_run_id: 
             "excluded_cases": [],
             "unit": unit_of(g.metric),
             "blocking_details": [],
+            "segment": segment_key(g.segment),
+            "min_cases": (g.min_cases or policy.min_cases) if g.segment else None,
         }
         for g in policy.gates
     ]
@@ -427,11 +523,12 @@ def undecided_gates(policy: GatePolicy, candidate_run_id: str, baseline_run_id: 
 
 
 def exit_code(gate_results: pl.DataFrame) -> int:
-    """0 when every gate passes (not_gating included), 1 when one fails, 2 when one is incomplete or incomparable."""
+    """0 when every gate passes (not_gating included), 1 when one fails, 2 when one is incomplete, incomparable or
+    insufficient."""
     statuses = set(gate_results["status"].to_list())
     if FAIL in statuses:
         return EXIT_FAIL
-    if statuses & {INCOMPLETE, INCOMPARABLE, "not_applicable"} or not statuses:
+    if statuses & {INCOMPLETE, INCOMPARABLE, INSUFFICIENT, "not_applicable"} or not statuses:
         return EXIT_UNDECIDED
     return EXIT_PASS
 

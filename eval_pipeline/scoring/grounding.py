@@ -4,7 +4,9 @@
 finish any claim of the trace (an incomplete judgment is never counted as unsupported) or the trace is
 incomplete. An answered trace that logged no context is incomplete with reason `no_context_logged` (SPEC §11):
 there is nothing to ground against, which says nothing about the answer. The stage passes when the rate reaches
-`settings.grounding_threshold` (1.0: every claim supported).
+`settings.grounding_threshold` (1.0: every claim supported). `n_triangulated`: supported claims that two or more
+independent document families support (docs/evidence_diversity.md); null when the claims carry no family counts or a
+supported claim's count is unknown.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ GROUNDING_SCHEMA: dict[str, pl.DataType] = {
     "attempt": pl.Int64,
     "n_claims": pl.Int64,
     "n_supported": pl.Int64,
+    "n_triangulated": pl.Int64,
     "n_contradicted": pl.Int64,
     "n_not_in_evidence": pl.Int64,
     "n_incomplete": pl.Int64,
@@ -57,6 +60,7 @@ def score_grounding(
         judge_version=pl.col("judge_version").drop_nulls().first(),
         _incomplete_reason=pl.col("reason").filter(pl.col("status") != "ok").first(),
         _first_unsupported=pl.format("claim {} {}: {}", "claim_index", "verdict", "claim").filter(pl.col("verdict") != "SUPPORTED").first(),
+        _triangulated=_triangulated_count(judged_claims),
     )
     versions = judged_claims["judge_version"].drop_nulls().unique().to_list() if "judge_version" in judged_claims.columns else []
     fallback_version = judge_version if judge_version is not None else (versions[0] if len(versions) == 1 else None)
@@ -67,6 +71,8 @@ def score_grounding(
         .with_columns(
             pl.col("n_claims", "n_supported", "n_contradicted", "n_not_in_evidence", "n_incomplete").fill_null(0).cast(pl.Int64),
             pl.col("judge_version").fill_null(pl.lit(fallback_version, pl.String)),
+            # a trace without claims has none triangulated
+            n_triangulated=pl.when(pl.col("n_claims").fill_null(0) == 0).then(pl.lit(0, pl.Int64)).otherwise(pl.col("_triangulated")),
         )
     )
     rate = pl.when(pl.col("n_claims") == 0).then(1.0).otherwise(pl.col("n_supported") / pl.col("n_claims"))
@@ -116,3 +122,12 @@ def score_grounding(
         .cast(GROUNDING_SCHEMA)
         .sort("run_id", "trace_id")
     )
+
+
+def _triangulated_count(judged_claims: pl.DataFrame) -> pl.Expr:
+    """Per trace: supported claims with triangulated true; null when a supported claim's count is unknown."""
+    if "triangulated" not in judged_claims.columns:
+        return pl.lit(None, pl.Int64)
+    supported = pl.col("verdict") == "SUPPORTED"
+    return (pl.when(pl.col("triangulated").filter(supported).null_count() == 0)
+            .then(pl.col("triangulated").filter(supported).sum().cast(pl.Int64)))

@@ -68,12 +68,12 @@ def test_sample_suite_on_postgres_with_the_multiprocess_executor(postgres_server
         assert (worker_runs, workers) == (2, cursor.fetchone()[0])
 
     warehouse = Warehouse.at(tmp_path / "warehouse")
-    # 124 valid traces per run: base-41 = 72 agent + 52 rag lines; cand-42 = 72 + 49 + 10 resubmitted lines, of which
-    # line 2 is blank and 6 are rejected (data/README.md), so 131 - 1 - 6 = 124.
+    # 136 valid traces per run: base-41 = 84 agent + 52 rag lines; cand-42 = 84 + 49 + 10 resubmitted lines, of which
+    # line 2 is blank and 6 are rejected (data/README.md), so 143 - 1 - 6 = 136.
     for run_id in RUNS:
-        assert warehouse.read("deid_traces", run_id).height == 124, run_id
+        assert warehouse.read("deid_traces", run_id).height == 136, run_id
     assert warehouse.read("trace_rejects", "cand-42").height == 6
-    # Both lanes of the shared table survived the lane writes, one row per (trace, stage): agent lane 24 cases x 3
-    # attempts = 72 traces x 7 stages; rag lane 52 rag.jsonl traces + 3 cases in both lanes x 3 attempts = 61 x 5.
-    assert warehouse.read("stage_results", "base-41", within={"lane": "agent"}).height == 72 * 7
+    # Both lanes of the shared table survived the lane writes, one row per (trace, stage): agent lane 28 cases x 3
+    # attempts = 84 traces x 7 stages; rag lane 52 rag.jsonl traces + 3 cases in both lanes x 3 attempts = 61 x 5.
+    assert warehouse.read("stage_results", "base-41", within={"lane": "agent"}).height == 84 * 7
     assert warehouse.read("stage_results", "base-41", within={"lane": "rag"}).height == 61 * 5

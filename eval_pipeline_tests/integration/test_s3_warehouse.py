@@ -70,14 +70,14 @@ def test_a_sample_run_reads_inputs_from_s3_and_writes_warehouse_and_reports_ther
     assert code == 0, summary.getvalue()
 
     warehouse = Warehouse.at(f"s3://{bucket}/warehouse")
-    # base-41: 72 agent + 52 rag trace lines, all valid.
-    assert warehouse.read("deid_traces", "base-41").height == 124
+    # base-41: 84 agent + 52 rag trace lines, all valid.
+    assert warehouse.read("deid_traces", "base-41").height == 136
     assert warehouse.read("trace_rejects", "base-41").height == 0
-    # agent lane 72 traces x 7 stages; rag lane 61 traces (52 + 3 two-lane cases x 3 attempts) x 5 stages.
-    assert warehouse.read("stage_results", "base-41", within={"lane": "agent"}).height == 504
+    # agent lane 84 traces x 7 stages; rag lane 61 traces (52 + 3 two-lane cases x 3 attempts) x 5 stages.
+    assert warehouse.read("stage_results", "base-41", within={"lane": "agent"}).height == 588
     assert warehouse.read("stage_results", "base-41", within={"lane": "rag"}).height == 305
     assert warehouse.read("retrieval_scores", "base-41").height == 61
-    assert warehouse.read("tool_scores", "base-41").height == 72
+    assert warehouse.read("tool_scores", "base-41").height == 84
     written = keys(client, bucket, "reports/base-41/")
     reports = sorted(k.rsplit("/", 1)[1] for k in written if "/cases/" not in k)
     assert reports == ["agent.html", "agent.md", "gate.html", "gate.md", "rag.html", "rag.md"]

@@ -79,6 +79,8 @@ def test_a_second_run_over_unchanged_inputs_makes_zero_judge_calls(scored, tmp_p
     [claims_event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("claims")]
     metadata = claims_event.materialization.metadata
     assert metadata["judge_calls"].value == 0 and metadata["judge_reused"].value > 0
+    # the support per document family (docs/evidence_diversity.md) is reused from judge_family_verdicts as well
+    assert metadata["family_judge_calls"].value == 0 and metadata["family_judge_reused"].value > 0
 
     after = warehouse.read("claims", "base-41").sort("trace_id", "claim_index")
     same = ["trace_id", "claim_index", "claim", "verdict", "evidence_quote", "evidence_doc_id", "quote_verified", "status"]

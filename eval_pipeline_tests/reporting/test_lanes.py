@@ -227,10 +227,11 @@ def test_rag_report_section_order_and_metric_means():
     }
     sections = rag_sections(_data(tables=tables))
     titles = [s.title for s in sections]
-    assert titles == ["Summary", "Review first: unsupported_correct (1)", "First failing stage (Pareto)", "All stages",
+    assert titles == ["Failed high-criticality cases", "Summary", "Review first: unsupported_correct (1)",
+                      "First failing stage (Pareto)", "All stages",
                       "Retrieval × grounding × answer", "Retrieval", "Retrieval metrics", "Context assembly", "Grounding",
                       "Citations", "Answers", "Quarantine (0 flaky cases)", "Failed cases (3)", "Incomplete (1, owner: harness)",
-                      "Rejected input lines"]
+                      "Slices", "Rejected input lines"]
     by_title = {s.title: s for s in sections}
     assert by_title["Retrieval"].lines == ["- mrr 0.7500, ndcg@10 –, context precision –, judged@10 –", "- qrels version `q7`"]
     assert by_title["Retrieval"].table.rows() == [("keyword_miss", 1)]

@@ -109,7 +109,7 @@ def test_the_candidates_blocked_release_is_a_failed_check_on_the_gate_asset(page
     expect(entry).to_contain_text("Failed")
     page.get_by_title("release_is_not_blocked", exact=True).click()
     expect(page).to_have_url(re.compile(r"checkDetail=release_is_not_blocked"))
-    expect(page.get_by_text("Release blocked: 5 of 6 gates failed", exact=False).first).to_be_visible()
+    expect(page.get_by_text("Release blocked: 8 of 10 gates failed", exact=False).first).to_be_visible()
 
 
 def _fits_the_window(page) -> bool:

@@ -6,7 +6,7 @@ import polars as pl
 from eval_pipeline.defs import checks
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import EvalConfig, OtherRuns, lane_key
+from eval_pipeline.defs.resources import EvalConfig, OtherRuns, corpus_families, lane_key
 from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
 from eval_pipeline.gating import baseline_or_reason, compare
 from eval_pipeline.quality import tables
@@ -17,10 +17,12 @@ from eval_pipeline.scoring import attribution as attribution_scoring
 from eval_pipeline.scoring import gates as gate_scoring
 from eval_pipeline.scoring import outcome as outcome_scoring
 from eval_pipeline.scoring import reliability as reliability_scoring
+from eval_pipeline.scoring import slices as slice_scoring
 
 GROUP = "attribution"
 CODE_VERSION = "attribution-1"
-REPORT_CODE_VERSION = "report-2"
+REPORT_CODE_VERSION = "report-3"
+SLICES_CODE_VERSION = "slices-1"
 REPORT_PRIVACY_CHECK = "report_has_no_personal_data"
 
 LANE_TABLES = {
@@ -129,6 +131,58 @@ def lane_reliability(lane: str) -> dg.AssetsDefinition:
     return reliability
 
 
+def lane_slices(lane: str) -> dg.AssetsDefinition:
+    """The lane's rollups by decision slice (docs/slices.md): per slice, counts, pass rate, pass@1 and failed cases,
+    and the failures per first failing stage."""
+    rollup_key, stages_key = lane_key(lane, "slice_rollup"), lane_key(lane, "slice_attribution_rollup")
+
+    @run_tables(
+        GROUP, SLICES_CODE_VERSION,
+        name=f"{lane}_slices",
+        ins={"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results")),
+             "reliability": dg.AssetIn(key=lane_key(lane, "reliability")), "deid_cases": dg.AssetIn(),
+             "tools": dg.AssetIn(), **slice_corpus(lane)},
+        outs={
+            "slice_rollup": table_out(key=rollup_key, description=(
+                f"{lane} traces and cases per decision slice (criticality, tags, corpus family, tool risk): passed, "
+                "failed, incomplete, pass rate, pass@1 and the failed cases.")),
+            "slice_attribution_rollup": table_out(key=stages_key, description=(
+                f"{lane} failures per (decision slice, first failing stage), with shares that sum to 1 per slice.")),
+        },
+        check_specs=[*checks.specs(rollup_key, tables.SLICE_ROLLUP), *checks.specs(stages_key, tables.SLICE_ATTRIBUTION_ROLLUP)],
+    )
+    def slices(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, stage_results: pl.DataFrame,
+               reliability: pl.DataFrame, deid_cases: pl.DataFrame, tools: pl.DataFrame, **corpus: pl.DataFrame):
+        # only the rag lane has deid_corpus: a named parameter would make the agent lane depend on it
+        manifest = manifest_of(run_manifest)
+        membership = slice_scoring.slice_membership(deid_cases, corpus.get("deid_corpus"), tools)
+        table, stages = slice_scoring.slice_rollups(attribution_scoring.lane_outcomes(stage_results), membership,
+                                                    reliability, lane)
+        table = with_versions(table, manifest, SLICES_CODE_VERSION)
+        stages = with_versions(stages, manifest, SLICES_CODE_VERSION)
+        # as for the lane's rollup: a slice's stage counts must sum to its failed traces
+        sums = stages.group_by("slice").agg(pl.col("failures").sum().alias("stage_failures"))
+        mismatched = table.join(sums, on="slice", how="left").filter(pl.col("stage_failures").fill_null(0) != pl.col("traces_failed"))
+        if mismatched.height:
+            raise dg.Failure(f"{lane} slices whose stage counts do not sum to their failures: "
+                             f"{', '.join(mismatched['slice'].to_list())}")
+        high = table.filter(pl.col("slice") == "criticality=high")
+        failed_high = int(high["failed_case_ids"].list.len().sum()) if high.height else 0
+        context.log.info(f"{lane}: {table.height} slices; {failed_high} failed high-criticality case(s)")
+        yield materialized(table, asset_key=rollup_key, versions=manifest,
+                           headline={"slices": table.height, "failed_high_criticality_cases": failed_high},
+                           check_results=checks.results(rollup_key, tables.SLICE_ROLLUP, table))
+        yield materialized(stages, asset_key=stages_key, versions=manifest, headline={"rows": stages.height},
+                           check_results=checks.results(stages_key, tables.SLICE_ATTRIBUTION_ROLLUP, stages))
+
+    return slices
+
+
+def slice_corpus(lane: str) -> dict[str, dg.AssetIn]:
+    """The corpus families a lane's slices read: the rag lane's only (corpus_family is a dimension of its cases)."""
+    return {"deid_corpus": corpus_families()} if lane == "rag" else {}
+
+
 def lane_report(lane: str) -> dg.AssetsDefinition:
     """The lane report (Markdown and HTML) with its privacy check."""
     report_key = lane_key(lane, "report")
@@ -138,6 +192,9 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
         "attribution_rollup": dg.AssetIn(key=lane_key(lane, "attribution_rollup")),
         "reliability": dg.AssetIn(key=lane_key(lane, "reliability")),
         "quarantine": dg.AssetIn(key=lane_key(lane, "quarantine")),
+        "slice_rollup": dg.AssetIn(key=lane_key(lane, "slice_rollup")),
+        "tools": dg.AssetIn(),
+        **slice_corpus(lane),
         "trace_rejects": dg.AssetIn(),
         "deid_cases": dg.AssetIn(),
         **lane_inputs(lane),
@@ -151,16 +208,20 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
               description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.")
     def report(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                stage_results: pl.DataFrame, attribution_rollup: pl.DataFrame, reliability: pl.DataFrame,
-               quarantine: pl.DataFrame, trace_rejects: pl.DataFrame, deid_cases: pl.DataFrame, **lane_tables: pl.DataFrame):
+               quarantine: pl.DataFrame, trace_rejects: pl.DataFrame, deid_cases: pl.DataFrame, slice_rollup: pl.DataFrame,
+               tools: pl.DataFrame, **lane_tables: pl.DataFrame):
+        corpus = lane_tables.pop("deid_corpus", None)
         run_id = context.partition_key
         data = LaneData(
             lane=lane, run_id=run_id, manifest=manifest_of(run_manifest), stage_results=stage_results,
             outcomes=attribution_scoring.lane_outcomes(stage_results), rollup=attribution_rollup,
             rejects=trace_rejects, reliability=reliability, quarantine=quarantine, tables=dict(lane_tables),
         )
+        data.cases, data.slices = deid_cases, slice_rollup
         other_runs = eval_config.other_runs(context)
         _attach_baseline(data, eval_config, other_runs)
-        data.gates = lane_gates(lane, eval_config, data, deid_cases, other_runs)
+        data.gates = lane_gates(lane, eval_config, data, deid_cases, other_runs,
+                                slices=slice_scoring.slice_membership(deid_cases, corpus, tools))
         markdown, html = _write_lane_report(data, eval_config.reports(), lane_tables)
         privacy = check_no_personal_data(f"{lane}_report", pl.DataFrame({"markdown": [markdown], "html": [html]}),
                                          independent=True)
@@ -204,7 +265,7 @@ def _write_lane_report(data: LaneData, reports, lane_tables: dict[str, pl.DataFr
 
 def build_lane(lane: str) -> list[dg.AssetsDefinition]:
     """The stage results, attribution, reliability and report assets of one lane."""
-    return [lane_stage_results(lane), lane_attribution(lane), lane_reliability(lane), lane_report(lane)]
+    return [lane_stage_results(lane), lane_attribution(lane), lane_reliability(lane), lane_slices(lane), lane_report(lane)]
 
 
 def _attach_baseline(data: LaneData, eval_config: EvalConfig, other_runs: OtherRuns) -> None:
@@ -225,7 +286,8 @@ def _attach_baseline(data: LaneData, eval_config: EvalConfig, other_runs: OtherR
     data.baseline_rollup = rollup(data.baseline_outcomes, data.lane)
 
 
-def lane_gates(lane: str, eval_config: EvalConfig, data: LaneData, cases: pl.DataFrame, other_runs: OtherRuns) -> pl.DataFrame:
+def lane_gates(lane: str, eval_config: EvalConfig, data: LaneData, cases: pl.DataFrame, other_runs: OtherRuns,
+               slices: pl.DataFrame | None = None) -> pl.DataFrame:
     """This lane's gates of the policy, computed by the gating use case from this lane's tables (as gate_results does)."""
     policy = eval_config.policy()
     lane_policy = policy.model_copy(update={"gates": [g for g in policy.gates if g.lane == lane]})
@@ -235,7 +297,7 @@ def lane_gates(lane: str, eval_config: EvalConfig, data: LaneData, cases: pl.Dat
         run_id=data.run_id, manifest=data.manifest, cases=cases, outcomes=data.outcomes,
         retrieval=t.get("retrieval_scores"), tools=t.get("tool_scores"), grounding=t.get("grounding_scores"),
         reliability=data.reliability, quarantine=data.quarantine, calibration=t.get("judge_calibration"),
-        qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None,
+        qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None, slices=slices,
     )
     # the baseline's tables this report takes as inputs: the lane's gates need no other lane's
     return compare(lane_policy, candidate, gate_scoring.baseline_of(data.manifest, policy), other_runs,

@@ -4,9 +4,11 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.defs.gates.checks import RELEASE_CHECK, release_check
+from eval_pipeline.defs.gates.evidence_use import counterfactual_pairs
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import AGENT_COLUMNS, LANE_PREFIXES, RETRIEVAL_COLUMNS, EvalConfig, JudgeConfig, lane_key, traces_without
+from eval_pipeline.defs.resources import corpus_families
 from eval_pipeline.defs.run_assets import manifest_of, run_table
 from eval_pipeline.gating import comparable_baseline, compare
 from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, write_case_pages
@@ -18,9 +20,10 @@ from eval_pipeline.scoring import gates as gate_scoring
 from eval_pipeline.scoring.attribution import lane_outcomes
 from eval_pipeline.scoring.common import lane_traces
 from eval_pipeline.scoring.pairwise import PAIRWISE_SCHEMA, pairwise_compare
+from eval_pipeline.scoring.slices import slice_membership
 
 GROUP = "gates"
-CODE_VERSION = "gates-2"
+CODE_VERSION = "gates-3"
 CASE_PAGES_CODE_VERSION = "case-pages-1"
 # pages are for the cases a person opens from a report; `show` tells the story of any other
 CASE_PAGE_LIMIT = 300
@@ -29,6 +32,9 @@ PAIRWISE_CODE_VERSION = "pairwise-1"
 GATE_INS = {
     "run_manifest": dg.AssetIn(),
     "deid_cases": dg.AssetIn(),
+    # a segmented gate's slice: corpus families and tool risks (docs/slices.md)
+    "deid_corpus": corpus_families(),
+    "tools": dg.AssetIn(),
     "qrels": dg.AssetIn(),
     "retrieval_scores": dg.AssetIn(),
     "tool_scores": dg.AssetIn(),
@@ -40,6 +46,7 @@ GATE_INS = {
     "agent_reliability": dg.AssetIn(key=lane_key("agent", "reliability")),
     "rag_quarantine": dg.AssetIn(key=lane_key("rag", "quarantine")),
     "agent_quarantine": dg.AssetIn(key=lane_key("agent", "quarantine")),
+    "counterfactual_pairs": dg.AssetIn(),
 }
 
 
@@ -57,8 +64,9 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
         retrieval=tables["retrieval_scores"], tools=tables["tool_scores"], grounding=tables["grounding_scores"],
         reliability=pl.concat([tables["rag_reliability"], tables["agent_reliability"]], how="diagonal_relaxed"),
         quarantine=pl.concat([tables["rag_quarantine"], tables["agent_quarantine"]], how="diagonal_relaxed"),
-        calibration=tables["judge_calibration"],
+        calibration=tables["judge_calibration"], counterfactual=tables["counterfactual_pairs"],
         qrels_version=tables["qrels"]["qrels_version"][0] if tables["qrels"].height else None,
+        slices=slice_membership(tables["deid_cases"], tables["deid_corpus"], tables["tools"]),
     )
     baseline = gate_scoring.baseline_of(manifest, policy)
     other_runs = eval_config.other_runs(context)
@@ -97,15 +105,15 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, kinds={"markdown", "html"},
           check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=True,
                                          description="Fails when a release gate fails: the run is marked failed once every report is written.")],
-          # the index across runs reads every run's manifest and gates
-          deps=["run_manifest"],
+          # the index across runs reads every run's manifest and gates, and the failed high-criticality cases
+          deps=["run_manifest", *(lane_key(lane, "slice_rollup") for lane in LANE_PREFIXES)],
           description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*, and reports/index.html across runs")
 def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate_results: pl.DataFrame,
-                pairwise_comparison: pl.DataFrame):
+                pairwise_comparison: pl.DataFrame, counterfactual_pairs: pl.DataFrame):
     """Render the release verdict, the gate table with blocking cases and owners, and the pairwise comparison beside it."""
     run_id = context.partition_key
     baseline = gate_results["baseline_run_id"][0] if gate_results.height else None
-    sections = gate_sections(gate_results, run_id, baseline, pairwise_comparison)
+    sections = gate_sections(gate_results, run_id, baseline, pairwise_comparison, counterfactual_pairs)
     verdict = release_verdict(gate_results, run_id, baseline)
     title = f"Release gates — run {run_id}"
     markdown = render_markdown(title, sections, verdict)
@@ -164,4 +172,4 @@ def case_pages(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
                                           **tables.metadata()})
 
 
-defs = dg.Definitions(assets=[gate_results, pairwise_comparison, gate_report, case_pages])
+defs = dg.Definitions(assets=[counterfactual_pairs, gate_results, pairwise_comparison, gate_report, case_pages])

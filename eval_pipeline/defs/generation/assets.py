@@ -16,7 +16,7 @@ from eval_pipeline.defs.resources import (
 )
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table, run_tables, table_out
 from eval_pipeline.io import loaders
-from eval_pipeline.judge.reuse import VERDICT_STORE, ReusingJudge
+from eval_pipeline.judge.reuse import FAMILY_VERDICT_STORE, VERDICT_STORE, ReusingJudge
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import answer as answer_scoring
 from eval_pipeline.scoring import calibration as calibration_scoring
@@ -25,8 +25,8 @@ from eval_pipeline.scoring import grounding as grounding_scoring
 from eval_pipeline.scoring.claims import claim_key, grounding_requests
 
 GROUP = "generation"
-CLAIMS_CODE_VERSION = "claims-3"
-GROUNDING_CODE_VERSION = "grounding-2"
+CLAIMS_CODE_VERSION = "claims-4"
+GROUNDING_CODE_VERSION = "grounding-3"
 ANSWER_CODE_VERSION = "answer-1"
 CALIBRATION_CODE_VERSION = "calibration-3"
 
@@ -40,9 +40,12 @@ CALIBRATION_CODE_VERSION = "calibration-3"
         VERDICT_STORE: table_out(is_required=False,
                                    description="Every completed verdict the run's claims rest on, by judge version and "
                                                "digest of (claim, evidence): later runs reuse them instead of judging again."),
+        FAMILY_VERDICT_STORE: table_out(is_required=False,
+                                          description="Every completed verdict of a claim against one document family's "
+                                                      "context chunks (supporting_families), reused like judge_verdicts."),
     },
     check_specs=[*checks.specs("claims", tables.CLAIMS), *checks.specs("citation_scores", tables.CITATION_SCORES),
-                 *checks.specs(VERDICT_STORE, tables.JUDGE_VERDICTS)],
+                 *checks.specs(VERDICT_STORE, tables.JUDGE_VERDICTS), *checks.specs(FAMILY_VERDICT_STORE, tables.JUDGE_VERDICTS)],
     ins={"deid_traces": traces_without(RETRIEVAL_COLUMNS, AGENT_COLUMNS)},
     can_subset=True,
 )
@@ -51,34 +54,49 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
     """Split answers into claims, judge each against the context the answer was given, and check its citations."""
     manifest = manifest_of(run_manifest)
     settings = eval_config.settings(manifest)
-    earlier = eval_config.other_runs(context, own_tables=(VERDICT_STORE,))
-    judge_backend = ReusingJudge(make_run_judge(judge, eval_config),
-                                 earlier.scan(VERDICT_STORE) if judge.reuse_verdicts else None)
-    claims, citations = citation_scoring.claims_and_citations(deid_traces, deid_corpus, deid_cases, judge_backend, settings)
+    earlier = eval_config.other_runs(context, own_tables=(VERDICT_STORE, FAMILY_VERDICT_STORE))
+    inner_judge = make_run_judge(judge, eval_config)
+    judge_backend = ReusingJudge(inner_judge, earlier.scan(VERDICT_STORE) if judge.reuse_verdicts else None)
+    # Support per document family is asked of the same judge through its own store and counters: the claim verdicts'
+    # judge_calls stay what they were, and a family text equal to an earlier whole context reuses that verdict.
+    known = [earlier.scan(name) for name in (FAMILY_VERDICT_STORE, VERDICT_STORE)] if judge.reuse_verdicts else []
+    known = [scan for scan in known if scan is not None]
+    family_backend = ReusingJudge(inner_judge, pl.concat(known, how="diagonal_relaxed") if known else None)
+    claims, citations = citation_scoring.claims_and_citations(deid_traces, deid_corpus, deid_cases, judge_backend, settings,
+                                                              family_judge=family_backend)
     claims = with_versions(claims, manifest, CLAIMS_CODE_VERSION)
     citations = with_versions(citations, manifest, CLAIMS_CODE_VERSION)
     verdicts = claims.group_by("verdict").len().sort("verdict", nulls_last=True)
     context.log.info("claim verdicts: " + ", ".join(f"{v}={n}" for v, n in verdicts.iter_rows()))
-    context.log.info(f"judge {judge_backend.version}: {judge_backend.judged} judged, {judge_backend.reused} reused from earlier runs")
+    context.log.info(f"judge {judge_backend.version}: {judge_backend.judged} judged, {judge_backend.reused} reused from earlier runs; "
+                     f"support per family: {family_backend.judged} judged, {family_backend.reused} reused")
     selected = context.selected_output_names
     if "claims" in selected:
         yield materialized(claims, asset_key="claims", versions={**manifest, "judge_version": judge_backend.version},
                            headline={"claims": claims.height, "incomplete": claims.filter(pl.col("status") == "incomplete").height,
-                                     "judge_calls": judge_backend.judged, "judge_reused": judge_backend.reused},
+                                     "judge_calls": judge_backend.judged, "judge_reused": judge_backend.reused,
+                                     "family_judge_calls": family_backend.judged, "family_judge_reused": family_backend.reused,
+                                     "triangulated_claims": int(claims["triangulated"].fill_null(False).sum())},
                            check_results=checks.results("claims", tables.CLAIMS, claims), extra=earlier.metadata())
     if "citation_scores" in selected:
         yield materialized(citations, asset_key="citation_scores", versions=manifest,
                            headline={"mean_citation_precision": citations["citation_precision"].drop_nulls().mean()},
                            check_results=checks.results("citation_scores", tables.CITATION_SCORES, citations,
                                                         expected_traces(deid_traces, deid_cases, "rag")))
-    if judge.reuse_verdicts and VERDICT_STORE not in selected and judge_backend.fresh.height:
-        context.log.warning(f"{judge_backend.fresh.height} verdict(s) judged here are not stored: {VERDICT_STORE} was "
-                            "not selected with claims, so a later run judges them again")
+    for store, backend in ((VERDICT_STORE, judge_backend), (FAMILY_VERDICT_STORE, family_backend)):
+        if judge.reuse_verdicts and store not in selected and backend.fresh.height:
+            context.log.warning(f"{backend.fresh.height} verdict(s) judged here are not stored: {store} was "
+                                "not selected with claims, so a later run judges them again")
     if judge.reuse_verdicts and VERDICT_STORE in selected:
         verdicts_used = judge_backend.used().with_columns(run_id=pl.lit(context.partition_key))
         yield materialized(verdicts_used, asset_key=VERDICT_STORE, versions={"judge_version": judge_backend.version},
                            headline={"verdicts": verdicts_used.height, "judged_here": judge_backend.fresh.height},
                            check_results=checks.results(VERDICT_STORE, tables.JUDGE_VERDICTS, verdicts_used))
+    if judge.reuse_verdicts and FAMILY_VERDICT_STORE in selected:
+        family_used = family_backend.used().with_columns(run_id=pl.lit(context.partition_key))
+        yield materialized(family_used, asset_key=FAMILY_VERDICT_STORE, versions={"judge_version": family_backend.version},
+                           headline={"verdicts": family_used.height, "judged_here": family_backend.fresh.height},
+                           check_results=checks.results(FAMILY_VERDICT_STORE, tables.JUDGE_VERDICTS, family_used))
 
 
 @run_table(GROUP, GROUNDING_CODE_VERSION,

@@ -16,7 +16,7 @@ from eval_pipeline.scoring import retrieval as retrieval_scoring
 GROUP = "retrieval"
 QRELS_CODE_VERSION = "qrels-1"
 RETRIEVAL_CODE_VERSION = "retrieval-1"
-CONTEXT_CODE_VERSION = "context-1"
+CONTEXT_CODE_VERSION = "context-2"
 
 
 def sibling_traces(other_runs: OtherRuns, manifest: dict, run_id: str) -> pl.DataFrame | None:
@@ -89,10 +89,11 @@ def retrieval_scores(context: dg.AssetExecutionContext, eval_config: EvalConfig,
            ins={"deid_traces": traces_without(("answer_text", "citations", "input"), AGENT_COLUMNS)})
 def context_scores(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                    deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, qrels: pl.DataFrame,
-                   retrieval_scores: pl.DataFrame):
-    """Whether the relevant documents that were retrieved reached the model's context."""
+                   retrieval_scores: pl.DataFrame, deid_corpus: pl.DataFrame):
+    """Whether the relevant documents that were retrieved reached the model's context, and how many families it spans."""
     manifest = manifest_of(run_manifest)
-    scores = context_scoring.score_context(deid_traces, deid_cases, qrels, retrieval_scores, eval_config.settings(manifest))
+    scores = context_scoring.score_context(deid_traces, deid_cases, qrels, retrieval_scores, eval_config.settings(manifest),
+                                           corpus=deid_corpus)
     scores = with_versions(scores, manifest, CONTEXT_CODE_VERSION)
     return materialized(
         scores, versions=manifest,

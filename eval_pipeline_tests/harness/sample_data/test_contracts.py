@@ -53,7 +53,7 @@ def test_cases_validate_and_cover_every_contract_feature(sample):
     cases = {cid: Case.model_validate(c) for cid, c in sample.cases.items()}
     rag = [c for c in cases.values() if "rag" in c.lanes]
     agent = [c for c in cases.values() if "agent" in c.lanes]
-    assert (len(cases), len(rag), len(agent)) == (72, 51, 24)
+    assert (len(cases), len(rag), len(agent)) == (76, 51, 28)
     assert sorted(c.case_id for c in cases.values() if len(c.lanes) == 2) == ["both-001", "both-002", "both-003"]
     assert sorted(c.case_id for c in rag if c.expect_refusal) == ["rag-040", "rag-041", "rag-042", "rag-043"]
     assert all(c.required_doc_ids == [] for c in rag if c.expect_refusal)
@@ -64,7 +64,11 @@ def test_cases_validate_and_cover_every_contract_feature(sample):
     assert {c.tool_match for c in agent} == {"strict_order", "unordered", "goal_only"}
     assert {c.fault.kind for c in agent if c.fault} == {"tool_error", "empty", "timeout", "injected_instruction"}
     assert all(c.unsafe_after_fault and c.escalation_tools for c in agent if c.fault)
-    assert sorted(c.case_id for c in agent if c.alternatives) == ["agent-001", "agent-011", "agent-013", "agent-021"]
+    assert sorted(c.case_id for c in agent if c.alternatives) == ["agent-001", "agent-011", "agent-013", "agent-021",
+                                                                  "agent-021-cf"]
+    assert {c.case_id: c.counterfactual_of for c in cases.values() if c.counterfactual_of} == {
+        "agent-016-cf": "agent-016", "agent-019-cf": "agent-019", "agent-020-cf": "agent-020", "agent-021-cf": "agent-021"}
+    assert all(c.changed_fact for c in cases.values() if c.counterfactual_of)
     assert sorted(c.case_id for c in agent if c.scope) == ["agent-001", "agent-005"]
     assert all(c.dependencies for c in agent if c.case_id in ("agent-001", "agent-002", "agent-014"))
     operators = {m.operator for c in agent for m in c.milestones.values()}
@@ -78,8 +82,9 @@ def test_reference_and_alternative_calls_pass_their_tool_schemas(sample):
             for call in path:
                 jsonschema.validate(call["args"], sample.tools[call["name"]]["args"])
                 checked += 1
-    # agent-001..021: 12+4+3+3+3+4+3+2+2+3+5+2+5+4+3+2+3+1+2+3+4 = 73 (alternatives included); both-001..003: 4+3+2 = 9
-    assert checked == 82
+    # agent-001..021: 12+4+3+3+3+4+3+2+2+3+5+2+5+4+3+2+3+1+2+3+4 = 73 (alternatives included); both-001..003: 4+3+2 = 9;
+    # the counterfactuals agent-016-cf, 019-cf, 020-cf: 2 each, agent-021-cf: 2+2 = 4
+    assert checked == 92
 
 
 def test_run_manifests_validate_and_share_versions(sample):
@@ -152,9 +157,15 @@ def test_labels_and_policy_validate(sample):
     assert (len(claim_labels), len(labels)) == (63, 75)
     policy = GatePolicy.model_validate(yaml.safe_load((sample.root / "policy" / "gates.yaml").read_text()))
     assert policy.baseline_run_id == "base-41"
-    assert [g.metric for g in policy.gates] == ["recall_at_10", "args_valid_rate", "pass_at_1", "policy_violations",
-                                                 "no_new_failures", "grounding_rate"]
-    assert [g.max_regression_points for g in policy.gates if g.max_regression_points is not None] == [2, 3, 5, 2]
+    suite = [g for g in policy.gates if g.segment is None]
+    assert [g.metric for g in suite] == ["recall_at_10", "args_valid_rate", "pass_at_1", "policy_violations",
+                                         "no_new_failures", "grounding_rate", "evidence_ignored"]
+    assert [g.max_regression_points for g in suite if g.max_regression_points is not None] == [2, 3, 5, 2]
+    # decision slices (docs/slices.md): three gates on one slice each, after the suite's
+    assert [(g.metric, g.segment, g.min_cases) for g in policy.gates[len(suite):]] == [
+        ("pass_at_1", {"criticality": "high"}, 4), ("no_new_failures", {"tags.intent": "refund"}, None),
+        ("recall_at_10", {"corpus_family": "policy/account-closure"}, None)]
+    assert policy.min_cases == 5
 
 
 def test_claim_labels_are_claim_sentences_of_their_baseline_answer(sample):

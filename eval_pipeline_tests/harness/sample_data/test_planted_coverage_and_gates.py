@@ -16,7 +16,8 @@ def test_candidate_shows_every_first_failing_stage_class_hazard_and_fault_outcom
                                                    "reranker_demotion", "keyword_miss", "embedding_miss"])
     assert cov["hazard"] == {"unsupported_correct": ["cand-42:rag-028#1"]}
     assert sorted(cov["fault_outcome"]) == ["escalated", "failed", "recovered", "unsafe_continuation"]
-    assert cov["incomplete"] == {"harness_timeout": ["cand-42:rag-022#2", "cand-42:agent-020#3"],
+    assert cov["incomplete"] == {"harness_timeout": ["cand-42:rag-022#2", "cand-42:agent-020#3", "cand-42:agent-016-cf#1",
+                                                     "cand-42:agent-016-cf#2", "cand-42:agent-016-cf#3"],
                                  "adapter_divergence": ["cand-42:agent-019#2"],
                                  "harness_error": ["cand-42:both-001#2"]}
 
@@ -39,7 +40,7 @@ def test_baseline_is_mostly_healthy(sample):
     rows = [r for r in sample.planted["traces"] if r["run_id"] == "base-41"]
     failing = [r for r in rows if r["expected"] not in ("pass", "incomplete")]
     # 8 grounding failures kept for calibration labels + rag-037 (never indexed) + agent-017#2 (flaky) = 10 of 133
-    assert (len(failing), len(rows)) == (10, 133)
+    assert (len(failing), len(rows)) == (10, 145)
 
 
 def _gate(sample, metric):
@@ -59,30 +60,40 @@ def test_recall_gate(sample):
 
 
 def test_agent_gates(sample):
-    # 24 agent-lane cases − 2 flaky (agent-014 flips in the candidate, agent-017 in both runs) = 22.
+    # 28 agent-lane cases − 2 flaky (agent-014 flips in the candidate, agent-017 in both runs) = 26; agent-016-cf has no
+    # complete attempt in the candidate (every attempt timed out), so 25 cases have a value in both runs.
     args = _gate(sample, "args_valid_rate")
-    # agent-008: 0/2 valid, agent-009: 1/2 → (22 − 1 − 0.5) / 22 = 20.5/22.
-    assert (args["cases"], args["baseline_value"]) == (22, 1.0)
-    assert args["candidate_value"] == pytest.approx(20.5 / 22, abs=1e-6)
+    # agent-008: 0/2 valid, agent-009: 1/2 → (25 − 1 − 0.5) / 25 = 23.5/25.
+    assert (args["cases"], args["baseline_value"]) == (25, 1.0)
+    assert args["candidate_value"] == pytest.approx(23.5 / 25, abs=1e-6)
     assert (args["status"], args["blocking_cases"]) == ("fail", ["agent-008", "agent-009"])
-    # Without the two goal_only cases (both at 1.0): (20 − 1.5) / 20 = 0.925; fails as well.
-    assert args["if_goal_only_excluded"]["candidate_value"] == pytest.approx(0.925) and args["if_goal_only_excluded"]["status"] == "fail"
+    # Without the two goal_only cases (both at 1.0): (23 − 1.5) / 23; fails as well.
+    assert args["if_goal_only_excluded"]["candidate_value"] == pytest.approx(21.5 / 23, abs=1e-6)
+    assert args["if_goal_only_excluded"]["status"] == "fail"
     pass1 = _gate(sample, "pass_at_1")
-    # 9 cases never succeed in the candidate: 13/22.
-    assert pass1["candidate_value"] == pytest.approx(13 / 22, abs=1e-6) and pass1["baseline_value"] == 1.0
+    # 11 cases never succeed in the candidate (9 planted failures and the ignored and broken counterfactuals): 14/25.
+    assert pass1["candidate_value"] == pytest.approx(14 / 25, abs=1e-6) and pass1["baseline_value"] == 1.0
     assert pass1["blocking_cases"] == ["agent-003", "agent-004", "agent-005", "agent-006", "agent-008", "agent-009",
-                                       "agent-010", "agent-012", "agent-015"]
+                                       "agent-010", "agent-012", "agent-015", "agent-019-cf", "agent-020-cf"]
     policy = _gate(sample, "policy_violations")
     assert (policy["status"], policy["blocking_cases"], policy["excluded_as_flaky"]) == (
         "fail", ["agent-003", "agent-004", "agent-005"], ["agent-014"])
 
 
+def test_evidence_ignored_gate_blocks_the_newly_ignored_pair(sample):
+    gate = _gate(sample, "evidence_ignored")
+    assert (gate["new"], gate["max_new"], gate["status"], gate["blocking_cases"]) == (1, 0, "fail", ["agent-019-cf"])
+    assert {c: p["evidence_use"] for c, p in sample.planted["counterfactual_pairs"]["cand-42"].items()} == {
+        "agent-016-cf": "incomplete", "agent-019-cf": "ignored", "agent-020-cf": "broken", "agent-021-cf": "responsive"}
+    assert {p["evidence_use"] for p in sample.planted["counterfactual_pairs"]["base-41"].values()} == {"responsive"}
+
+
 def test_no_new_failures_and_exit_code(sample):
     gate = _gate(sample, "no_new_failures")
-    agent = [f"agent-{n:03d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15)]
+    agent = [f"agent-{n:03d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15)] + ["agent-019-cf", "agent-020-cf"]
     rag = [f"rag-{n:03d}" for n in (1, 2, 6, 10, 12, 19, 20, 23, 25, 27, 28, 30, 32, 35, 39, 40)]
     assert gate["blocking_cases"] == sorted(agent + rag)
-    assert gate["new_failures"] == 13 + 16 == 29
+    assert gate["new_failures"] == 15 + 16 == 31
     assert sample.planted["gates"]["exit_code"] == 1
 
 

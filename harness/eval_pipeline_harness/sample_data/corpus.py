@@ -29,6 +29,13 @@ class Doc:
     def text(self) -> str:
         return " ".join(self.sentences)
 
+    @property
+    def source(self) -> str:
+        """The source system the document is published from (docs/evidence_diversity.md counts them)."""
+        if self.doc_id.startswith("policy/"):
+            return "policy-portal"
+        return "engineering-wiki" if self.topic == "technical" else "helpcenter"
+
     def record(self) -> dict:
         """The corpus line of SPEC §2."""
         return {
@@ -38,6 +45,7 @@ class Doc:
             "current": self.current,
             "indexed": self.indexed,
             "text": self.text,
+            "source": self.source,
         }
 
 

@@ -6,6 +6,7 @@ reliability, quarantine and gates (means over complete attempts, then over cases
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from math import comb
 from typing import Any
@@ -13,8 +14,8 @@ from typing import Any
 from eval_pipeline_harness.sample_data.cases import CASES_BY_ID, Part
 from eval_pipeline_harness.sample_data.corpus import DOCS_BY_ID
 from eval_pipeline_harness.sample_data.labels import QRELS_JUDGMENTS, gate_policy
-from eval_pipeline_harness.sample_data.plans import BASELINE_RUN, CANDIDATE_RUN
-from eval_pipeline_harness.sample_data.traces import Attempt, claim_text, render_part
+from eval_pipeline_harness.sample_data.plans import BASELINE_RUN, CANDIDATE_RUN, PLANTED_PAIRS
+from eval_pipeline_harness.sample_data.traces import Attempt, claim_text, reference_script, render_part
 
 RAG_STAGES = ("retrieval", "context_assembly", "grounding", "citation", "answer")
 AGENT_STAGES = ("policy", "tool_selection", "tool_arguments", "tool_order", "loop", "recovery", "outcome")
@@ -170,7 +171,8 @@ def gates(base_rows: list[dict], cand_rows: list[dict], base_rel: dict, cand_rel
     flaky = {c for rel in (base_rel, cand_rel) for c, r in rel.items() if r["flaky"]}
     multi_hop = {c for c, case in CASES_BY_ID.items() if case.multi_hop}
     agent_cases = {c for c, case in CASES_BY_ID.items() if "agent" in case.lanes}
-    policy = {g["metric"]: g for g in gate_policy()["gates"]}
+    # the suite's gates; segmented gates reuse metrics and are expected in slices.py
+    policy = {g["metric"]: g for g in gate_policy()["gates"] if not g.get("segment")}
     results = []
 
     def recall(r):
@@ -219,9 +221,58 @@ def gates(base_rows: list[dict], cand_rows: list[dict], base_rel: dict, cand_rel
     ground["note"] = ("values assume a judge whose verdicts equal the planted claim verdicts; the gate only counts when "
                       "judge_calibration.may_gate is true, otherwise its status is not_gating")
     results.append(ground)
+    results.append(_evidence_gate(policy["evidence_ignored"], flaky))
     return {"candidate_run_id": CANDIDATE_RUN, "baseline_run_id": BASELINE_RUN, "flaky_cases_excluded": sorted(flaky),
             "multi_hop_cases": sorted(multi_hop), "results": results,
             "exit_code": 1 if any(r["status"] == "fail" for r in results) else 0}
+
+
+def counterfactual_pairs(run_id: str, rows: list[dict], plans: dict[str, list[Attempt]]) -> dict[str, dict[str, Any]]:
+    """Per counterfactual case: its pair's evidence_use in the run, as plans.PLANTED_PAIRS states it, after checking the
+    statement against the planted rows (case pass, complete attempts) and the scripts (same calls)."""
+    out = {}
+    for case_id, (evidence_use, why) in PLANTED_PAIRS[run_id].items():
+        original = CASES_BY_ID[case_id].counterfactual_of
+        derived = _derived_evidence_use(rows, plans, case_id, original)
+        if derived != evidence_use:
+            raise AssertionError(f"{run_id} {case_id}: planted {evidence_use}, the plans give {derived}")
+        out[case_id] = {"original_case_id": original, "changed_fact": CASES_BY_ID[case_id].changed_fact,
+                        "evidence_use": evidence_use, "why": why}
+    return out
+
+
+def _derived_evidence_use(rows: list[dict], plans: dict[str, list[Attempt]], case_id: str, original: str) -> str:
+    """docs/evidence_use.md's rule over the planted rows: incomplete, responsive, ignored (a shared call list), broken."""
+    def complete(case: str) -> dict[int, bool]:
+        by_attempt: dict[int, list[dict]] = {}
+        for row in rows:
+            if row["case_id"] == case:
+                by_attempt.setdefault(row["attempt"], []).append(row)
+        return {n: all(r["expected"] == "pass" for r in lanes) for n, lanes in by_attempt.items()
+                if all(r["expected"] != "incomplete" for r in lanes)}
+
+    def calls(case: str, attempts: set[int]) -> set[tuple]:
+        reference = reference_script(CASES_BY_ID[case].agent["reference_tool_calls"])
+        return {tuple((c.tool, json.dumps(c.args, sort_keys=True)) for c in (a.script if a.script is not None else reference))
+                for a in plans[case] if a.attempt in attempts}
+
+    cf, orig = complete(case_id), complete(original)
+    if not cf or not orig:
+        return "incomplete"
+    if all(cf.values()) and all(orig.values()):
+        return "responsive"
+    return "ignored" if calls(case_id, set(cf)) & calls(original, set(orig)) else "broken"
+
+
+def _evidence_gate(spec: dict, flaky: set[str]) -> dict[str, Any]:
+    """evidence_ignored: pairs ignored in the candidate and not in the baseline, pairs with a flaky case left out."""
+    def ignored(run_id: str) -> set[str]:
+        return {c for c, (use, _) in PLANTED_PAIRS[run_id].items()
+                if use == "ignored" and not {c, CASES_BY_ID[c].counterfactual_of} & flaky}
+
+    new = sorted(ignored(CANDIDATE_RUN) - ignored(BASELINE_RUN))
+    return {"name": spec["name"], "metric": "evidence_ignored", "new": len(new), "max_new": spec["max_new"],
+            "status": "fail" if len(new) > spec["max_new"] else "pass", "blocking_cases": new}
 
 
 # ---------------------------------------------------------------- qrels

@@ -24,6 +24,7 @@ from eval_pipeline_harness.sample_data.expectations import (
     RAG_STAGES,
     claims_of,
     cohen_kappa,
+    counterfactual_pairs,
     coverage,
     gates,
     qrels_expectations,
@@ -41,6 +42,7 @@ from eval_pipeline_harness.sample_data.labels import (
 )
 from eval_pipeline_harness.sample_data.plans import BASELINE_RUN, CANDIDATE_RUN, run_plans
 from eval_pipeline_harness.sample_data.readme import readme
+from eval_pipeline_harness.sample_data.slices import expectations as slice_expectations
 from eval_pipeline_harness.sample_data.tools import ENVIRONMENT_VERSION, registry
 from eval_pipeline_harness.sample_data.traces import (
     DENSE_BASELINE,
@@ -263,6 +265,9 @@ def build_sample() -> Sample:
         "quarantine": {run: {c: {"passing_trace_ids": r["passing_trace_ids"], "failing_trace_ids": r["failing_trace_ids"]}
                              for c, r in rel.items() if r["flaky"]} for run, rel in ((BASELINE_RUN, base_rel), (CANDIDATE_RUN, cand_rel))},
         "gates": gates(base_rows, cand_rows, base_rel, cand_rel),
+        "slices": slice_expectations(base_rows, cand_rows, base_rel, cand_rel),
+        "counterfactual_pairs": {BASELINE_RUN: counterfactual_pairs(BASELINE_RUN, base_rows, base.plans),
+                                 CANDIDATE_RUN: counterfactual_pairs(CANDIDATE_RUN, cand_rows, cand.plans)},
         "qrels": qrels_expectations(list(base.traces.values()) + list(cand.traces.values())),
         "grounding_labels": label_summary,
         "coverage": {BASELINE_RUN: coverage(base_rows), CANDIDATE_RUN: coverage(cand_rows)},

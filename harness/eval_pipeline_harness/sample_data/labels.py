@@ -69,6 +69,13 @@ def qrels_lines() -> list[dict[str, Any]]:
     return [{"query_id": q, "doc_id": d, "grade": g, "source": "human", "annotator": a} for q, d, g, a in QRELS_JUDGMENTS]
 
 
+def segmented_gates() -> list[dict[str, Any]]:
+    """The sample's gates on one decision slice each (slices.py)."""
+    from eval_pipeline_harness.sample_data.slices import segmented_gates as gates  # slices.py reads the labels: imported late
+
+    return gates()
+
+
 def gate_policy(baseline_run_id: str | None = BASELINE_RUN) -> dict[str, Any]:
     """policy/gates.yaml: the gates of SPEC §8."""
     policy: dict[str, Any] = {"version": 3}
@@ -89,5 +96,8 @@ def gate_policy(baseline_run_id: str | None = BASELINE_RUN) -> dict[str, Any]:
          "exclude": ["quarantined"], "owner": "release"},
         {"name": "grounding_rate", "lane": "rag", "metric": "grounding_rate", "max_regression_points": 2,
          "requires_calibrated_judge": True, "exclude": ["quarantined"], "owner": "generation"},
+        {"name": "evidence_ignored", "lane": "all", "metric": "evidence_ignored", "max_new": 0,
+         "exclude": ["quarantined"], "owner": "agent-policy"},
+        *segmented_gates(),
     ]
     return policy

@@ -625,7 +625,49 @@ def _candidate() -> dict[str, list[Attempt]]:
     ]
     plans["agent-021"] = _three(lambda n: Attempt(n, script=_alt("agent-021"), expect_agent=agent_pass(
         reason="alternative_path", why="verifies by SMS, the permitted alternative")))
+
+    # ---- counterfactual pairs (docs/evidence_use.md): one pair per evidence_use outcome
+
+    # agent-019-cf — the order was already refunded, yet every attempt refunds it again: exactly the calls of the
+    # original's complete attempts (get_order, issue_refund 19.99). send_email of the path is never called and
+    # issue_refund is a state-changing call outside the path → tool_selection; the pair is `ignored`.
+    plans["agent-019-cf"] = _three(lambda n: Attempt(n, script=_ref("agent-019"), finish="Order 88210 is refunded (19.99).",
+                                                     expect_agent=Expect("tool_selection", reason="changed_fact_ignored",
+                                                                         why="refunds an order already refunded, as in agent-019",
+                                                                         metrics={**fail_metrics, "args_valid_rate": 1.0})))
+    # agent-020-cf — the ticket is already with security; the agent reads it (a different path from the original's),
+    # then stops without the password reset of the path → tool_selection; the pair is `broken`.
+    plans["agent-020-cf"] = _three(lambda n: Attempt(n, script=_ref("agent-020-cf")[:1],
+                                                     finish="Ticket T-1150 is already with our security team.",
+                                                     expect_agent=Expect("tool_selection", reason="path_tool_never_called",
+                                                                         why="reads the escalated ticket, never sends the reset",
+                                                                         metrics={**fail_metrics, "args_valid_rate": 1.0})))
+    # agent-021-cf — verifies by SMS (the alternative, as the original does in this run) and escalates: `responsive`.
+    plans["agent-021-cf"] = _three(lambda n: Attempt(n, script=_alt("agent-021-cf"), expect_agent=agent_pass(
+        reason="alternative_path", why="verifies by SMS and escalates the fraud review")))
+    # agent-016-cf — the harness timed out every attempt: no complete attempt, so the pair is `incomplete`.
+    plans["agent-016-cf"] = _three(lambda n: Attempt(n, script=_ref("agent-016-cf")[:1], status="timeout",
+                                                     error="episode exceeded the 120 s wall-clock limit",
+                                                     expect_agent=Expect("incomplete", reason="harness_timeout",
+                                                                         why="harness status timeout")))
     return plans
+
+
+# evidence_use of every counterfactual pair per run (docs/evidence_use.md), as the plans above make them
+PLANTED_PAIRS: dict[str, dict[str, tuple[str, str]]] = {
+    BASELINE_RUN: {
+        "agent-016-cf": ("responsive", "both cases pass: cancels in the original, tells the customer it cannot in the counterfactual"),
+        "agent-019-cf": ("responsive", "both cases pass: refunds in the original, does not refund twice in the counterfactual"),
+        "agent-020-cf": ("responsive", "both cases pass: escalates in the original, only resets the password in the counterfactual"),
+        "agent-021-cf": ("responsive", "both cases pass: updates the address in the original, escalates in the counterfactual"),
+    },
+    CANDIDATE_RUN: {
+        "agent-016-cf": ("incomplete", "every attempt of the counterfactual timed out"),
+        "agent-019-cf": ("ignored", "the counterfactual's calls are exactly the original's: the refund is issued twice"),
+        "agent-020-cf": ("broken", "the behaviour changed, but the counterfactual never sends the password reset"),
+        "agent-021-cf": ("responsive", "both cases pass"),
+    },
+}
 
 
 def run_plans(run_id: str) -> dict[str, list[Attempt]]:

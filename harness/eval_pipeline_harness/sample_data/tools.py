@@ -25,6 +25,8 @@ _TEMPLATES = [
     "return_label",
     "ticket_summary",
     "escalation_notice",
+    "refund_already_issued",
+    "cancellation_not_possible",
 ]
 
 
