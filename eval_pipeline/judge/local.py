@@ -74,10 +74,7 @@ class LocalJudge(Judge):
         keys = keys.join(evidence_ids, on="evidence_key").join(claims, on="claim").select("rid", "eid", "cid", "request_key")
         chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").drop("evidence_key")
         texts = chunks.select("text").unique().with_row_index("text_id")
-        sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
-        claim_tokens = token_rows(claim_ids, "cid", "claim_text")
-        sentence_tokens = token_rows(sentences, "sid", "sentence")
-        vocab = vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
+        sentences, claim_tokens, sentence_tokens, vocab = _featurized(claim_ids, texts)
         claim_rows = annotate(claim_tokens, vocab, "cid")
         sentence_rows_ = annotate(sentence_tokens, vocab, "sid")
         words = _claim_words(claim_rows.rename({"cid": "rid"})).rename({"rid": "cid"})
@@ -267,11 +264,7 @@ class LocalJudge(Judge):
             evidence_ids, on="evidence_key").select("request_key", "cid", "eid")
         chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").select("eid", "text")
         texts = chunks.select("text").unique().with_row_index("text_id")
-        # as _judge_claims reads them: sentences of each distinct text, tokens of claims and sentences in one vocabulary
-        sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
-        claim_tokens = token_rows(claim_ids, "cid", "claim_text")
-        sentence_tokens = token_rows(sentences, "sid", "sentence")
-        vocab = vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
+        sentences, claim_tokens, sentence_tokens, vocab = _featurized(claim_ids, texts)
         claim_rows = annotate(claim_tokens, vocab, "cid").rename({"cid": "rid"})
         words = _claim_words(claim_rows).rename({"rid": "cid"})
         held = (
@@ -307,6 +300,15 @@ class LocalJudge(Judge):
             .join(names, on="request_key", how="left", maintain_order="left")
             .select("request_key", could_support=(pl.col("_n_words").fill_null(0) > 0) & (bound >= self.support_threshold).fill_null(False))
         )
+
+
+def _featurized(claim_ids: pl.DataFrame, texts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(sentences with sid, claim tokens, sentence tokens, vocabulary) of distinct claims (cid, claim_text) and distinct
+    evidence texts (text_id, text): both tokenized in one vocabulary."""
+    sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
+    claim_tokens = token_rows(claim_ids, "cid", "claim_text")
+    sentence_tokens = token_rows(sentences, "sid", "sentence")
+    return sentences, claim_tokens, sentence_tokens, vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
 
 
 def _listing(column: str, prefix: str) -> pl.Expr:
