@@ -122,6 +122,8 @@ def run_pipeline(
         deid_demo=deid_demo,
     )
     preflight(config, ordered)
+    if executor == "celery":
+        celery_execution()
     warm_up_in_background()
     if instance is None:
         home = ensure_dagster_home()
@@ -132,20 +134,18 @@ def run_pipeline(
     new_partitions = [r for r in ordered if not instance.has_dynamic_partition(runs_partitions.name, r)]
     instance.add_dynamic_partitions(runs_partitions.name, new_partitions)
 
-    job = evaluate_run_job()
-    total_steps = len(job.graph.node_dict)
+    job_factory, execution = executor_setup(executor, instance, max_concurrent)
+    total_steps = len(job_factory().graph.node_dict)
     # quiet: only errors on the console; otherwise one progress line per step
     loggers = ({"console": {"config": {"log_level": "ERROR"}}} if quiet
                else {"progress": {"config": {"total_steps": total_steps}}})
-    run_config: dict = {"loggers": loggers, **resources_run_config(config, judge_config_from_env()),
-                        "execution": (multiprocess_execution(instance, max_concurrent) if executor == "multiprocess"
-                                      else IN_PROCESS_EXECUTION)}
+    run_config: dict = {"loggers": loggers, **resources_run_config(config, judge_config_from_env()), "execution": execution}
     failed_runs, blocked_runs = [], []
     for run_id in ordered:
         started = time.perf_counter()
         print(f"Evaluating run {run_id} ...", file=sys.stderr)
         # execute_job, not execute_in_process: the latter keeps every step's output in memory until the run ends
-        with dg.execute_job(dg.reconstructable(evaluate_run_job), instance=instance, run_config=run_config,
+        with dg.execute_job(dg.reconstructable(job_factory), instance=instance, run_config=run_config,
                             tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
             success, dagster_run = result.success, result.run_id
         took = time.perf_counter() - started
@@ -222,18 +222,60 @@ def storage_modules(instance: dg.DagsterInstance) -> list[str]:
     return sorted({type(storage).__module__ for storage in storages if storage is not None})
 
 
-_JOBS: list[dg.JobDefinition] = []
+# The variables deploy/celery/celery.yaml reads, so the workers and `eval-pipeline run --executor celery` agree.
+CELERY_BROKER_ENV = "DAGSTER_CELERY_BROKER_URL"
+CELERY_BACKEND_ENV = "DAGSTER_CELERY_BACKEND_URL"
+# One step at a time per worker process: steps are long and memory-heavy, prefetching would starve other workers.
+CELERY_CONFIG_SOURCE = {"worker_prefetch_multiplier": 1, "task_acks_late": True, "worker_max_tasks_per_child": 20}
 
 
-def evaluate_run_job() -> dg.JobDefinition:
-    """The evaluate_run job with default resources; every run configures them with resources_run_config."""
+def celery_execution() -> dict:
+    """Run config of dagster-celery's executor: broker and result backend from the environment, as the workers read them."""
+    try:
+        import dagster_celery  # noqa: F401
+    except ImportError as exc:
+        raise RunnerError("--executor celery needs dagster-celery and a Redis client: "
+                          "pip install 'eval-pipeline[celery]'") from exc
+    missing = [name for name in (CELERY_BROKER_ENV, CELERY_BACKEND_ENV) if not os.environ.get(name)]
+    if missing:
+        raise RunnerError(f"--executor celery needs {' and '.join(missing)} set to the broker and result backend the "
+                          "workers use, e.g. redis://127.0.0.1:6379/0 and redis://127.0.0.1:6379/1 (deploy/README.md)")
+    return {"config": {"broker": {"env": CELERY_BROKER_ENV}, "backend": {"env": CELERY_BACKEND_ENV},
+                       "config_source": dict(CELERY_CONFIG_SOURCE)}}
+
+
+def executor_setup(executor: str, instance: dg.DagsterInstance, max_concurrent: int):
+    """(module-level job factory that workers reconstruct, execution run config) for an --executor choice."""
+    if executor == "celery":
+        return evaluate_run_celery_job, celery_execution()
+    if executor == "multiprocess":
+        return evaluate_run_job, multiprocess_execution(instance, max_concurrent)
+    return evaluate_run_job, IN_PROCESS_EXECUTION
+
+
+_JOBS: dict[str, dg.JobDefinition] = {}
+
+
+def _build_job(key: str, executor: dg.ExecutorDefinition | None) -> dg.JobDefinition:
     from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
     from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
 
     # Dagster reconstructs the job several times per run (plan, steps, each resume), and building it takes 0.3 s
-    if not _JOBS:
-        _JOBS.append(build_definitions(EvalConfig(), JudgeConfig()).resolve_job_def(EVALUATE_RUN_JOB))
-    return _JOBS[0]
+    if key not in _JOBS:
+        _JOBS[key] = build_definitions(EvalConfig(), JudgeConfig(), executor=executor).resolve_job_def(EVALUATE_RUN_JOB)
+    return _JOBS[key]
+
+
+def evaluate_run_job() -> dg.JobDefinition:
+    """The evaluate_run job with default resources; every run configures them with resources_run_config."""
+    return _build_job("local", None)
+
+
+def evaluate_run_celery_job() -> dg.JobDefinition:
+    """The evaluate_run job whose steps are Celery tasks; each worker rebuilds it from this module."""
+    from dagster_celery import celery_executor
+
+    return _build_job("celery", celery_executor)
 
 
 def resources_run_config(config, judge) -> dict:

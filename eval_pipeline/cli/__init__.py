@@ -81,8 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--deid-demo", action="store_true",
                      help="use the fixed demo de-identification key when EVAL_PIPELINE_DEID_KEY is not set (local demos only)")
     run.add_argument("--quiet", action="store_true", help="no per-step progress lines")
-    run.add_argument("--executor", choices=["in_process", "multiprocess"], default="in_process",
-                     help="in_process (default) or multiprocess: independent assets of a run in parallel subprocesses")
+    run.add_argument("--executor", choices=["in_process", "multiprocess", "celery"], default="in_process",
+                     help="in_process (default); multiprocess: independent assets of a run in parallel subprocesses; "
+                     "celery: every step a task for Celery workers (dagster-celery worker start -A dagster_celery.app "
+                     "-y deploy/celery/celery.yaml) on the broker in DAGSTER_CELERY_BROKER_URL, results in "
+                     "DAGSTER_CELERY_BACKEND_URL; needs an instance every worker reaches (deploy/README.md)")
     run.add_argument("--max-concurrent", type=int, default=2, help="subprocesses for --executor multiprocess (default 2)")
     run.set_defaults(handler=_cmd_run)
 

@@ -176,7 +176,10 @@ _inherited: tuple = ()
 
 def fork_workers() -> int:
     """How many forked workers a large batch may use (1: none)."""
-    return min(os.cpu_count() or 1, 8) if "fork" in mp.get_all_start_methods() else 1
+    # A daemonic process may not start children: a step in a Celery prefork worker (or any pool worker) runs in one.
+    if "fork" not in mp.get_all_start_methods() or mp.current_process().daemon:
+        return 1
+    return min(os.cpu_count() or 1, 8)
 
 
 def _inherit(payload: tuple) -> None:

@@ -57,3 +57,14 @@ def test_gate_command_exit_codes(scored):
     assert "latest passing run = base-41" in latest.stdout and latest.returncode == 1
     unscored = run_cli("gate", "--candidate", "ghost", "--data", data, "--warehouse", warehouse)
     assert unscored.returncode == 2 and "has not been scored" in unscored.stderr
+
+
+def test_the_celery_executor_without_a_broker_is_one_clear_error(sample_copy):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_CELERY_")}
+    result = subprocess.run([sys.executable, "-m", "eval_pipeline.cli", "run", "--data", str(sample_copy), "--deid-demo",
+                             "--executor", "celery"], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert "--executor celery needs DAGSTER_CELERY_BROKER_URL and DAGSTER_CELERY_BACKEND_URL" in result.stderr
+    assert "Traceback" not in result.stderr

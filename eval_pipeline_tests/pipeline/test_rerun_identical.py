@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
+from eval_pipeline_tests.fixtures.warehouse_compare import local_tables, table_differences
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNS = ("base-41", "cand-42")
@@ -38,45 +38,16 @@ def rerun(tmp_path_factory):
     return {"code": code, "warehouse": Warehouse.at(root / "warehouse"), "reports": root / "reports"}
 
 
-def _tables(warehouse: Warehouse) -> list[tuple[str, bool]]:
-    """(table, restricted) for every Delta table under the warehouse root."""
-    root = Path(warehouse.root)
-    found = []
-    for log in sorted(root.rglob("_delta_log")):
-        parts = log.parent.relative_to(root).parts
-        found.append((parts[-1], len(parts) > 1))
-    return found
-
-
-def _first_difference(first: pl.DataFrame, second: pl.DataFrame) -> str:
-    if first.columns != second.columns or first.height != second.height:
-        return f"columns {first.columns} vs {second.columns}, rows {first.height} vs {second.height}"
-    for column in first.columns:
-        if not first[column].equals(second[column]):
-            rows = (first[column].ne_missing(second[column]) if first[column].dtype.is_numeric() or first[column].dtype == pl.String
-                    else pl.Series([a != b for a, b in zip(first[column].to_list(), second[column].to_list(), strict=True)]))
-            index = rows.arg_true()[0]
-            return f"column {column}, row {index}: {first[column][index]!r} vs {second[column][index]!r}"
-    return "equal"
-
-
 def test_the_rerun_succeeds_and_writes_the_same_tables(scored, rerun):
     assert scored["code"] == 0 and rerun["code"] == 0
-    tables = _tables(scored["warehouse"])
-    assert tables == _tables(rerun["warehouse"])
+    tables = local_tables(scored["warehouse"])
+    assert tables == local_tables(rerun["warehouse"])
     assert len(tables) > 30
-    differences = []
     for table, restricted in tables:
-        drop = EXCLUDED.get(table, ())
-        for run_id in RUNS:
-            first = scored["warehouse"].read(table, run_id, restricted=restricted)
-            second = rerun["warehouse"].read(table, run_id, restricted=restricted)
-            if table != "judge_verdicts":
-                assert first is not None and first.height == second.height, (table, run_id)
-            first, second = first.drop(drop, strict=False), second.drop(drop, strict=False)
-            if not first.equals(second):
-                differences.append(f"{table}[{run_id}]: {_first_difference(first, second)}")
-    assert differences == []
+        if table != "judge_verdicts":
+            for run_id in RUNS:
+                assert scored["warehouse"].read(table, run_id, restricted=restricted) is not None, (table, run_id)
+    assert table_differences(scored["warehouse"], rerun["warehouse"], tables, RUNS, EXCLUDED) == []
 
 
 def test_the_rerun_writes_the_same_report_bytes(scored, rerun):

@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,8 +139,55 @@ def _execute(instance, run_id: str, selection=None, *, run_config: dict, reconst
     return outcome, time.perf_counter() - started
 
 
+def celery_placement(instance, dagster_run_ids: list[str]) -> dict[str, dict]:
+    """Per Celery worker: steps it executed and their seconds, from the executor's engine events and step windows."""
+    import dagster as dg
+
+    placement: dict[str, dict] = {}
+    for run_id in dagster_run_ids:
+        windows = step_windows(instance, run_id)
+        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+            worker = entry.dagster_event.event_specific_data.metadata.get("Celery worker")
+            if worker is not None and entry.step_key in windows:
+                start, end = windows[entry.step_key]
+                share = placement.setdefault(worker.value, {"steps": 0, "step_seconds": 0.0})
+                share["steps"] += 1
+                share["step_seconds"] = round(share["step_seconds"] + end - start, 2)
+    return placement
+
+
+@contextmanager
+def celery_cluster(work: Path, workers: int):
+    """A PostgreSQL instance, a Redis broker and `workers` Celery workers on loopback for one measurement."""
+    import dagster as dg
+    import eval_pipeline
+
+    from eval_pipeline_harness.loopback_services import celery_workers, postgres_server, redis_server
+
+    deploy = Path(eval_pipeline.__file__).resolve().parents[1] / "deploy"
+    if not (deploy / "celery" / "celery.yaml").exists():
+        raise SystemExit(f"--executor celery needs the repository's deploy/ folder (looked in {deploy})")
+    home = work / "dagster"
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(deploy / "postgres" / "dagster.yaml", home / "dagster.yaml")
+    with postgres_server() as database, redis_server(work / "redis.log") as broker:
+        env = {"DAGSTER_HOME": str(home), **database.env(), **broker.celery_env()}
+        os.environ.update(env)
+        instance = dg.DagsterInstance.get()
+        names = [f"benchworker{i + 1}" for i in range(workers)]
+        with celery_workers(names, env, deploy / "celery" / "celery.yaml", work):
+            yield instance
+
+
 def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent: int = 2) -> dict:
     """Run the full graph once, the judge step again, then re-score after a qrels bump (in a child process)."""
+    if executor == "celery":
+        with celery_cluster(work, max_concurrent) as instance:
+            return _measure(data, work, executor, max_concurrent, instance)
+    return _measure(data, work, executor, max_concurrent)
+
+
+def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instance=None) -> dict:
     import dagster as dg
 
     from eval_pipeline.defs.automation.sensors import QRELS_RESCORE
@@ -148,11 +197,21 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
     from eval_pipeline.io.loaders import list_runs
     from eval_pipeline.io.storage import open_location
     from eval_pipeline.quality.contracts import warm_up_in_background
-    from eval_pipeline.runner import IN_PROCESS_EXECUTION, evaluate_run_job, multiprocess_execution, resources_run_config
+    from eval_pipeline.runner import (
+        IN_PROCESS_EXECUTION,
+        celery_execution,
+        evaluate_run_celery_job,
+        evaluate_run_job,
+        multiprocess_execution,
+        resources_run_config,
+    )
 
     run_id = list_runs(open_location(data))[0]
     config = EvalConfig(data_root=str(data), warehouse_root=str(work / "warehouse"), reports_root=str(work / "reports"), deid_demo=True)
-    if executor == "multiprocess":
+    job = evaluate_run_job
+    if executor == "celery":
+        execution, job = celery_execution(), evaluate_run_celery_job
+    elif executor == "multiprocess":
         (work / "dagster").mkdir(parents=True, exist_ok=True)
         instance = dg.DagsterInstance.local_temp(str(work / "dagster"))
         execution = multiprocess_execution(instance, max_concurrent)
@@ -160,7 +219,7 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
         instance, execution = dg.DagsterInstance.ephemeral(), IN_PROCESS_EXECUTION
     # as `eval-pipeline run` executes a run (execute_in_process would keep every step's output in memory)
     options = {"run_config": {"execution": execution, **resources_run_config(config, judge_config_from_env())},
-               "reconstructable": dg.reconstructable(evaluate_run_job)}
+               "reconstructable": dg.reconstructable(job)}
     instance.add_dynamic_partitions(runs_partitions.name, [run_id])
     traces = sum(1 for name in os.listdir(data / "traces" / run_id) if name.endswith(".jsonl") for _ in open(data / "traces" / run_id / name, "rb"))
 
@@ -191,7 +250,9 @@ def measure(data: Path, work: Path, executor: str = "in_process", max_concurrent
         "traces_per_second": round(traces / full_seconds, 1),
         "rescore_seconds": round(rescore_seconds, 2),
         "rescore_share": round(rescore_seconds / full_seconds, 3),
-        "executor": executor if executor == "in_process" else f"{executor} ({max_concurrent} at a time)",
+        "executor": {"in_process": executor, "celery": f"celery ({max_concurrent} workers, one process each)"}.get(
+            executor, f"{executor} ({max_concurrent} at a time)"),
+        "workers": celery_placement(instance, [full.run_id]) if executor == "celery" else None,
         "judge_calls": full.judge_calls,
         "judge_calls_again": again.judge_calls,
         "judge_again_seconds": round(again_seconds, 2),
@@ -247,9 +308,11 @@ def markdown(results: list[dict]) -> str:
     lines = ["| traces | wall s | traces/s | re-score after qrels bump s (share) | judge calls, first run | "
              "judge calls, unchanged rerun (s) | peak memory GiB |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
+        # a failed run has no claims step, so no judge count: shown as such, not as zero
+        calls, again = (f"{n:,}" if n is not None else "none (failed)" for n in (r["judge_calls"], r["judge_calls_again"]))
         lines.append(f"| {r['traces']:,} | {r['full_seconds']:.1f} | {r['traces_per_second']:,.0f} | "
-                     f"{r['rescore_seconds']:.1f} ({r['rescore_share']:.0%}) | {r['judge_calls']:,} | "
-                     f"{r['judge_calls_again']:,} ({r['judge_again_seconds']:.1f}) | {r['peak_tree_pss_mib'] / 1024:.2f} |")
+                     f"{r['rescore_seconds']:.1f} ({r['rescore_share']:.0%}) | {calls} | "
+                     f"{again} ({r['judge_again_seconds']:.1f}) | {r['peak_tree_pss_mib'] / 1024:.2f} |")
     sizes = [f"{r['traces']:,}" for r in results]
     lines += ["", "Seconds per step, then traces/s and peak memory during the step (RSS of the bench process + PSS of its "
               "children) at the largest size, slowest first:", "",
@@ -260,6 +323,10 @@ def markdown(results: list[dict]) -> str:
         cells = " | ".join(f"{r['steps'][step]:.2f}" if step in r["steps"] else "" for r in results)
         peak = largest.get("step_peak_pss_mib", {}).get(step, 0) / 1024
         lines.append(f"| {step} | {cells} | {largest['traces'] / seconds if seconds else 0:,.0f} | {peak:.2f} |")
+    if largest.get("workers"):
+        lines += ["", f"Steps of the full run per Celery worker at {largest['traces']:,} traces:", "",
+                  "| worker | steps | step seconds |", "|---|---:|---:|"]
+        lines += [f"| {name} | {share['steps']} | {share['step_seconds']:.1f} |" for name, share in sorted(largest["workers"].items())]
     return "\n".join(lines)
 
 
@@ -278,11 +345,15 @@ def register(sub) -> None:
                         help="batch size (repeatable: --traces 10000 --traces 100000)")
     parser.add_argument("--out", default=".bench", help="folder for generated batches and warehouses (default .bench)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--executor", choices=("in_process", "multiprocess"), default="in_process",
-                        help="Dagster executor: in_process (one process, default) or multiprocess (a process per step, "
-                        "--max-concurrent at a time: each step's memory is returned when it ends)")
+    parser.add_argument("--executor", choices=("in_process", "multiprocess", "celery"), default="in_process",
+                        help="Dagster executor: in_process (one process, default); multiprocess (a process per step, "
+                        "--max-concurrent at a time: each step's memory is returned when it ends); celery (every step a "
+                        "task for --max-concurrent Celery workers of one process each, with a PostgreSQL instance and a "
+                        "Redis broker the bench starts on loopback: needs initdb/pg_ctl and redis-server, see "
+                        "scripts/services.sh, and pip install 'eval-pipeline[celery]')")
     parser.add_argument("--max-concurrent", type=int, default=2, metavar="N",
-                        help="steps run at once by the multiprocess executor (default 2; 1 gives the lowest peak memory)")
+                        help="steps run at once by the multiprocess executor, or Celery workers (default 2; 1 gives the "
+                        "lowest peak memory)")
     parser.add_argument("--json", action="store_true", help="print the raw results as JSON (they are also written to OUT/bench-results.json)")
     parser.set_defaults(handler=_cmd_bench)
 
