@@ -93,11 +93,13 @@ def test_the_sample_suite_runs_on_two_celery_workers_and_writes_the_in_process_t
     # both workers took steps: the work was divided, not just queued to one
     assert set(load) == hostnames and min(load.values()) >= 5, load
 
-    # Every table of both runs equals the in-process run of the same inputs, row for row.
+    # Every table of both runs holds the rows of the in-process run of the same inputs, row for row. Not in the same
+    # order: both lanes write their own rows of the shared tables (attribution, stage_results …), and a table lists
+    # them in commit order, which is whichever lane's worker finished first.
     tables = local_tables(scored["warehouse"])
     assert len(tables) > 30
     on_s3 = Warehouse.at(f"s3://{bucket}/warehouse")
-    assert table_differences(scored["warehouse"], on_s3, tables, RUNS) == []
+    assert table_differences(scored["warehouse"], on_s3, tables, RUNS, ordered=False) == []
     # and no table exists only on the Celery side
     written = {key.split("/_delta_log/")[0].split("/")[-1] for key in keys(client, bucket, "warehouse/") if "/_delta_log/" in key}
     assert written == {table for table, _ in tables}
