@@ -101,6 +101,6 @@ def write_case_pages(warehouse: Warehouse, reports: Location | str | os.PathLike
         location.write_bytes(case_page_html(story, base_story).encode(), run_id, CASES_FOLDER, case_page_name(case_id))
         return location.uri_of(run_id, CASES_FOLDER, case_page_name(case_id))
 
-    # A story is about a hundred queries over a few rows each: the in-memory engine starts one in half the time.
+    # The few queries a story still runs are over a few rows each: the in-memory engine starts one in half the time.
     with pl.Config(engine_affinity="in-memory"):
         return [uri for uri in map(page, wanted) if uri is not None]

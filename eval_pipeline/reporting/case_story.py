@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from html import escape
 from urllib.parse import quote
@@ -107,6 +107,9 @@ class CaseTables:
     only_case: str | None = None
     # (hits, candidates) of the case's traces, ranked once for every case split_by_case split
     ranked: tuple[pl.DataFrame, pl.DataFrame] | None = None
+    # lane outcomes of every (trace, lane) of the case's stage results, computed once for every case split_by_case
+    # split (a story still prefers the stored attribution)
+    outcomes: pl.DataFrame | None = None
 
     def frame(self, name: str) -> pl.DataFrame | None:
         return self.frames.get(name)
@@ -121,7 +124,8 @@ class CaseTables:
         return replace(self, frames=frames)
 
     def split_by_case(self, case_ids: Iterable[str]) -> dict[str, CaseTables]:
-        """Tables per case, each table partitioned once (not filtered once per case), the rankings computed once."""
+        """Tables per case, each table partitioned once (not filtered once per case), the rankings and lane outcomes
+        computed once."""
         wanted = list(dict.fromkeys(case_ids))
         parts: dict[str, dict[str, pl.DataFrame]] = {case: {} for case in wanted}
         for name, frame in self.frames.items():
@@ -129,12 +133,22 @@ class CaseTables:
                 for case in wanted:
                     parts[case][name] = frame
                 continue
-            key = CASE_TABLES[name]
-            groups = frame.filter(pl.col(key).is_in(wanted)).partition_by(key, as_dict=True, maintain_order=True)
+            groups = _parts(frame.filter(pl.col(CASE_TABLES[name]).is_in(wanted)), CASE_TABLES[name])
             for case in wanted:
-                parts[case][name] = groups.get((case,), frame.clear())
+                parts[case][name] = groups[case] if case in groups else frame.clear()
         ranked = self._ranked_by_case(wanted)
-        return {case: replace(self, frames=parts[case], only_case=case, ranked=ranked.get(case)) for case in wanted}
+        outcomes = self._outcomes_by_case(wanted)
+        return {case: replace(self, frames=parts[case], only_case=case, ranked=ranked.get(case), outcomes=outcomes.get(case))
+                for case in wanted}
+
+    def _outcomes_by_case(self, wanted: list[str]) -> dict[str, pl.DataFrame]:
+        # one lane_outcomes over all the cases: each is some milliseconds of queries however few its stages
+        stages = self.frames.get("stage_results")
+        if stages is None or not {*LANE_KEYS, "stage", "stage_order", "status", "reason"} <= set(stages.columns):
+            return {}
+        outcomes = lane_outcomes(stages.filter(pl.col("case_id").is_in(wanted)))
+        groups = _parts(outcomes, "case_id")
+        return {case: groups[case] if case in groups else outcomes.clear() for case in wanted}
 
     def _ranked_by_case(self, wanted: list[str]) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
         traces = self.frames.get("deid_traces")
@@ -227,20 +241,80 @@ def _empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
-def _rows(frame: pl.DataFrame | None, **equal) -> pl.DataFrame:
-    """Rows of a frame whose columns equal the given values (an empty frame for a missing table)."""
-    if frame is None:
-        return pl.DataFrame()
-    for column, value in equal.items():
-        if column not in frame.columns:
-            return frame.clear()
-        frame = frame.filter(pl.col(column) == value)
-    return frame
+_EMPTY: dict[tuple, pl.DataFrame] = {}
 
 
-def _row(frame: pl.DataFrame | None, **equal) -> dict | None:
-    rows = _rows(frame, **equal)
-    return rows.row(0, named=True) if rows.height else None
+def _frame(rows: list[dict], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """Row dicts as a frame of this schema (other keys ignored): one construction instead of a query."""
+    if rows:
+        return pl.DataFrame(rows, schema=schema)
+    # clearing a kept empty frame is a fifth of the cost of building one
+    key = tuple(schema.items())
+    if key not in _EMPTY:
+        _EMPTY[key] = _empty(dict(schema))
+    return _EMPTY[key].clear()
+
+
+def _parts(frame: pl.DataFrame, key: str) -> dict[object, pl.DataFrame]:
+    """A frame partitioned by one column, in order; named by each part's first key, as partition_by's as_dict would
+    name them with a query per part."""
+    return {part.get_column(key)[0]: part for part in frame.partition_by(key, maintain_order=True)}
+
+
+def _nulls_first(value) -> tuple[bool, object]:
+    # a sort key ordering None first, as polars sorts nulls
+    return value is not None, value
+
+
+def _nulls_last(value) -> tuple[bool, object]:
+    return value is None, value
+
+
+def _by_trace(rows: Iterable[dict]) -> dict[str, list[dict]]:
+    """Rows by trace id, in order; a null id is left out, as a filter on it matches nothing."""
+    index: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["trace_id"] is not None:
+            index.setdefault(row["trace_id"], []).append(row)
+    return index
+
+
+class _CaseRows:
+    """One case's tables as row dicts, each table converted once and indexed by trace id on first use: a story looks
+    rows up a hundred times, and a polars query costs ~50 µs however few rows it has."""
+
+    def __init__(self, tables: CaseTables) -> None:
+        self.tables = tables
+        self._all: dict[str, list[dict]] = {}
+        self._traces: dict[str, dict[str, list[dict]]] = {}
+        self._schemas: dict[str, pl.Schema] = {}
+
+    def all(self, name: str) -> list[dict]:
+        """Every row of a table; none for a table the run lacks."""
+        rows = self._all.get(name)
+        if rows is None:
+            frame = self.tables.frame(name)
+            rows = self._all[name] = frame.to_dicts() if frame is not None else []
+        return rows
+
+    def of_trace(self, name: str, trace_id: str | None) -> list[dict]:
+        """The rows of one trace in table order; none for a table without a trace_id column."""
+        index = self._traces.get(name)
+        if index is None:
+            frame = self.tables.frame(name)
+            index = self._traces[name] = (_by_trace(self.all(name)) if frame is not None and "trace_id" in frame.columns
+                                          else {})
+        return index.get(trace_id, []) if trace_id is not None else []
+
+    def first(self, name: str, trace_id: str | None) -> dict | None:
+        rows = self.of_trace(name, trace_id)
+        return rows[0] if rows else None
+
+    def schema(self, name: str) -> pl.Schema:
+        """The column types of a table the run has (a frame builds its schema anew each time it is asked)."""
+        if name not in self._schemas:
+            self._schemas[name] = self.tables.frames[name].schema
+        return self._schemas[name]
 
 
 def _json(text: str | None):
@@ -327,10 +401,9 @@ def _at_path(state, path: str | None):
     return value
 
 
-def _lane_order(case: dict | None, stages: pl.DataFrame) -> list[str]:
+def _lane_order(case: dict | None, seen: Iterable[str | None]) -> list[str]:
     lanes = list(case["lanes"]) if case and case.get("lanes") else []
-    seen = stages["lane"].unique(maintain_order=True).to_list() if "lane" in stages.columns else []
-    return [*lanes, *(lane for lane in seen if lane not in lanes)]
+    return [*lanes, *(lane for lane in dict.fromkeys(seen) if lane not in lanes)]
 
 
 def _outcomes(stages: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
@@ -371,53 +444,121 @@ def _ranked(traces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return hits, candidates
 
 
-def _rag_view(trace: dict, tables: CaseTables, grades: pl.DataFrame, hits: pl.DataFrame,
-              candidates: pl.DataFrame) -> RagView:
+@dataclass
+class _Ranked:
+    """A case's hits and candidates by trace, with their column types."""
+
+    hits: dict[str, list[dict]]
+    hit_schema: dict[str, pl.DataType]  # without trace_id
+    candidates: dict[str, list[dict]]
+    candidate_rank: pl.DataType
+
+    @classmethod
+    def of(cls, hits: pl.DataFrame, candidates: pl.DataFrame) -> _Ranked:
+        return cls(hits=_by_trace(hits.to_dicts()), hit_schema={k: v for k, v in hits.schema.items() if k != "trace_id"},
+                   candidates=_by_trace(candidates.to_dicts()), candidate_rank=candidates.schema["candidate_rank"])
+
+
+@dataclass
+class _Grades:
+    """The case's qrels, one row per doc (the first), and the column types they came with."""
+
+    rows: dict[str | None, dict]
+    schema: dict[str, pl.DataType]
+
+    @classmethod
+    def of(cls, qrels: pl.DataFrame | None) -> _Grades:
+        if qrels is None or qrels.height == 0:
+            return cls({}, {"doc_id": pl.String, "grade": pl.Int64, "source": pl.String})
+        rows: dict[str | None, dict] = {}
+        for doc, grade, source in zip(qrels["doc_id"].to_list(), qrels["grade"].cast(pl.Int64).to_list(),
+                                      qrels["source"].to_list(), strict=True):
+            rows.setdefault(doc, {"doc_id": doc, "grade": grade, "source": source})
+        schema = qrels.schema
+        return cls(rows, {"doc_id": schema["doc_id"], "grade": pl.Int64, "source": schema["source"]})
+
+    def grade(self, doc_id: str | None) -> int | None:
+        # a null doc id joins nothing
+        row = self.rows.get(doc_id) if doc_id is not None else None
+        return row["grade"] if row else None
+
+
+# (column shown, column of the claims table)
+CLAIM_COLUMNS = (("claim_index", "claim_index"), ("verdict", "verdict"), ("score", "score"), ("text", "claim"),
+                 ("evidence_doc_id", "evidence_doc_id"), ("evidence_quote", "evidence_quote"),
+                 ("quote_verified", "quote_verified"), ("cited_doc_ids", "cited_doc_ids"),
+                 ("citation_verdict", "citation_verdict"), ("citation_reason", "citation_reason"),
+                 ("judge_reason", "reason"), ("status", "status"))
+
+
+def _rag_view(trace: dict, rows: _CaseRows, grades: _Grades, ranking: _Ranked) -> RagView:
     trace_id = trace["trace_id"]
-    threshold = tables.relevance_threshold
-    relevant = grades.filter(pl.col("grade") >= threshold)
-    context = pl.DataFrame(trace.get("context") or [], schema={"doc_id": pl.String, "text": pl.String, "tokens": pl.Int64})
-    context = context.with_row_index("chunk", offset=1).with_columns(
-        pl.col("chunk").cast(pl.Int64),
-        relevant=pl.col("doc_id").is_in(relevant["doc_id"].implode()),
-        text=pl.when(pl.col("text").str.len_chars() > TEXT_PREVIEW)
-        .then(pl.col("text").str.slice(0, TEXT_PREVIEW - 1) + "…").otherwise(pl.col("text")),
-    ).select("chunk", "doc_id", "tokens", "relevant", "text")
-    ranked = (hits.filter(pl.col("trace_id") == trace_id).drop("trace_id")
-              .join(grades.select("doc_id", "grade"), on="doc_id", how="left", maintain_order="left")
-              .with_columns(relevant=(pl.col("grade") >= threshold).fill_null(False),
-                            in_context=pl.col("doc_id").is_in(context["doc_id"].implode())))
-    missed = (relevant.join(ranked.select("doc_id"), on="doc_id", how="anti")
-              .join(candidates.filter(pl.col("trace_id") == trace_id).drop("trace_id"), on="doc_id", how="left")
-              .select("doc_id", "grade", "source", "candidate_rank").sort("doc_id"))
-    claims = _rows(tables.frame("claims"), trace_id=trace_id)
-    if claims.height:
-        claims = claims.sort("claim_index").select(
-            "claim_index", "verdict", "score", pl.col("claim").alias("text"),
-            "evidence_doc_id", "evidence_quote", "quote_verified", "cited_doc_ids", "citation_verdict",
-            "citation_reason", pl.col("reason").alias("judge_reason"), "status")
+    threshold = rows.tables.relevance_threshold
+    relevant = [g for g in grades.rows.values() if g["grade"] is not None and g["grade"] >= threshold]
+    relevant_ids = {g["doc_id"] for g in relevant}
+    # a null doc id is neither relevant nor in the context (null, as polars' is_in has it)
+    context = [{"chunk": i, "doc_id": c.get("doc_id"), "tokens": c.get("tokens"),
+                "relevant": None if c.get("doc_id") is None else c.get("doc_id") in relevant_ids,
+                "text": _preview(c.get("text"))} for i, c in enumerate(trace.get("context") or [], start=1)]
+    in_context = {c["doc_id"] for c in context}
+    ranked = []
+    for hit in ranking.hits.get(trace_id, []):
+        grade = grades.grade(hit["doc_id"])
+        ranked.append({**hit, "grade": grade, "relevant": grade is not None and grade >= threshold,
+                       "in_context": None if hit["doc_id"] is None else hit["doc_id"] in in_context})
+    ranked_ids = {r["doc_id"] for r in ranked if r["doc_id"] is not None}
+    candidate_ranks: dict[str, list] = {}
+    for candidate in ranking.candidates.get(trace_id, []):
+        if candidate["doc_id"] is not None:
+            candidate_ranks.setdefault(candidate["doc_id"], []).append(candidate["candidate_rank"])
+    missed = [{**g, "candidate_rank": rank} for g in relevant if g["doc_id"] is None or g["doc_id"] not in ranked_ids
+              for rank in candidate_ranks.get(g["doc_id"]) or [None]]
+    missed.sort(key=lambda m: _nulls_first(m["doc_id"]))
+    claims_frame = rows.tables.frame("claims")
+    claims = rows.of_trace("claims", trace_id)
+    if claims_frame is None:
+        claims_view = pl.DataFrame()
+    elif not claims:
+        claims_view = claims_frame.clear()
+    else:
+        schema = rows.schema("claims")
+        claims_view = _frame([{shown: c[column] for shown, column in CLAIM_COLUMNS}
+                              for c in sorted(claims, key=lambda c: _nulls_first(c["claim_index"]))],
+                             {shown: schema[column] for shown, column in CLAIM_COLUMNS})
     logged = pl.DataFrame(trace.get("citations") or [], schema={"doc_id": pl.String, "quote": pl.String, "claim_index": pl.Int64})
-    retrieval = _row(tables.frame("retrieval_scores"), trace_id=trace_id)
     queries = [r.get("query") for r in trace.get("retrieval") or [] if r.get("query")]
     return RagView(
-        retrieval=retrieval, queries=queries, ranked=ranked, missed=missed, context=context,
-        context_scores=_row(tables.frame("context_scores"), trace_id=trace_id), claims=claims, logged_citations=logged,
-        grounding=_row(tables.frame("grounding_scores"), trace_id=trace_id),
-        citations=_row(tables.frame("citation_scores"), trace_id=trace_id),
-        answer=_row(tables.frame("answer_scores"), trace_id=trace_id),
+        retrieval=rows.first("retrieval_scores", trace_id), queries=queries,
+        ranked=_frame(ranked, {**ranking.hit_schema, "grade": pl.Int64, "relevant": pl.Boolean, "in_context": pl.Boolean}),
+        missed=_frame(missed, {**grades.schema, "candidate_rank": ranking.candidate_rank}),
+        context=_frame(context, {"chunk": pl.Int64, "doc_id": pl.String, "tokens": pl.Int64, "relevant": pl.Boolean,
+                                 "text": pl.String}),
+        context_scores=rows.first("context_scores", trace_id), claims=claims_view, logged_citations=logged,
+        grounding=rows.first("grounding_scores", trace_id), citations=rows.first("citation_scores", trace_id),
+        answer=rows.first("answer_scores", trace_id),
     )
 
 
-def _agent_view(trace: dict, tables: CaseTables, case: dict | None) -> AgentView:
+def _preview(text: str | None) -> str | None:
+    return text if text is None or len(text) <= TEXT_PREVIEW else text[: TEXT_PREVIEW - 1] + "…"
+
+
+CALL_COLUMNS = ("position", "match", "actual_call", "expected_call", "actual_status", "matched_path")
+
+
+def _agent_view(trace: dict, rows: _CaseRows, case: dict | None) -> AgentView:
     trace_id = trace["trace_id"]
-    calls = _rows(tables.frame("tool_call_diffs"), trace_id=trace_id)
-    call_columns = ["position", "match", "actual_call", "expected_call", "actual_status", "matched_path"]
-    calls = calls.sort("position").select(call_columns) if calls.height else _empty(
-        {"position": pl.Int64, **{c: pl.String for c in call_columns[1:]}})
-    diffs = [{"position": position, "field": where, "expected": e, "actual": a}
-             for position, expected, actual in calls.filter(pl.col("match") == "args_differ")
-             .select("position", "expected_call", "actual_call").iter_rows()
-             for where, e, a in call_argument_diffs(expected, actual)]
+    found = rows.of_trace("tool_call_diffs", trace_id)
+    if found:
+        schema = rows.schema("tool_call_diffs")
+        calls = [{c: call[c] for c in CALL_COLUMNS} for call in sorted(found, key=lambda call: _nulls_first(call["position"]))]
+        calls_view = _frame(calls, {c: schema[c] for c in CALL_COLUMNS})
+    else:
+        calls = []
+        calls_view = _empty({"position": pl.Int64, **{c: pl.String for c in CALL_COLUMNS[1:]}})
+    diffs = [{"position": call["position"], "field": where, "expected": e, "actual": a}
+             for call in calls if call["match"] == "args_differ"
+             for where, e, a in call_argument_diffs(call["expected_call"], call["actual_call"])]
     argument_diffs = pl.DataFrame(diffs, schema={"position": pl.Int64, "field": pl.String, "expected": pl.String,
                                                  "actual": pl.String})
     steps = [s for s in trace.get("steps") or [] if s.get("kind") == "tool_call"
@@ -425,7 +566,7 @@ def _agent_view(trace: dict, tables: CaseTables, case: dict | None) -> AgentView
     step_errors = pl.DataFrame([{"step": s.get("index"), "tool": s.get("tool"), "status": s.get("status"),
                                  "error": s.get("error")} for s in steps],
                                schema={"step": pl.Int64, "tool": pl.String, "status": pl.String, "error": pl.String})
-    outcome = _row(tables.frame("outcome_scores"), trace_id=trace_id)
+    outcome = rows.first("outcome_scores", trace_id)
     expected = {m["name"]: m for m in (case or {}).get("milestones") or []}
     state = _json(trace.get("final_state_json"))
     milestones = [{"name": m.get("name"), "path": m.get("path"), "op": m.get("op"),
@@ -433,66 +574,115 @@ def _agent_view(trace: dict, tables: CaseTables, case: dict | None) -> AgentView
                    "actual": json_text(_at_path(state, m.get("path"))) if state is not None else None,
                    "passed": m.get("passed")} for m in (outcome or {}).get("milestones") or []]
     return AgentView(
-        tools=_row(tables.frame("tool_scores"), trace_id=trace_id), calls=calls, argument_diffs=argument_diffs,
+        tools=rows.first("tool_scores", trace_id), calls=calls_view, argument_diffs=argument_diffs,
         step_errors=step_errors, outcome=outcome,
         milestones=pl.DataFrame(milestones, schema={"name": pl.String, "path": pl.String, "op": pl.String,
                                                     "expected": pl.String, "actual": pl.String, "passed": pl.Boolean}),
     )
 
 
-def _attempt_metrics(tables: CaseTables, trace_id: str) -> dict[str, object]:
+METRIC_TABLES = tuple(dict.fromkeys(t for t, _, _ in ATTEMPT_METRICS))
+
+
+def _attempt_metrics(rows: _CaseRows, trace_id: str) -> dict[str, object]:
     metrics: dict[str, object] = {}
-    rows = {name: _row(tables.frame(name), trace_id=trace_id) for name in {t for t, _, _ in ATTEMPT_METRICS}}
+    found = {name: rows.first(name, trace_id) for name in METRIC_TABLES}
     for table, column, label in ATTEMPT_METRICS:
-        row = rows[table]
+        row = found[table]
         if row is not None and column in row:
             metrics[label] = row[column]
     return metrics
 
 
+LANE_KEYS = ("run_id", "trace_id", "case_id", "attempt", "lane")  # lane_outcomes' key
+OUTCOME_COLUMNS = ("trace_id", "lane", "outcome", "first_failing_stage", "owner", "reason", "hazard")
+STAGE_COLUMNS = {"lane": pl.String, "stage": pl.String, "stage_order": pl.Int64, "status": pl.String, "reason": pl.String}
+
+
+def _columns(schema: Mapping[str, pl.DataType], columns: Iterable[str]) -> dict[str, pl.DataType]:
+    return {c: schema[c] for c in columns}
+
+
+def _outcome_rows(rows: _CaseRows, stages: list[dict], stage_schema: pl.Schema) -> tuple[list[dict], dict[str, pl.DataType]]:
+    """`_outcomes` as rows: the stored attribution, then the outcomes split_by_case computed for the (trace, lane)
+    pairs it lacks, in the order the stages name them; `_outcomes` itself when they were not computed."""
+    if not stages:
+        return [], {c: pl.String for c in OUTCOME_COLUMNS}
+    frame = rows.tables.frame("attribution")
+    stored = rows.all("attribution")
+    schema: dict[str, pl.DataType] = {}
+    pairs: set[tuple] = set()
+    if stored and set(OUTCOME_COLUMNS) <= set(frame.columns):
+        schema = _columns(rows.schema("attribution"), OUTCOME_COLUMNS)
+        # null keys join nothing, so a stage with one is never stored
+        pairs = {(r["trace_id"], r["lane"]) for r in stored if r["trace_id"] is not None and r["lane"] is not None}
+    else:
+        stored = []
+    unstored = [s for s in stages if (s["trace_id"], s["lane"]) not in pairs]
+    if not unstored:
+        return stored, schema
+    computed = rows.tables.outcomes
+    if computed is not None:
+        # lane_outcomes gives one row per key, each of the key's stages alone, in the order the stages first name them
+        found = {tuple(r[k] for k in LANE_KEYS): r for r in computed.to_dicts()}
+        keys = list(dict.fromkeys(tuple(s[k] for k in LANE_KEYS) for s in unstored))
+        new_schema = _columns(computed.schema, OUTCOME_COLUMNS)
+        if all(k in found for k in keys) and (not stored or schema == new_schema):
+            return [*stored, *(found[k] for k in keys)], new_schema
+    outcomes = _outcomes(_frame(stages, stage_schema), frame if frame is not None else pl.DataFrame())
+    return outcomes.to_dicts(), dict(outcomes.schema)
+
+
 def build_story(tables: CaseTables, case_id: str, trace_id: str | None = None) -> CaseStory:
     """The story of one case (every attempt; `trace_id` marks the attempt to show in full) from a run's tables."""
     tables = tables.for_cases([case_id])  # every lookup below is then within the case
-    case = _row(tables.frame("deid_cases"))
-    traces = _rows(tables.frame("deid_traces"))
-    stages = _rows(tables.frame("stage_results"))
-    attribution = _rows(tables.frame("attribution"))
-    lanes = _lane_order(case, stages)
-    stage_columns = {"lane": pl.String, "stage": pl.String, "stage_order": pl.Int64, "status": pl.String, "reason": pl.String}
-    if stages.height:
-        lane_rank = pl.col("lane").replace_strict({lane: i for i, lane in enumerate(lanes)}, default=len(lanes),
-                                                  return_dtype=pl.Int64)
-        stages = stages.sort(pl.col("attempt"), pl.col("trace_id"), lane_rank, pl.col("stage_order"))
-    outcomes = _outcomes(stages, attribution)
-    qrels = _rows(tables.frame("qrels"))
-    grades = _empty({"doc_id": pl.String, "grade": pl.Int64, "source": pl.String})
-    if qrels.height:
-        grades = (qrels.select("doc_id", pl.col("grade").cast(pl.Int64), "source")
-                  .unique("doc_id", keep="first", maintain_order=True))
-    hits, candidates = tables.ranked if tables.ranked is not None else _ranked(_with_retrieval(traces))
+    rows = _CaseRows(tables)
+    cases = rows.all("deid_cases")
+    case = cases[0] if cases else None
+    traces = rows.all("deid_traces")
+    stage_frame = tables.frame("stage_results")
+    stages = rows.all("stage_results")
+    lanes = _lane_order(case, [s["lane"] for s in stages] if stage_frame is not None and "lane" in stage_frame.columns else [])
+    lane_rank = {lane: i for i, lane in enumerate(lanes)}
+    stages = sorted(stages, key=lambda s: (_nulls_first(s["attempt"]), _nulls_first(s["trace_id"]),
+                                           lane_rank.get(s["lane"], len(lanes)), _nulls_first(s["stage_order"])))
+    stage_schema = rows.schema("stage_results") if stages else STAGE_COLUMNS
+    attempt_stage_schema = {c: stage_schema[c] for c in STAGE_COLUMNS}
+    stages_of = _by_trace(stages)
+    outcome_rows, outcome_schema = _outcome_rows(rows, stages, stage_schema)
+    outcomes_of = _by_trace(outcome_rows)
+    outcome_schema = {k: v for k, v in outcome_schema.items() if k != "trace_id"}
+    grades = _Grades.of(tables.frame("qrels"))
+    traces_frame = tables.frame("deid_traces")
+    traces_frame = traces_frame if traces_frame is not None else pl.DataFrame()
+    ranking = _Ranked.of(*(tables.ranked if tables.ranked is not None else _ranked(_with_retrieval(traces_frame))))
 
-    key = [pl.col("trace_id").cast(pl.String), pl.col("attempt").cast(pl.Int64)]
-    ids = traces.select(key) if traces.height else pl.DataFrame(schema={"trace_id": pl.String, "attempt": pl.Int64})
-    if stages.height:
-        ids = pl.concat([ids, stages.select(key)]).unique("trace_id", keep="first", maintain_order=True)
+    # the traces and any trace only the stage results know, each once when there are stage results
+    ids = [(t["trace_id"], t["attempt"]) for t in traces]
+    if stages:
+        first: dict[str | None, int | None] = {}
+        for tid, number in [*ids, *((s["trace_id"], s["attempt"]) for s in stages)]:
+            first.setdefault(tid, number)
+        ids = list(first.items())
+    ids.sort(key=lambda pair: (_nulls_last(pair[1]), _nulls_last(pair[0])))
     attempts = []
-    for tid, number in ids.sort("attempt", "trace_id", nulls_last=True).iter_rows():
-        trace = _row(traces, trace_id=tid) or {"trace_id": tid}
-        trace_stages = (stages.filter(pl.col("trace_id") == tid).select(list(stage_columns)) if stages.height
-                        else _empty(stage_columns))
+    for tid, number in ids:
+        trace = rows.first("deid_traces", tid) or {"trace_id": tid}
+        trace_stages = stages_of.get(tid, []) if tid is not None else []
         # a harness that did not complete left no evidence to show, only its error
-        trace_lanes = set() if trace.get("status") in HARNESS_FAILED else set(trace_stages["lane"].to_list()) | set(lanes)
+        trace_lanes = set() if trace.get("status") in HARNESS_FAILED else {s["lane"] for s in trace_stages} | set(lanes)
         attempts.append(Attempt(
             trace_id=tid, attempt=number, harness_status=trace.get("status"), harness_error=trace.get("error"),
             answer_text=trace.get("answer_text"),
-            outcomes=outcomes.filter(pl.col("trace_id") == tid).drop("trace_id"), stages=trace_stages,
-            metrics=_attempt_metrics(tables, tid),
-            rag=_rag_view(trace, tables, grades, hits, candidates) if "rag" in trace_lanes else None,
-            agent=_agent_view(trace, tables, case) if "agent" in trace_lanes else None,
+            outcomes=_frame([{k: o[k] for k in outcome_schema} for o in outcomes_of.get(tid, [])], outcome_schema),
+            stages=_frame(trace_stages, attempt_stage_schema),
+            metrics=_attempt_metrics(rows, tid),
+            rag=_rag_view(trace, rows, grades, ranking) if "rag" in trace_lanes else None,
+            agent=_agent_view(trace, rows, case) if "agent" in trace_lanes else None,
         ))
 
     gates = []
-    for gate in _rows(tables.frame("gate_results")).iter_rows(named=True):
+    for gate in rows.all("gate_results"):
         for role, column in (("blocks", "blocking_cases"), ("excluded from", "excluded_cases")):
             if case_id in (gate.get(column) or []):
                 gates.append({"gate": gate["gate"], "role": role, "status": gate.get("status"), "owner": gate.get("owner"),
@@ -500,12 +690,11 @@ def build_story(tables: CaseTables, case_id: str, trace_id: str | None = None) -
                               "baseline_run_id": gate.get("baseline_run_id"), "baseline_value": gate.get("baseline_value"),
                               "candidate_value": gate.get("candidate_value"), "delta": gate.get("delta"),
                               "threshold": gate.get("threshold")})
-    review = _rows(tables.frame("review_queue"))
+    review = tables.frame("review_queue")
     return CaseStory(
         run_id=tables.run_id, case_id=case_id, manifest=tables.manifest, case=case, attempts=attempts, focus=trace_id,
-        reliability=_rows(tables.frame("reliability")).to_dicts(),
-        quarantine=_rows(tables.frame("quarantine")).to_dicts(), gates=gates,
-        review=review if review.height else None, relevance_threshold=tables.relevance_threshold,
+        reliability=rows.all("reliability"), quarantine=rows.all("quarantine"), gates=gates,
+        review=review if review is not None and review.height else None, relevance_threshold=tables.relevance_threshold,
     )
 
 
@@ -573,8 +762,8 @@ def side_by_side(story: CaseStory, baseline: CaseStory) -> tuple[pl.DataFrame, p
     values, the delta and whether it changed (metrics of attempt null are the case's reliability)."""
     stage_rows, metric_rows = [], []
     for number, old, new in _paired(story, baseline):
-        old_stages = {(r["lane"], r["stage"]): r for r in (old.stages.iter_rows(named=True) if old else [])}
-        new_stages = {(r["lane"], r["stage"]): r for r in (new.stages.iter_rows(named=True) if new else [])}
+        old_stages = {(r["lane"], r["stage"]): r for r in (old.stages.rows(named=True) if old else [])}
+        new_stages = {(r["lane"], r["stage"]): r for r in (new.stages.rows(named=True) if new else [])}
         for key in dict.fromkeys([*new_stages, *old_stages]):
             b, c = old_stages.get(key, {}).get("status"), new_stages.get(key, {}).get("status")
             stage_rows.append({"attempt": number, "lane": key[0], "stage": key[1], "baseline": b, "candidate": c,
@@ -660,7 +849,7 @@ def case_lines(story: CaseStory) -> list[str]:
 def verdict_line(attempt: Attempt) -> list[str]:
     """Per lane: the attempt's outcome, its first failing stage and the owner."""
     lines = []
-    for row in attempt.outcomes.iter_rows(named=True):
+    for row in attempt.outcomes.rows(named=True):
         if row["outcome"] == "fail":
             lines.append(f"{row['lane']}: FAIL at {row['first_failing_stage']} (owner: {row['owner']})"
                          + (f" — hazard {row['hazard']}" if row.get("hazard") else ""))
@@ -709,14 +898,14 @@ def _rag_lines(view: RagView, threshold: int) -> list[str]:
         out.append("queries: " + " | ".join(json_text(q) for q in view.queries)
                    + (f" (variants {fmt(r.get('variants'))})" if r.get("variants") else ""))
     out.append(f"retrieved (rank order; relevant = qrels grade >= {threshold}):")
-    for row in view.ranked.iter_rows(named=True):
+    for row in view.ranked.rows(named=True):
         grade = "unjudged" if row["grade"] is None else f"grade {row['grade']}"
         mark = "✔ relevant" if row["relevant"] else "· not relevant"
         out.append(f"  rank {row['rank']}: {row['doc_id']}  {mark} ({grade}), score {fmt(row['score'])}, round {row['round']}"
                    + (", in context" if row["in_context"] else ""))
     if view.ranked.height == 0:
         out.append("  nothing retrieved")
-    for row in view.missed.iter_rows(named=True):
+    for row in view.missed.rows(named=True):
         where = (f"in the candidates at {row['candidate_rank']} but not in the hits" if row["candidate_rank"] is not None
                  else "never retrieved")
         out.append(f"  ✘ missed relevant {row['doc_id']} (grade {row['grade']}, {row['source']}): {where}")
@@ -729,13 +918,13 @@ def _rag_lines(view: RagView, threshold: int) -> list[str]:
     c = view.context_scores or {}
     out.append(f"context ({view.context.height} chunks, {fmt(c.get('context_tokens'))} tokens; context recall "
                f"{fmt(c.get('context_recall'))}, precision {fmt(c.get('context_precision'))}):")
-    for row in view.context.iter_rows(named=True):
+    for row in view.context.rows(named=True):
         out.append(f"  [{row['chunk']}] {row['doc_id']}{' (relevant)' if row['relevant'] else ''}, {fmt(row['tokens'])} tokens: "
                    f"{json_text(row['text'])}")
     g = view.grounding or {}
     out.append(f"claims (grounding rate {fmt(g.get('grounding_rate'))}; {fmt(g.get('n_supported'))} of {fmt(g.get('n_claims'))} "
                f"supported, judge {fmt(g.get('judge_version'))}):")
-    for row in view.claims.iter_rows(named=True):
+    for row in view.claims.rows(named=True):
         out.append(f"  claim {row['claim_index']}: {row['verdict']} (score {fmt(row['score'])}) {json_text(row['text'])}")
         out.append(f"    evidence {fmt(row['evidence_doc_id'])}: {json_text(row['evidence_quote'])}"
                    + ("" if row["quote_verified"] in (None, True) else " (quote NOT found in the context)"))
@@ -750,7 +939,7 @@ def _rag_lines(view: RagView, threshold: int) -> list[str]:
         out.append(f"citations: precision {fmt(cs.get('citation_precision'))}, recall {fmt(cs.get('citation_recall'))}, "
                    f"resolved {fmt(cs.get('citation_resolution_rate'))}, quotes found {fmt(cs.get('quotes_found_rate'))}, "
                    f"dead {fmt(cs.get('dead_citation_ids'))}")
-    for row in view.logged_citations.iter_rows(named=True):
+    for row in view.logged_citations.rows(named=True):
         out.append(f"  logged citation {row['doc_id']}: {json_text(row['quote'])}")
     a = view.answer or {}
     if a:
@@ -768,7 +957,7 @@ def _agent_lines(view: AgentView) -> list[str]:
                    f"F1 {fmt(t.get('tool_call_f1'))}, precision {fmt(t.get('tool_call_precision'))}, "
                    f"recall {fmt(t.get('tool_call_recall'))}, args valid {fmt(t.get('args_valid_rate'))}, "
                    f"order accuracy {fmt(t.get('strict_order_accuracy'))}, unnecessary {fmt(t.get('unnecessary_call_rate'))}")
-    for row in view.calls.iter_rows(named=True):
+    for row in view.calls.rows(named=True):
         status = f" [{row['actual_status']}]" if row["actual_status"] not in (None, "ok") else ""
         if row["match"] == "same":
             out.append(f"  call {row['position']}: {row['actual_call']}{status}  = reference")
@@ -781,11 +970,11 @@ def _agent_lines(view: AgentView) -> list[str]:
     if view.argument_diffs.height:
         out.append("wrong arguments:")
         out.extend(f"  {row['field']}: expected {row['expected']}, got {row['actual']}"
-                   for row in view.argument_diffs.iter_rows(named=True))
+                   for row in view.argument_diffs.rows(named=True))
     if view.step_errors.height:
         out.append("tool errors:")
         out.extend(f"  step {row['step']} {row['tool']}: {row['status']} — {_short(row['error'], 300)}"
-                   for row in view.step_errors.iter_rows(named=True))
+                   for row in view.step_errors.rows(named=True))
     for label, key in (("invalid calls", "invalid_calls"), ("order violations", "order_violations"), ("loop", "loop_calls"),
                        ("policy violations", "policy_violations"), ("unsafe actions", "unsafe_actions")):
         if t.get(key):
@@ -794,7 +983,7 @@ def _agent_lines(view: AgentView) -> list[str]:
         out.append(f"adapter divergence: {t['adapter_divergence']}")
     if view.milestones.height:
         out.append("milestones:")
-        for row in view.milestones.iter_rows(named=True):
+        for row in view.milestones.rows(named=True):
             mark = "✔ passed" if row["passed"] else "✘ failed"
             out.append(f"  {row['name']}: {mark} — {row['path']} {row['op']} {fmt(row['expected'])}"
                        + (f" (final state: {row['actual']})" if row["actual"] is not None else ""))
@@ -812,9 +1001,12 @@ def attempt_lines(attempt: Attempt, threshold: int) -> list[str]:
     head = f"attempt {fmt(attempt.attempt)} — {attempt.trace_id} (harness {fmt(attempt.harness_status)}"
     head += f": {_short(attempt.harness_error, 300)})" if attempt.harness_error else ")"
     out = [head, *("  " + line for line in verdict_line(attempt))]
-    for lane in attempt.stages["lane"].unique(maintain_order=True).to_list():
+    stages = attempt.stages.rows(named=True)
+    for lane in dict.fromkeys(row["lane"] for row in stages):
         out.append(f"  stages ({lane}):")
-        for row in attempt.stages.filter(pl.col("lane") == lane).iter_rows(named=True):
+        for row in stages:
+            if lane is None or row["lane"] != lane:  # a null lane matches no row, as in a polars filter
+                continue
             reason = f"  {_short(row['reason'], 300)}" if row["reason"] else ""
             out.append(f"    {row['stage']:<17}{row['status']:<15}{reason}".rstrip())
     if attempt.rag is not None:
@@ -828,7 +1020,7 @@ def attempt_lines(attempt: Attempt, threshold: int) -> list[str]:
 
 def _one_line(attempt: Attempt) -> str:
     parts = []
-    for row in attempt.outcomes.iter_rows(named=True):
+    for row in attempt.outcomes.rows(named=True):
         stage = f" at {row['first_failing_stage']}" if row["first_failing_stage"] else ""
         parts.append(f"{row['lane']} {row['outcome']}{stage}")
     return f"{attempt.trace_id}: {', '.join(parts) or 'no stage results'}"
@@ -849,7 +1041,7 @@ def reliability_lines(story: CaseStory) -> list[str]:
     for row in story.quarantine:
         out.append(f"quarantined: {row.get('reason')}; flipped {fmt(row.get('flipped_trace_ids'))}")
     if story.review is not None:
-        for row in story.review.iter_rows(named=True):
+        for row in story.review.rows(named=True):
             out.append(f"review queue: {row.get('trace_id')} {row.get('stage')}: {row.get('why')}"
                        + (f" — {_short(row.get('detail'), 300)}" if row.get("detail") else ""))
     return out
@@ -866,11 +1058,11 @@ def baseline_lines(story: CaseStory, baseline: CaseStory) -> list[str]:
         head = f"  attempt {fmt(number)}: {old.trace_id if old else '(none)'} → {new.trace_id if new else '(none)'}"
         rows = stages.filter(pl.col("attempt") == number) if number is not None else stages.filter(pl.col("attempt").is_null())
         body = [f"    {row['lane']} {row['stage']}: {fmt(row['baseline'])} → {fmt(row['candidate'])}"
-                + ("  ✘ changed" if row["changed"] else "") for row in rows.iter_rows(named=True)]
+                + ("  ✘ changed" if row["changed"] else "") for row in rows.rows(named=True)]
         moved = metrics.filter((pl.col("attempt") == number) & pl.col("changed"))
         both = moved.filter((pl.col("baseline") != "–") & (pl.col("candidate") != "–"))
         body.extend(f"    {row['metric']} {row['baseline']} → {row['candidate']}" + (f" ({row['delta']})" if row["delta"] else "")
-                    for row in both.iter_rows(named=True))
+                    for row in both.rows(named=True))
         for side, label in (("candidate", f"no value in {story.run_id}"), ("baseline", f"no value in {baseline.run_id}")):
             gone = moved.filter(pl.col(side) == "–")["metric"].to_list()
             if gone:
@@ -883,7 +1075,7 @@ def baseline_lines(story: CaseStory, baseline: CaseStory) -> list[str]:
     case_rows = metrics.filter(pl.col("attempt").is_null())
     if case_rows.height:
         out.append("  case: " + ", ".join(f"{r['metric']} {r['baseline']} → {r['candidate']}"
-                                          for r in case_rows.iter_rows(named=True)))
+                                          for r in case_rows.rows(named=True)))
     return out
 
 
@@ -936,7 +1128,7 @@ def case_page_name(case_id: str) -> str:
 def _dict_table(row: dict | None, keys: Sequence[str]) -> pl.DataFrame | None:
     if not row:
         return None
-    return pl.DataFrame({"field": list(keys), "value": [fmt(row.get(k)) for k in keys]})
+    return pl.DataFrame([{"field": k, "value": fmt(row.get(k))} for k in keys], schema={"field": pl.String, "value": pl.String})
 
 
 def case_sections(story: CaseStory, baseline: CaseStory | None = None) -> list[Section]:
@@ -947,9 +1139,12 @@ def case_sections(story: CaseStory, baseline: CaseStory | None = None) -> list[S
     verdicts += [f"- {line}" for line in gate_lines(story, baseline)]
     sections.append(Section("Verdict", verdicts or ["- no attempt in this run"]))
     focus = next((a for a in story.attempts if a.trace_id == story.focus), None)
+    shown = [focus] if focus else story.attempts
     bodies: dict[tuple[str, ...], Attempt] = {}
-    for attempt in [focus] if focus else story.attempts:
-        twin = bodies.setdefault(tuple(attempt_lines(attempt, story.relevance_threshold)[1:]), attempt)
+    for attempt in shown:
+        # an attempt shown alone has no twin: its text need not be written to tell
+        twin = (bodies.setdefault(tuple(attempt_lines(attempt, story.relevance_threshold)[1:]), attempt) if len(shown) > 1
+                else attempt)
         if twin is attempt:
             sections.extend(_attempt_sections(attempt, story.relevance_threshold))
         else:
@@ -961,7 +1156,7 @@ def case_sections(story: CaseStory, baseline: CaseStory | None = None) -> list[S
     if story.reliability or story.quarantine or story.review is not None:
         first = story.reliability[0] if story.reliability else {}
         columns = [c for c in ("lane", *CASE_METRICS, "n_incomplete") if c in first] + _hats(first)
-        table = pl.DataFrame(story.reliability).select(columns) if story.reliability else None
+        table = pl.DataFrame([{c: row.get(c) for c in columns} for row in story.reliability]) if story.reliability else None
         sections.append(Section("Reliability", [f"- {line}" for line in reliability_lines(story)], table))
     if baseline is not None:
         sections.extend(_baseline_sections(story, baseline))
@@ -974,7 +1169,9 @@ def _attempt_sections(attempt: Attempt, threshold: int) -> list[Section]:
              *(f"- {line.strip()}" for line in verdict_line(attempt))]
     if attempt.answer_text is not None:
         lines.append(f"- answer: {attempt.answer_text}")
-    sections = [Section(head, lines, attempt.stages.drop("stage_order"))]
+    stages = attempt.stages.clone()
+    stages.drop_in_place("stage_order")  # on a copy: a drop would be a query
+    sections = [Section(head, lines, stages)]
     rag = attempt.rag
     if rag is not None:
         r = rag.retrieval or {}
@@ -982,7 +1179,7 @@ def _attempt_sections(attempt: Attempt, threshold: int) -> list[Section]:
             f"- queries: {' | '.join(rag.queries) or '–'}; relevant = qrels grade >= {threshold}",
             *(f"- missed relevant {m['doc_id']} (grade {m['grade']}): "
               + (f"in the candidates at {m['candidate_rank']}, not in the hits" if m["candidate_rank"] is not None
-                 else "never retrieved") for m in rag.missed.iter_rows(named=True))], rag.ranked, level=3))
+                 else "never retrieved") for m in rag.missed.rows(named=True))], rag.ranked, level=3))
         if r:
             sections.append(Section("Retrieval metrics", [], _dict_table(r, [
                 "recall_at_1", "recall_at_3", "recall_at_5", "recall_at_10", "recall_at_20", "precision_at_1", "precision_at_5",
@@ -1010,7 +1207,7 @@ def _attempt_sections(attempt: Attempt, threshold: int) -> list[Section]:
         sections.append(Section("Tool calls", [f"- path {fmt(t.get('matched_path'))}: F1 {fmt(t.get('tool_call_f1'))}, args valid "
                                                f"{fmt(t.get('args_valid_rate'))}, order accuracy {fmt(t.get('strict_order_accuracy'))}",
                                                *(f"- step {r['step']} {r['tool']}: {r['status']} — {r['error']}"
-                                                 for r in agent.step_errors.iter_rows(named=True))],
+                                                 for r in agent.step_errors.rows(named=True))],
                                 agent.calls, level=3))
         if agent.argument_diffs.height:
             sections.append(Section("Wrong arguments", [], agent.argument_diffs, level=3))

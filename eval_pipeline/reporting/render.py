@@ -169,16 +169,31 @@ def _html_link(value, template: str, row: dict) -> str:
 
 
 def _html_cell(value, template: str | None, row: dict) -> str:
+    text = _text(value)
     if template is None or value is None:
-        inner = escape(_text(value))
+        inner = escape(text)
     elif isinstance(value, list):
-        inner = ", ".join(_html_link(v, template, row) for v in value) if value else escape(_text(value))
+        inner = ", ".join(_html_link(v, template, row) for v in value) if value else escape(text)
     else:
         inner = _html_link(value, template, row)
     classes = [f"status status-{value.lower()}"] if isinstance(value, str) and value in STATUS_WORDS else []
-    if any(len(token) > LONG_TOKEN for token in _text(value).split()):
+    # no token is longer than the whole text: most cells skip the split
+    if len(text) > LONG_TOKEN and any(len(token) > LONG_TOKEN for token in text.split()):
         classes.append("long")
     return f'<td class="{" ".join(classes)}">{inner}</td>' if classes else f"<td>{inner}</td>"
+
+
+@lru_cache(maxsize=1 << 16)
+def _cached_cell(kind: type, value) -> str:  # kind: only part of the cache key
+    return _html_cell(value, None, {})
+
+
+def _plain_cell(value) -> str:
+    """An unlinked cell; the same few statuses, flags and ids fill most cells, so each is rendered once."""
+    # keyed by type as well, so True and 1 stay apart; floats are not kept (-0.0 equals 0.0 but shows apart)
+    if value is None or type(value) in (str, int, bool):
+        return _cached_cell(type(value), value)
+    return _html_cell(value, None, {})
 
 
 def html_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[str, str] | None = None) -> str:
@@ -188,10 +203,15 @@ def html_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[str, s
     links = links or {}
     templates = [links.get(c) for c in frame.columns]
     head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
-    body = "".join(
-        "<tr>" + "".join(_html_cell(v, t, row) for v, t in zip(row.values(), templates, strict=True)) + "</tr>"
-        for row in frame.head(max_rows).iter_rows(named=True)
-    )
+    shown = frame.head(max_rows) if frame.height > max_rows else frame
+    if any(templates):
+        body = "".join(
+            "<tr>" + "".join(_html_cell(v, t, row) for v, t in zip(row.values(), templates, strict=True)) + "</tr>"
+            for row in shown.rows(named=True)
+        )
+    else:
+        # no linked column: a cell needs no row, so plain tuples will do
+        body = "".join("<tr>" + "".join(map(_plain_cell, values)) + "</tr>" for values in shown.rows())
     more = f"<p><em>{frame.height - max_rows} more rows in the table</em></p>" if frame.height > max_rows else ""
     return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{more}'
 

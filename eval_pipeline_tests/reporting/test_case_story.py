@@ -336,6 +336,22 @@ def test_tables_split_by_case_keep_whole_run_tables():
     assert tables.for_cases(["zz"]).frame("deid_traces").height == 0
 
 
+def test_split_stories_are_the_stories_of_the_whole_tables():
+    # attempt 1's outcome is stored, attempt 2's is computed: by split_by_case for all cases at once, or for the one case
+    tables = _agent_tables()
+    stored = pl.DataFrame({"trace_id": [TRACES[0]], "case_id": ["a1"], "lane": ["agent"], "outcome": ["fail"],
+                           "first_failing_stage": ["tool_arguments"], "owner": ["stored owner"], "reason": ["stored reason"],
+                           "hazard": [None]}, schema_overrides={"hazard": pl.String})
+    tables = CaseTables(run_id=RUN, manifest=tables.manifest, frames={**tables.frames, "attribution": stored})
+    split = build_story(tables.split_by_case(["a1", "zz"])["a1"], "a1")
+    whole = build_story(tables, "a1")
+    assert [a.outcomes.rows() for a in split.attempts] == [a.outcomes.rows() for a in whole.attempts] == [
+        [("agent", "fail", "tool_arguments", "stored owner", "stored reason", None)],
+        [("agent", "fail", "tool_arguments", "agent tool calling (argument construction)", "issue_refund.amount differs", None)]]
+    assert case_story_text(split) == case_story_text(whole)
+    assert case_page_html(split) == case_page_html(whole)
+
+
 def test_case_page_html_links_back_to_the_reports():
     story = build_story(_agent_tables(), "a1", trace_id="cand:a1#1")
     html = case_page_html(story)

@@ -139,6 +139,14 @@ def test_status_cells_are_classed():
     assert re.search(r"td\.status-fail[,{][^}]*background:", html)
 
 
+def test_equal_values_of_other_types_render_apart():
+    # plain cells are rendered once per value and type: 1 is not True, nor 1.0, and -0.0 is not 0.0
+    table = pl.DataFrame({"i": [1, 0], "b": [True, False], "f": [1.0, -0.0], "z": [0.0, 0.0]})
+    html = render_html("R", [Section("S", [], table)])
+    assert "<tr><td>1</td><td>yes</td><td>1.0000</td><td>0.0000</td></tr>" in html
+    assert "<tr><td>0</td><td>no</td><td>-0.0000</td><td>0.0000</td></tr>" in html
+
+
 def test_tables_scroll_in_a_wrapper_and_long_tokens_may_break():
     long_token = "x" * 80
     html = render_html("R", [Section("S", [], pl.DataFrame({"a": [long_token], "b": ["short words only"]}))])
