@@ -4,6 +4,12 @@ A request's digest is two seeded 64-bit polars hashes of (claim, evidence) — 1
 values are only stable within one polars release, so stored rows carry `hash_scheme` and a polars upgrade simply
 judges again. Requests that share a digest within one batch are also sent once. Only completed verdicts are stored:
 an incomplete call is asked again next time, never replayed.
+
+A verdict keeps what was recorded when it was made: a reused verdict's tokens, cost and latency are those of the call
+that made it (null stays null), in `judge_verdicts` and in the claim rows, so a rerun on the same warehouse writes the
+rows a fresh run writes. `cached` marks a claim that repeats an identical request of its own run (no call of its
+own; its counted costs are 0); whether the run reused a verdict from an earlier one is the run's use, counted in
+`reused` (the claims materialization's `judge_reused`), not a property of the row.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ class ReusingJudge(Judge):
         self._reused_rows = pl.DataFrame(schema=STORED_SCHEMA)
         self.judged = 0
         self.reused = 0
+        # what this run's calls cost (USD), null when the backend counts none: reused verdicts keep their own cost
+        self.cost_usd: float | None = None
 
     def _stored_for(self, digests: pl.DataFrame) -> pl.DataFrame:
         """Stored verdicts for these digests: earlier runs' and those judged earlier in this one."""
@@ -73,38 +81,40 @@ class ReusingJudge(Judge):
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
         keyed = with_digests(requests)
+        # digests an earlier batch of this run already answered: their requests here are answers given again
+        answered = pl.concat([self.fresh.select(DIGEST), self._reused_rows.select(DIGEST)])
         distinct = keyed.unique(list(DIGEST), keep="first", maintain_order=True)
+        first_of_digest = distinct.join(answered, on=list(DIGEST), how="anti").select("request_key").with_columns(_first=pl.lit(True))
         stored = self._stored_for(distinct.select(*DIGEST))
         todo = distinct.join(stored, on=list(DIGEST), how="anti")
-        # a reused verdict cost nothing this time: its cost stays with the run that paid for the call
+        # a reused verdict is stored again as it was recorded, costs included: the run's rows equal a fresh run's
         self._reused_rows = pl.concat([self._reused_rows, conform(
-            stored.with_columns(judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME),
-                                **{name: pl.lit(0, dtype=dtype) for name, dtype in COSTS.items()}), STORED_SCHEMA)])
+            stored.with_columns(judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)), STORED_SCHEMA)])
         judged = pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in (*DIGEST, *RESULT_COLUMNS)})
         if todo.height:
             judged = conform(self.inner._judge_claims(todo.drop(*DIGEST)), RAW_RESULT_SCHEMA)
             judged = judged.join(todo.select("request_key", *DIGEST), on="request_key").select(*DIGEST, *RESULT_COLUMNS)
+            counted = judged["cost_usd"].drop_nulls()
+            if counted.len():
+                self.cost_usd = (self.cost_usd or 0.0) + float(counted.sum())
             done = judged.filter(pl.col("status") == "ok").with_columns(
                 judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)
             )
             self.fresh = pl.concat([self.fresh, conform(done, STORED_SCHEMA)])
         self.judged += todo.height
         self.reused += distinct.height - todo.height
-        answers = pl.concat(
-            [stored.with_columns(cached=pl.lit(True)), judged.with_columns(cached=pl.lit(False))],
-            how="vertical_relaxed",
-        )
-        # A request sharing its digest with the one that was judged is an answer given again, not a call.
-        first_of_digest = distinct.select("request_key").with_columns(_first=pl.lit(True))
+        # Reused or judged here, the first request of a digest carries the verdict as recorded when it was made.
+        answers = pl.concat([stored, judged], how="vertical_relaxed")
+        # A request sharing its digest with an earlier one of this run is an answer given again, not a call: its
+        # counted costs are 0 (null stays null: a backend that counts none counted nothing).
         return (
             keyed.select("request_key", *DIGEST)
             .join(answers, on=list(DIGEST), how="left")
             .join(first_of_digest, on="request_key", how="left")
-            .with_columns(cached=pl.col("cached") | pl.col("_first").is_null())
-            # As with the OpenAI backend's own cache: an answer given again cost nothing this time.
+            .with_columns(cached=pl.col("_first").is_null())
             .with_columns(
-                *(pl.when(pl.col("cached")).then(pl.lit(0, dtype=dtype)).otherwise(pl.col(name)).alias(name)
-                  for name, dtype in COSTS.items())
+                *(pl.when(pl.col("cached") & pl.col(name).is_not_null()).then(pl.lit(0, dtype=dtype))
+                  .otherwise(pl.col(name)).alias(name) for name, dtype in COSTS.items())
             )
             .drop("_first")
             .pipe(conform, RAW_RESULT_SCHEMA)

@@ -70,8 +70,13 @@ def test_a_second_run_over_unchanged_inputs_sends_nothing_and_gives_the_same_ver
     second = ReusingJudge(inner, first.fresh.lazy())
     after = second.judge_claims(SAME_TWICE)
     assert inner.sent == [] and (second.judged, second.reused) == (0, 3) and second.fresh.is_empty()
-    assert after.select(VERDICT_COLUMNS).sort("request_key").equals(before.select(VERDICT_COLUMNS).sort("request_key"))
-    assert after["cached"].all() and after["cost_usd"].to_list() == [0.0] * 4
+    # the rows are the first run's, `cached` and the costs the local judge does not count (null) included
+    assert after.sort("request_key").equals(before.sort("request_key"))
+    assert after.sort("request_key")["cached"].to_list() == [False, True, False, False]
+    # the local judge counts no tokens and measures no latency (null), and costs nothing (0.0)
+    assert after.select(pl.col("input_tokens", "latency_ms").null_count()).row(0) == (4, 4)
+    assert after["cost_usd"].to_list() == [0.0] * 4
+    assert second.used().equals(first.used())
 
 
 def test_changed_evidence_a_changed_claim_or_another_judge_version_is_judged_again():

@@ -75,6 +75,8 @@ def judged_claims(context: dg.AssetExecutionContext, eval_config: EvalConfig, ju
         yield materialized(claims, asset_key="claims", versions={**manifest, "judge_version": judge_backend.version},
                            headline={"claims": claims.height, "incomplete": claims.filter(pl.col("status") == "incomplete").height,
                                      "judge_calls": judge_backend.judged, "judge_reused": judge_backend.reused,
+                                     # what this run spent; the rows keep each verdict's cost as recorded when it was made
+                                     "judge_cost_usd": judge_backend.cost_usd, "family_judge_cost_usd": family_backend.cost_usd,
                                      "family_judge_calls": family_backend.judged, "family_judge_reused": family_backend.reused,
                                      "triangulated_claims": int(claims["triangulated"].fill_null(False).sum())},
                            check_results=checks.results("claims", tables.CLAIMS, claims), extra=earlier.metadata())
