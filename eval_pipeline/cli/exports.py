@@ -36,9 +36,22 @@ Langfuse or an OpenTelemetry collector.
            POSTed to URL/v1/traces (extra headers from OTEL_EXPORTER_OTLP_HEADERS). One span per evaluated
            (trace, lane), each evaluation a gen_ai.evaluation.result event; same TABLE choices as langfuse.
 
-The restricted tables (raw lines, validated traces and cases: personal data) are never exported.
-Exit status: 0 done, 1 the receiver refused something (named) or could not be reached, 2 bad usage, unknown or
-restricted table, unknown run.
+The restricted tables (raw lines, validated traces and cases: personal data) are never exported, and neither is a
+table partition (a run's rows) whose last materialization in this warehouse failed a blocking check (a privacy scan,
+the table contract), as the Dagster instance (DAGSTER_HOME) recorded it: the failed checks are named.
+
+With --endpoint, credentials never follow a redirect: a redirect to another origin (scheme, host, port) is refused
+and its target named; one to the same origin is followed only when it keeps the method and body (307, 308), never
+a 301, 302 or 303 (they would resend the POST as a GET without its body). A score or span counts as sent only when
+the receiver confirmed it. What the receiver answers is shown cut to 200 characters and scrubbed of anything that
+looks like a credential (Authorization, Bearer and Basic values, the keys given, pk-/sk- keys, JWTs).
+
+CSV cells that start with =, +, -, @ (after leading whitespace), a tab or a carriage return are written with a
+leading ' so that spreadsheets read them as text, not formulas; numeric columns stay numbers, and the jsonl and
+parquet exports write every value as it is stored.
+
+Exit status: 0 done, 1 the receiver refused something (named), redirected or could not be reached, 2 bad usage,
+unknown or restricted table, unknown run, a partition whose blocking checks failed.
 """
 
 EPILOG = """\
@@ -140,6 +153,7 @@ def run_export(args: argparse.Namespace) -> int:
                 raise ExportError(f"table {args.table!r} is not in {warehouse.root}; score tables there: "
                                   f"{', '.join(t for t in langfuse.SCORE_TABLES if t in exportable) or 'none'}")
         runs = runs_to_export(warehouse, tables, args.run)
+        refuse_failed_partitions(warehouse, tables, runs)
     except ExportError as exc:
         return _error(str(exc))
     try:
@@ -154,6 +168,55 @@ def run_export(args: argparse.Namespace) -> int:
         if args.endpoint:
             raise
         return _error(f"cannot write {_where(args)}: {exc.strerror or exc}")
+
+
+def failed_checks(warehouse, tables: list[str], runs: list[str]) -> dict[tuple[str, str], list[str]]:
+    """(table, run) -> `asset.check` names of the blocking checks that failed on the partition's last materialization
+    into this warehouse, as the Dagster instance recorded them; partitions the instance has no record of are absent."""
+    import dagster as dg
+
+    from eval_pipeline.defs.resources import LANE_PREFIXES, lane_key
+    from eval_pipeline.instance import ensure_dagster_home
+
+    ensure_dagster_home()
+    failed: dict[tuple[str, str], list[str]] = {}
+    evaluations: dict[str, list] = {}
+    with dg.DagsterInstance.get() as instance:
+        for table in tables:
+            uri = warehouse.uri(table)
+            for key in (dg.AssetKey(table), *(lane_key(lane, table) for lane in LANE_PREFIXES)):
+                for run_id in runs:
+                    # the newest materialization written into this warehouse: the instance may also know other
+                    # warehouses' runs of the same name
+                    records = instance.fetch_materializations(
+                        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[run_id]), limit=50).records
+                    mine = [r for r in records if _delta_table(r) == uri]
+                    if not mine:
+                        continue
+                    dagster_run = mine[0].run_id
+                    if dagster_run not in evaluations:
+                        evaluations[dagster_run] = [e.dagster_event.event_specific_data for e in instance.all_logs(
+                            dagster_run, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
+                    names = [f"{e.asset_key.to_user_string()}.{e.check_name}" for e in evaluations[dagster_run]
+                             if e.asset_key == key and not e.passed and e.blocking]
+                    if names:
+                        failed.setdefault((table, run_id), []).extend(sorted(set(names)))
+    return failed
+
+
+def _delta_table(record) -> str | None:
+    """The Delta table URI the warehouse IO manager recorded on a materialization."""
+    value = record.asset_materialization.metadata.get("delta_table") if record.asset_materialization else None
+    return getattr(value, "value", value)
+
+
+def refuse_failed_partitions(warehouse, tables: list[str], runs: list[str]) -> None:
+    """ExportError naming every (table, run) whose blocking checks failed, and the checks."""
+    failed = failed_checks(warehouse, tables, runs)
+    if failed:
+        parts = [f"{table} of run {run_id} ({', '.join(names)})" for (table, run_id), names in sorted(failed.items())]
+        raise ExportError(f"blocking checks failed, not exported: {'; '.join(parts)}; fix the input and run "
+                          "`eval-pipeline run` again")
 
 
 def _export_file(args: argparse.Namespace, warehouse, table: str, runs: list[str]) -> int:

@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from eval_pipeline.exports.http import SendError, post_json
+from eval_pipeline.exports.http import SendError, post_json, scrub
 from eval_pipeline.io.warehouse import Warehouse
 
 STAGE_TABLE = "stage_results"
@@ -191,28 +191,36 @@ def send_scores(scores: Iterable[dict], endpoint: str, public_key: str, secret_k
         body = {"batch": [{"id": event_id, "type": "score-create", "timestamp": _timestamp(), "body": score}
                           for event_id, score in events.items()]}
         try:
-            status, text = post_json(url, json.dumps(body).encode(), headers, timeout)
+            status, text = post_json(url, json.dumps(body).encode(), headers, timeout, secrets=(public_key, secret_key))
         except SendError as exc:
             result.stopped = str(exc)
             return result
         try:
-            answer = json.loads(text) if text.strip() else {}
+            answer = json.loads(text) if text.strip() else None
         except ValueError:
             answer = None
-        if not isinstance(answer, dict):
-            if status == 207:
-                result.stopped = f"HTTP 207 from {url} with a body that is not a JSON object"
-                return result
-            answer = {}
+        # A score counts as sent only when the answer names its event among the successes: a 2xx from something
+        # that is not Langfuse's ingestion API (a web page, an empty 200) confirms nothing.
+        if not isinstance(answer, dict) or not isinstance(answer.get("successes"), list):
+            result.stopped = (f"HTTP {status} from {url} confirmed no score (not a Langfuse ingestion answer: "
+                              "no `successes` list)")
+            return result
         failed = {}
+        hidden = (public_key, secret_key)
         for error in answer.get("errors") or []:
             error = error if isinstance(error, dict) else {"message": str(error)}
             event_id = str(error.get("id"))
-            message = str(error.get("message") or (json.dumps(error["error"]) if error.get("error") is not None else "refused"))
+            message = scrub(str(error.get("message") or (json.dumps(error["error"]) if error.get("error") is not None else "refused")), hidden)
             score = events.get(event_id)
             # an error naming no event of this batch is still a failure, reported under the id the server gave
             failed[event_id] = (Failure(score["id"], score["traceId"], score["name"], error.get("status"), message)
-                                if score is not None else Failure(event_id, "?", "?", error.get("status"), message))
+                                if score is not None else Failure(scrub(event_id, hidden), "?", "?", error.get("status"), message))
         result.failures.extend(failed.values())
-        result.accepted += len(events) - len(failed.keys() & events.keys())
+        confirmed = {str(s.get("id")) for s in answer["successes"] if isinstance(s, dict)} & events.keys()
+        result.accepted += len(confirmed - failed.keys())
+        unconfirmed = events.keys() - confirmed - failed.keys()
+        if unconfirmed:
+            result.stopped = (f"HTTP {status} from {url} neither accepted nor refused {len(unconfirmed)} of {len(events)} "
+                              "scores of a batch")
+            return result
     return result

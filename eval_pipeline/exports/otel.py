@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from eval_pipeline.exports.http import SendError, post_json
+from eval_pipeline.exports.http import SendError, header_secrets, post_json, scrub
 from eval_pipeline.exports.langfuse import METRICS, STAGE_TABLE, score_rows
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.scoring.attribution import lane_outcomes
@@ -233,7 +233,7 @@ def send_requests(requests: Iterable[dict], endpoint: str, *, timeout: float = 3
     for request in requests:
         body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
         try:
-            _, text = post_json(url, body, headers, timeout)
+            status, text = post_json(url, body, headers, timeout)
         except SendError as exc:
             result.stopped = str(exc)
             return result
@@ -241,12 +241,21 @@ def send_requests(requests: Iterable[dict], endpoint: str, *, timeout: float = 3
         try:
             answer = json.loads(text) if text.strip() else {}
         except ValueError:
-            answer = {}
-        partial = answer.get("partialSuccess") if isinstance(answer, dict) else None
-        rejected = int((partial or {}).get("rejectedSpans") or 0)
+            answer = None
+        # OTLP/HTTP answers a JSON request with an ExportTraceServiceResponse (an object, empty on full success);
+        # anything else (a web page behind the URL) confirms nothing
+        if not isinstance(answer, dict):
+            result.stopped = f"HTTP {status} from {url} confirmed no span (the answer is not an OTLP JSON response)"
+            return result
+        partial = answer.get("partialSuccess") if isinstance(answer.get("partialSuccess"), dict) else {}
+        try:
+            rejected = int(partial.get("rejectedSpans") or 0)
+        except (TypeError, ValueError):
+            rejected = spans  # an answer that cannot say how many it took confirmed none
         result.accepted += spans - rejected
         result.events += sum(len(span["events"]) for r in request["resourceSpans"] for s in r["scopeSpans"] for span in s["spans"])
         if rejected:
-            result.stopped = f"{url} rejected {rejected} of {spans} spans: {(partial or {}).get('errorMessage') or 'no reason given'}"
+            reason = scrub(str(partial.get("errorMessage") or "no reason given"), header_secrets(headers))
+            result.stopped = f"{url} rejected {rejected} of {spans} spans: {reason}"
             return result
     return result

@@ -95,6 +95,20 @@ def flat(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(json_text(name) for name in nested) if nested else frame
 
 
+# A text cell a spreadsheet would read as a formula (=, +, -, @ after leading whitespace) or that starts with a tab or
+# carriage return (OWASP's CSV injection list): written with a leading ' so it is read as text.
+FORMULA_START = r"^(?:[\t\r]|\s*[=+\-@])"
+
+
+def as_text_cells(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with every string cell that a spreadsheet would evaluate prefixed with a single quote."""
+    text = [name for name, dtype in frame.schema.items() if dtype == pl.String]
+    return frame.with_columns(
+        pl.when(pl.col(name).str.contains(FORMULA_START)).then(pl.lit("'") + pl.col(name)).otherwise(pl.col(name)).alias(name)
+        for name in text
+    ) if text else frame
+
+
 def stored_schema(warehouse: Warehouse, table: str) -> pa.Schema:
     """The Arrow schema the table is stored with."""
     delta = DeltaTable(warehouse.uri(table), storage_options=warehouse.storage_options or None)
@@ -113,7 +127,8 @@ def _encode(frame: pl.DataFrame, fmt: str, header: bool) -> bytes:
     """The frame as csv or jsonl bytes."""
     buffer = io.BytesIO()
     if fmt == "csv":
-        flat(frame).write_csv(buffer, include_header=header)
+        # numbers stay numbers (a negative float is not a text cell); nested columns become JSON text first
+        as_text_cells(flat(frame)).write_csv(buffer, include_header=header)
     elif fmt == "jsonl":
         frame.write_ndjson(buffer)
     else:

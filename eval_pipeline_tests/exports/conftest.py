@@ -97,14 +97,24 @@ def receiver() -> Iterator[Callable[[Callable[[Received], tuple[int, dict | None
             def log_message(self, *args):  # keep the test output clean
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        state.url = f"http://127.0.0.1:{server.server_address[1]}"
+        state.url = start_loopback(Handler, servers)
         return state
 
     yield start
+    stop_loopback(servers)
+
+
+def start_loopback(handler: type[BaseHTTPRequestHandler], servers: list) -> str:
+    """Serve `handler` on 127.0.0.1 (a free port) in a thread, added to `servers`; its http://host:port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    servers.append((server, thread))
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def stop_loopback(servers: list) -> None:
+    """Shut down every server start_loopback started."""
     for server, thread in servers:
         server.shutdown()
         server.server_close()
