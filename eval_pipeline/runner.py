@@ -11,6 +11,7 @@ import dagster as dg
 
 from eval_pipeline.instance import ensure_dagster_home
 from eval_pipeline.io.loaders import (
+    check_input_paths,
     list_runs,
     load_cases,
     load_gate_policy,
@@ -38,9 +39,12 @@ def check_data_root(data: str) -> list[str]:
     location = open_location(_resolve(data))
     if not location.is_dir():
         raise RunnerError(f"data directory {location.uri} does not exist (pass --data DIR)")
-    if not location.is_dir("traces"):
-        raise RunnerError(f"{location.uri} has no traces/ folder: expected traces/<run_id>/run.yaml and *.jsonl")
-    runs = list_runs(location)
+    try:
+        if not location.is_dir("traces"):
+            raise RunnerError(f"{location.uri} has no traces/ folder: expected traces/<run_id>/run.yaml and *.jsonl")
+        runs = list_runs(location)
+    except InputError as exc:  # a traces folder or run folder that links out of the data root
+        raise RunnerError(str(exc)) from exc
     if not runs:
         raise RunnerError(f"no trace batch under {location.uri_of('traces')}: expected traces/<run_id>/run.yaml")
     return runs
@@ -63,6 +67,7 @@ def validate_configuration(location, run_ids: list[str]) -> None:
         checked: set[tuple[str, str]] = set()
         for run_id in run_ids:
             manifest = load_manifest(location, run_id)
+            check_input_paths(location, manifest)  # a file that links out of the data root is refused before any step
             for kind, version in (("tools", manifest.environment_version), ("corpus", manifest.corpus_version),
                                   ("cases", manifest.dataset_version)):
                 if version is None or (kind, version) in checked:
@@ -295,6 +300,10 @@ def preflight(config, run_ids: list[str] | None = None) -> None:
     try:
         resolve_key(os.environ, demo=config.deid_demo)
     except DeidKeyError as exc:
+        raise RunnerError(str(exc)) from exc
+    try:
+        config.warehouse(), config.reports()  # a default warehouse or reports folder that links out of the data root
+    except InputError as exc:
         raise RunnerError(str(exc)) from exc
     if run_ids:
         validate_configuration(open_location(config.data_root), run_ids)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.instance import ensure_dagster_home
+from eval_pipeline.io.storage import OutsideRootError
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 
@@ -166,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         # Flushed here, not at interpreter exit: a reader that went away (`… | head -1`) then fails this flush, inside
         # the try, instead of printing "Exception ignored … BrokenPipeError" at exit and exiting 120.
         sys.stdout.flush()
+    except OutsideRootError as exc:
+        # a link out of the data root, found by any command (show, export, import …): bad input, like bad configuration
+        code = _fail(str(exc))
     except BrokenPipeError:
         # As Python's documentation recommends: what is still buffered goes to devnull, so the flush at exit succeeds.
         # The exit status stays the command's own when it had finished (a failed gate still exits 1).

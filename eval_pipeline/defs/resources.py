@@ -12,7 +12,7 @@ import polars as pl
 from eval_pipeline.contracts.models import GatePolicy, RunManifest
 from eval_pipeline.deid import KEY_ENV_VAR
 from eval_pipeline.io.loaders import load_gate_policy, load_manifest
-from eval_pipeline.io.storage import Location, is_url, open_location
+from eval_pipeline.io.storage import Location, inside_root, is_url, open_location
 from eval_pipeline.io.warehouse import FrameBatches, TableBatches, Warehouse
 from eval_pipeline.judge import judge_options_from_env, make_judge
 from eval_pipeline.judge.base import JudgeConfigError
@@ -87,10 +87,16 @@ class EvalConfig(dg.ConfigurableResource):
         return open_location(resolve_root(self.data_root))
 
     def warehouse(self) -> Warehouse:
-        return Warehouse.at(resolve_root(self.warehouse_root or f"{self.data_root.rstrip('/')}/warehouse"))
+        return Warehouse.at(resolve_root(self.warehouse_root) if self.warehouse_root else self._under_data("warehouse"))
 
     def reports(self) -> Location:
-        return open_location(resolve_root(self.reports_root or f"{self.data_root.rstrip('/')}/reports"))
+        return open_location(resolve_root(self.reports_root) if self.reports_root else self._under_data("reports"))
+
+    def _under_data(self, name: str) -> str:
+        """A folder of the data root: its real path, which a link may not take out of the root (OutsideRootError)."""
+        if is_url(self.data_root):
+            return f"{self.data_root.rstrip('/')}/{name}"
+        return inside_root(self.data_root, name)
 
     def manifest(self, run_id: str) -> RunManifest:
         return load_manifest(self.location(), run_id)

@@ -27,6 +27,7 @@ import pyarrow.json as pa_json
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.contracts import frames
+from eval_pipeline.contracts.identifiers import HIDDEN_CHARACTER_REGEX, text_id_problem
 from eval_pipeline.contracts.models import (
     MILESTONE_OPERATORS,
     Case,
@@ -73,9 +74,15 @@ def reject(run_id: str | None, kind: str, source_file: str, line: int, reason: s
         "source_file": source_file,
         "line": line,
         "reason": reason,
-        "trace_id": keys.get("trace_id"),
-        "case_id": keys.get("case_id"),
+        "trace_id": _usable_id(keys.get("trace_id")),
+        "case_id": _usable_id(keys.get("case_id")),
     }
+
+
+def _usable_id(value: Any) -> str | None:
+    """An id as a reject row may hold it: a valid text id, else None (a list, an object, a number or hidden characters
+    are named in the reason instead)."""
+    return value if text_id_problem(value) is None else None
 
 
 def rejects_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -709,6 +716,7 @@ def _case_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray, le
     checked = parsed.lazy().select(
         holds=(
             (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
+            & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
             & (lanes.list.len() > 0).fill_null(False)
             & each(lanes, element.is_in(["rag", "agent"]).fill_null(False))
             & pl.all_horizontal(pl.col(name).is_null() | pl.col(name).is_in(values) for name, values in _LITERALS.items())
@@ -841,6 +849,18 @@ def load_manifest(location: Location, run_id: str) -> RunManifest:
 def trace_files(location: Location, run_id: str) -> list[str]:
     """The JSONL files of a run, sorted by name."""
     return location.files("traces", run_id, suffixes=(".jsonl",))
+
+
+def check_input_paths(location: Location, manifest: RunManifest) -> None:
+    """Resolve every input file a run reads without reading any: OutsideRootError for one (or its folder) that a
+    symbolic link takes out of the data root."""
+    folders = [("traces", manifest.run_id), ("cases", manifest.dataset_version), ("corpus", manifest.corpus_version),
+               ("labels", "qrels"), ("labels", "grounding"), ("policy",)]
+    if manifest.environment_version:
+        folders.append(("tools", manifest.environment_version))
+    for folder in folders:
+        for name in location.files(*folder):
+            location.join(*folder, name)
 
 
 # ---------------------------------------------------------------- labels and policy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -12,6 +12,31 @@ import pyarrow.fs as pafs
 
 class InputError(Exception):
     """An input location is missing or unusable; the message says which and why."""
+
+
+class OutsideRootError(InputError, ValueError):
+    """A local path whose real path (symbolic links followed) leaves the root it must stay under."""
+
+    def __init__(self, path: str, root: str) -> None:
+        super().__init__(f"refusing {path}: its real path {os.path.realpath(path)} is outside {root} "
+                         "(a symbolic link may not lead out of the data root)")
+        self.path, self.root = path, root
+
+
+def within(path: str, real_root: str) -> str:
+    """The real path of a local `path`; OutsideRootError unless it is `real_root` (a real path) or under it."""
+    # realpath follows every link, also one that a later part of the path crosses, and resolves '..' after links,
+    # as the kernel does; a path that does not exist yet is resolved as far as it exists (the parent of a new file).
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+        raise OutsideRootError(path, real_root)
+    return real
+
+
+def inside_root(root: str, *parts: str) -> str:
+    """The real path of a folder under a local root (the default warehouse or reports of a data root); OutsideRootError
+    when a link takes it out of the root's real path."""
+    return within(os.path.join(os.path.abspath(root), *parts), os.path.realpath(root))
 
 
 def is_url(location: str) -> bool:
@@ -62,9 +87,19 @@ class Location:
     fs: pafs.FileSystem
     root: str
     uri: str
+    # The real path of a local root: every local path joined under it must resolve inside it (None for object stores,
+    # whose keys have no links).
+    jail: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.jail is None and isinstance(self.fs, pafs.LocalFileSystem):
+            object.__setattr__(self, "jail", os.path.realpath(self.root))
 
     def join(self, *parts: str) -> str:
-        return "/".join([self.root.rstrip("/"), *_inside(parts)])
+        path = "/".join([self.root.rstrip("/"), *_inside(parts)])
+        if self.jail is not None:
+            within(path, self.jail)
+        return path
 
     def uri_of(self, *parts: str) -> str:
         return "/".join([self.uri.rstrip("/"), *_inside(parts)])

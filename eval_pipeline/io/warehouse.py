@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
-from eval_pipeline.io.storage import is_url, storage_options_from_env
+from eval_pipeline.io.storage import is_url, storage_options_from_env, within
 
 RESTRICTED_AREA = "_restricted"
 PARTITION_COLUMN = "run_id"
@@ -155,7 +155,10 @@ class Warehouse:
 
     def uri(self, table: str, restricted: bool = False) -> str:
         parts = [self.root.rstrip("/"), RESTRICTED_AREA, table] if restricted else [self.root.rstrip("/"), table]
-        return "/".join(parts)
+        path = "/".join(parts)
+        if not is_url(path):
+            within(path, os.path.realpath(self.root))  # a linked table folder would be read and written outside
+        return path
 
     def _table(self, table: str, restricted: bool = False, version: int | None = None) -> DeltaTable | None:
         try:
