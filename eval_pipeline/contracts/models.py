@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from eval_pipeline.contracts.identifiers import identifier_problem
+from eval_pipeline.contracts.identifiers import identifier_problem, text_id_problem
 
 JsonObject = dict[str, Any]
 
@@ -26,6 +26,18 @@ def _identifier(value: str) -> str:
 
 # A run id or version string: it names a folder under the data root, so it is a name and never a path (SPEC §11).
 Identifier = Annotated[str, AfterValidator(_identifier), Field(json_schema_extra={"pattern": IDENTIFIER_PATTERN})]
+
+
+def _text_id(value: str) -> str:
+    problem = text_id_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("text_id", "{message}", {"message": f"{value!r} {problem}"})
+    return value
+
+
+# A case or trace id: free text shown in reports and naming case pages, so no character a reader would not see
+# (bidirectional overrides, zero-width and other format or control characters).
+TextId = Annotated[str, Field(min_length=1), AfterValidator(_text_id)]
 
 
 class _Strict(BaseModel):
@@ -178,7 +190,7 @@ TAG_KEY_RE = re.compile(rf"[A-Za-z][A-Za-z0-9_-]{{0,{TAG_KEY_MAX - 1}}}")
 class Case(_Strict):
     """A golden case (SPEC §2): the RAG contract, the agent contract, or both."""
 
-    case_id: str = Field(min_length=1)
+    case_id: TextId
     case_revision: int = 1
     lanes: list[Literal["rag", "agent"]] = Field(min_length=1)
     input: str = ""
@@ -404,8 +416,8 @@ class Usage(_Strict):
 class Trace(_Strict):
     """One attempt of one case (SPEC §2)."""
 
-    trace_id: str = Field(min_length=1)
-    case_id: str = Field(min_length=1)
+    trace_id: TextId
+    case_id: TextId
     case_revision: int | None = None
     attempt: int = 1
     status: Literal["ok", "error", "timeout"] = "ok"

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.contracts.frames import canonical_json
-from eval_pipeline.contracts.identifiers import validate_identifier
+from eval_pipeline.contracts.identifiers import bounded_file_name, validate_identifier
 from eval_pipeline.contracts.models import Case, RunManifest, ToolRegistry, Trace
 from eval_pipeline.io.loaders import describe_validation_error, load_manifest, reject
 from eval_pipeline.io.storage import InputError, Location, open_location
@@ -257,7 +257,7 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
     if location.exists("traces", run_id, "run.yaml") and not overwrite:
         raise ImporterError(f"run {run_id!r} already exists at {location.uri_of('traces', run_id)}; "
                             "choose another --run or pass --force to replace it")
-    case_files = [(f"{slug(case['case_id'])}.yaml", _yaml(case)) for case in files.cases]
+    case_files = [(bounded_file_name(f"{slug(case['case_id'])}.yaml"), _yaml(case)) for case in files.cases]
     by_name: dict[str, str] = {}
     for case, (name, _) in zip(files.cases, case_files, strict=True):
         other = by_name.setdefault(name, case["case_id"])

@@ -30,6 +30,7 @@ import pyarrow.json as pa_json
 from pydantic import ValidationError
 
 from eval_pipeline.contracts import frames
+from eval_pipeline.contracts.identifiers import HIDDEN_CHARACTER_REGEX, text_id_problem
 from eval_pipeline.contracts.models import Trace
 from eval_pipeline.io.json_limits import SUSPECT_PATTERN, UTF8_BOM, limit_breach
 from eval_pipeline.io.loaders import (
@@ -236,12 +237,13 @@ def _identifiers(raw: bytes) -> tuple[str | None, str | None]:
 
 
 def _ids_of(value: dict) -> tuple[str | None, str | None]:
-    """trace_id and case_id of a decoded line, each when it is a string that is also valid text."""
+    """trace_id and case_id of a decoded line, each when it is a string that is also valid text and a valid id (no
+    control or format character: the reason names such an id, escaped)."""
     found = []
     for key in ("trace_id", "case_id"):
         text = value.get(key)
         try:
-            found.append(text if isinstance(text, str) and text.encode("utf-8") else None)
+            found.append(text if text_id_problem(text) is None and text.encode("utf-8") else None)
         except UnicodeEncodeError:
             found.append(None)
     return found[0], found[1]
@@ -471,6 +473,9 @@ def _contract_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray
         holds=(
             (pl.col("trace_id").str.len_bytes() > 0).fill_null(False)
             & (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
+            # ids with a control or format character: the per-line path refuses them with the reason
+            & ~pl.col("trace_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
+            & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
             & (pl.col("status").is_null() | pl.col("status").is_in(_STATUSES))
             & each(pl.col("retrieval"), retrieval_round)
             & each(pl.col("context"), doc)

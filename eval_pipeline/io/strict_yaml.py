@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -14,6 +15,11 @@ from eval_pipeline.io.storage import InputError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TAB_PROBLEM = "found character '\\t' that cannot start any token"
+# An alias repeats the value of its anchor wherever it is used: a few hundred bytes of nested aliases ("billion
+# laughs") stand for gigabytes once a reader expands them (canonical JSON of fixtures, pydantic, reports). A file may
+# use at most MAX_ALIASES aliases, which together may add at most MAX_ALIAS_NODES nodes to what the file writes out.
+MAX_ALIASES = 1_000
+MAX_ALIAS_NODES = 100_000
 
 
 class YamlError(InputError):
@@ -29,7 +35,36 @@ class _DuplicateKeyError(ConstructorError):
 
 
 class StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping key given twice (merge keys `<<` may still be overridden)."""
+    """SafeLoader that refuses a mapping key given twice (merge keys `<<` may still be overridden) and aliases beyond
+    MAX_ALIASES, or expanding to more than MAX_ALIAS_NODES nodes, or inside their own anchor."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._sizes: dict[int, int] = {}  # id(node) -> its node count with aliases expanded, once composed
+        self._aliases = 0
+        self._alias_nodes = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        if not self.check_event(yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            children = (node.value if isinstance(node, SequenceNode)
+                        else [n for pair in node.value for n in pair] if isinstance(node, MappingNode) else [])
+            # children are composed before their parent: each size is known (an alias's is its anchor's)
+            self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
+            return node
+        mark = self.peek_event().start_mark
+        node = super().compose_node(parent, index)
+        self._aliases += 1
+        if self._aliases > MAX_ALIASES:
+            raise ComposerError(None, None, f"more than {MAX_ALIASES} aliases (a file may use at most {MAX_ALIASES})", mark)
+        size = self._sizes.get(id(node))
+        if size is None:  # its anchor is still being composed
+            raise ComposerError(None, None, "alias used inside its own anchor (a recursive value)", mark)
+        self._alias_nodes += size
+        if self._alias_nodes > MAX_ALIAS_NODES:
+            raise ComposerError(None, None, f"aliases expand to more than {MAX_ALIAS_NODES} nodes (nested aliases); "
+                                "write the values out or use fewer aliases", mark)
+        return node
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, MappingNode):

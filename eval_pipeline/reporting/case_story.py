@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import polars as pl
 
+from eval_pipeline.contracts.identifiers import bounded_file_name
 from eval_pipeline.reporting.render import Section, render_html
 from eval_pipeline.scoring.attribution import lane_outcomes
 from eval_pipeline.trec.ranking import first_occurrences, ranked_entries, ranked_hits, retrieval_rounds
@@ -1121,8 +1122,9 @@ REPORT_LINKS = (("RAG lane report", "../rag.html"), ("Agent lane report", "../ag
 
 
 def case_page_name(case_id: str) -> str:
-    """The file name of a case page: the case id, percent-encoded where it is not a plain name."""
-    return quote(case_id, safe="") + ".html"
+    """The file name of a case page: the case id, percent-encoded where it is not a plain name; cut with a hash suffix
+    where that would pass the file-system limit of 255 bytes (render.href bounds its links the same way)."""
+    return bounded_file_name(quote(case_id, safe="") + ".html")
 
 
 def _dict_table(row: dict | None, keys: Sequence[str]) -> pl.DataFrame | None:

@@ -17,6 +17,8 @@ from urllib.parse import quote
 import polars as pl
 from markdown_it import MarkdownIt
 
+from eval_pipeline.contracts.identifiers import bounded_file_name
+
 MAX_ROWS = 200
 
 # Raw HTML off: a tag in trace text is shown, never parsed. Entities off, so `&lt;` in an answer reads as those four
@@ -115,7 +117,8 @@ def href(template: str, value, row: dict | None = None) -> str | None:
         return "" if cell is None else quote(str(cell), safe="")
 
     filled = _PLACEHOLDER.sub(fill, template)
-    return None if missing else filled
+    # a segment names a file: bounded as the file was named (case_page_name), so a long id still links to its page
+    return None if missing else "/".join(map(bounded_file_name, filled.split("/")))
 
 
 def _flat(text: str) -> str:
