@@ -9,6 +9,7 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.contracts.column_docs import describe
+from eval_pipeline.defs.privacy import privacy_result
 from eval_pipeline.defs.resources import table_of
 from eval_pipeline.io.warehouse import FrameBatches
 
@@ -91,6 +92,8 @@ def materialized(
         return dg.MaterializeResult(asset_key=asset_key, value=frame, check_results=check_results,
                                     metadata={"dagster/column_schema": table_schema(frame.schema, table),
                                               **_versions_and_headline(versions, headline), **(extra or {})})
+    # every table outside the restricted area declares a blocking no_personal_data check (run_assets)
+    check_results = privacy_result(asset_key, frame, check_results)
     metadata: dict[str, Any] = {
         "dagster/row_count": frame.height,
         "dagster/column_schema": table_schema(dict(frame.schema), table),

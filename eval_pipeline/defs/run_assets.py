@@ -6,6 +6,7 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.defs.partitions import runs_partitions
+from eval_pipeline.defs.privacy import with_privacy_checks
 from eval_pipeline.scoring.common import lane_traces
 
 WAREHOUSE_IO = "warehouse_io"
@@ -13,10 +14,11 @@ TABLE_KINDS = frozenset({"polars", "deltalake"})
 
 
 def run_table(group: str, code_version: str, **options) -> dg.AssetsDefinition:
-    """@dg.asset for one table of a run (partitioned by run, written by the warehouse IO manager)."""
+    """@dg.asset for one table of a run (partitioned by run, written by the warehouse IO manager), with a blocking
+    no_personal_data check unless it is restricted."""
     options.setdefault("kinds", set(TABLE_KINDS))
-    return dg.asset(partitions_def=runs_partitions, group_name=group, code_version=code_version,
-                    io_manager_key=WAREHOUSE_IO, **options)
+    return with_privacy_checks(lambda opts: dg.asset(partitions_def=runs_partitions, group_name=group,  # type: ignore[return-value]
+                                                     code_version=code_version, io_manager_key=WAREHOUSE_IO, **opts), options)
 
 
 def table_out(description: str, **options) -> dg.AssetOut:
@@ -25,8 +27,10 @@ def table_out(description: str, **options) -> dg.AssetOut:
 
 
 def run_tables(group: str, code_version: str, outs: dict[str, dg.AssetOut], **options) -> dg.AssetsDefinition:
-    """@dg.multi_asset for several tables of a run computed together."""
-    return dg.multi_asset(partitions_def=runs_partitions, group_name=group, code_version=code_version, outs=outs, **options)
+    """@dg.multi_asset for several tables of a run computed together, each with a blocking no_personal_data check
+    unless it is restricted."""
+    return with_privacy_checks(lambda opts: dg.multi_asset(partitions_def=runs_partitions, group_name=group,  # type: ignore[return-value]
+                                                           code_version=code_version, outs=outs, **opts), options)
 
 
 def manifest_of(run_manifest: pl.DataFrame) -> dict:

@@ -18,6 +18,7 @@ from eval_pipeline.reporting.case_story import (
     case_page_html,
     case_page_name,
 )
+from eval_pipeline.reporting.publish import ReportFile, publish_or_raise
 from eval_pipeline.settings import ScoringSettings
 
 CASES_FOLDER = "cases"
@@ -76,12 +77,10 @@ def case_ids_worth_a_page(gate_results: pl.DataFrame | None, attribution_frames:
     return list(ordered)[: max(limit, 0)]
 
 
-def write_case_pages(warehouse: Warehouse, reports: Location | str | os.PathLike, run_id: str, case_ids: Iterable[str],
-                     baseline_run_id: str | None = None, limit: int = DEFAULT_LIMIT,
-                     relevance_threshold: int | None = None) -> list[str]:
-    """Write reports/<run_id>/cases/<case_id>.html for at most `limit` of the cases (in the order given), against the
-    baseline when it is another scored run; every table is read once for all pages. The URIs written, in order."""
-    location = reports if isinstance(reports, Location) else open_location(reports)
+def case_page_files(warehouse: Warehouse, run_id: str, case_ids: Iterable[str], baseline_run_id: str | None = None,
+                    limit: int = DEFAULT_LIMIT, relevance_threshold: int | None = None) -> list[ReportFile]:
+    """The page of each of at most `limit` of the cases (in the order given) that the run knows, against the baseline
+    when it is another scored run, rendered and not yet written; every table is read once for all pages."""
     wanted = list(dict.fromkeys(case_ids))[: max(limit, 0)]
     if not wanted:
         return []
@@ -93,14 +92,23 @@ def write_case_pages(warehouse: Warehouse, reports: Location | str | os.PathLike
     per_case = tables.split_by_case(wanted)
     base_per_case = baseline.split_by_case(wanted) if baseline is not None else {}
 
-    def page(case_id: str) -> str | None:
+    def page(case_id: str) -> ReportFile | None:
         story = build_story(per_case[case_id], case_id)
         if not story.known:
             return None
         base_story = build_story(base_per_case[case_id], case_id) if case_id in base_per_case else None
-        location.write_bytes(case_page_html(story, base_story).encode(), run_id, CASES_FOLDER, case_page_name(case_id))
-        return location.uri_of(run_id, CASES_FOLDER, case_page_name(case_id))
+        return ReportFile((run_id, CASES_FOLDER, case_page_name(case_id)), case_page_html(story, base_story))
 
     # The few queries a story still runs are over a few rows each: the in-memory engine starts one in half the time.
     with pl.Config(engine_affinity="in-memory"):
-        return [uri for uri in map(page, wanted) if uri is not None]
+        return [f for f in map(page, wanted) if f is not None]
+
+
+def write_case_pages(warehouse: Warehouse, reports: Location | str | os.PathLike, run_id: str, case_ids: Iterable[str],
+                     baseline_run_id: str | None = None, limit: int = DEFAULT_LIMIT,
+                     relevance_threshold: int | None = None) -> list[str]:
+    """Write reports/<run_id>/cases/<case_id>.html for at most `limit` of the cases (case_page_files), only when no
+    page holds personal data (publish: ReportLeakError otherwise, and no page written). The URIs written, in order."""
+    location = reports if isinstance(reports, Location) else open_location(reports)
+    files = case_page_files(warehouse, run_id, case_ids, baseline_run_id, limit, relevance_threshold)
+    return publish_or_raise(location, files, "case_pages") if files else []

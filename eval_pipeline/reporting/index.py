@@ -7,6 +7,7 @@ import polars as pl
 from eval_pipeline.io.storage import Location
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.reporting import charts
+from eval_pipeline.reporting.publish import ReportFile, publish_or_raise
 from eval_pipeline.reporting.render import Section, Verdict, render_html, render_markdown
 
 TITLE = "Evaluation runs"
@@ -167,11 +168,16 @@ def index_markdown(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[s
     return render_markdown(TITLE, sections, verdict)
 
 
-def write_index(warehouse: Warehouse, reports: Location) -> list[str]:
-    """Write index.html and index.md at the root of the reports location from every run in the warehouse; their URIs."""
+def index_files(warehouse: Warehouse, reports: Location) -> list[ReportFile]:
+    """index.html and index.md at the root of the reports location, from every run in the warehouse, not yet written."""
     runs, gates = _frames(warehouse.read("run_manifest"), warehouse.read("gate_results"))
     slices = warehouse.read("slice_rollup", columns=["run_id", "lane", "slice", "failed_case_ids"]) if warehouse.exists("slice_rollup") else None
     files = {run_id: reports.files(run_id) for run_id in runs["run_id"].to_list()}
-    reports.write_bytes(index_html(runs, gates, files, slices).encode(), "index.html")
-    reports.write_bytes(index_markdown(runs, gates, files, slices).encode(), "index.md")
-    return [reports.uri_of("index.html"), reports.uri_of("index.md")]
+    return [ReportFile(("index.html",), index_html(runs, gates, files, slices)),
+            ReportFile(("index.md",), index_markdown(runs, gates, files, slices))]
+
+
+def write_index(warehouse: Warehouse, reports: Location) -> list[str]:
+    """Write index.html and index.md (index_files) only when neither holds personal data (publish: ReportLeakError
+    otherwise, and neither written); their URIs."""
+    return publish_or_raise(reports, index_files(warehouse, reports), "index")

@@ -5,13 +5,14 @@ import polars as pl
 
 from eval_pipeline.defs import checks
 from eval_pipeline.defs.partitions import runs_partitions
+from eval_pipeline.defs.privacy import published, report_spec
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import EvalConfig, OtherRuns, corpus_families, lane_key
 from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
 from eval_pipeline.gating import baseline_or_reason, compare
 from eval_pipeline.quality import tables
-from eval_pipeline.quality.contracts import check_no_personal_data
 from eval_pipeline.reporting.lanes import LaneData, agent_sections, lane_verdict, rag_sections
+from eval_pipeline.reporting.publish import ReportFile
 from eval_pipeline.reporting.render import render_html, render_markdown
 from eval_pipeline.scoring import attribution as attribution_scoring
 from eval_pipeline.scoring import gates as gate_scoring
@@ -23,7 +24,6 @@ GROUP = "attribution"
 CODE_VERSION = "attribution-1"
 REPORT_CODE_VERSION = "report-3"
 SLICES_CODE_VERSION = "slices-1"
-REPORT_PRIVACY_CHECK = "report_has_no_personal_data"
 
 LANE_TABLES = {
     "rag": ("retrieval_scores", "context_scores", "grounding_scores", "citation_scores", "answer_scores"),
@@ -203,8 +203,7 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
 
     @dg.asset(key=report_key, partitions_def=runs_partitions, group_name=GROUP, code_version=REPORT_CODE_VERSION,
               ins=report_ins, deps=[lane_key(lane, "attribution")], kinds={"markdown", "html"},
-              check_specs=[dg.AssetCheckSpec(REPORT_PRIVACY_CHECK, asset=report_key, blocking=True,
-                                             description="No personal data in the report text.")],
+              check_specs=[report_spec(report_key)],
               description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.")
     def report(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                stage_results: pl.DataFrame, attribution_rollup: pl.DataFrame, reliability: pl.DataFrame,
@@ -222,21 +221,22 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
         _attach_baseline(data, eval_config, other_runs)
         data.gates = lane_gates(lane, eval_config, data, deid_cases, other_runs,
                                 slices=slice_scoring.slice_membership(deid_cases, corpus, tools))
-        markdown, html = _write_lane_report(data, eval_config.reports(), lane_tables)
-        privacy = check_no_personal_data(f"{lane}_report", pl.DataFrame({"markdown": [markdown], "html": [html]}),
-                                         independent=True)
+        markdown, html = _render_lane_report(data, lane_tables)
         reports = eval_config.reports()
+        # rendered to temporary names, moved into place only when no personal data is found; nothing left otherwise
+        privacy, written = published(report_key, reports, [ReportFile((run_id, f"{lane}.md"), markdown),
+                                                     ReportFile((run_id, f"{lane}.html"), html)])
+        # a report that failed its check is neither on disk nor in the event log
+        shown = {"report": dg.MetadataValue.md(markdown),
+                 "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.md")),
+                 "html_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.html"))} if written else {}
         return dg.MaterializeResult(
             metadata={
-                "report": dg.MetadataValue.md(markdown),
-                "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.md")),
-                "html_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.html")),
+                **shown,
                 "failures": int(attribution_rollup["lane_failures"].max() or 0) if attribution_rollup.height else 0,
                 **other_runs.metadata(),
             },
-            check_results=[dg.AssetCheckResult(check_name=REPORT_PRIVACY_CHECK, passed=privacy.passed,
-                                               severity=dg.AssetCheckSeverity.ERROR, description=privacy.description,
-                                               metadata=privacy.metadata)],
+            check_results=[privacy],
         )
 
     return report
@@ -247,8 +247,8 @@ def lane_inputs(lane: str) -> dict[str, dg.AssetIn]:
     return {name: dg.AssetIn(key=name) for name in LANE_TABLES[lane]}
 
 
-def _write_lane_report(data: LaneData, reports, lane_tables: dict[str, pl.DataFrame]) -> tuple[str, str]:
-    """Render the lane's report and write reports/<run_id>/<lane>.md and .html; (markdown, html)."""
+def _render_lane_report(data: LaneData, lane_tables: dict[str, pl.DataFrame]) -> tuple[str, str]:
+    """The lane's report as (markdown, html), for reports/<run_id>/<lane>.md and .html."""
     lane, run_id = data.lane, data.run_id
     if lane == "rag":
         sections = rag_sections(data)
@@ -257,10 +257,7 @@ def _write_lane_report(data: LaneData, reports, lane_tables: dict[str, pl.DataFr
         sections = agent_sections(data, outcome_scoring.fault_rates(outcomes), outcome_scoring.efficiency(outcomes))
     title = f"{lane.upper() if lane == 'rag' else 'Agent'} lane report — run {run_id}"
     verdict = lane_verdict(data)
-    markdown, html = render_markdown(title, sections, verdict), render_html(title, sections, verdict)
-    reports.write_bytes(markdown.encode(), run_id, f"{lane}.md")
-    reports.write_bytes(html.encode(), run_id, f"{lane}.html")
-    return markdown, html
+    return render_markdown(title, sections, verdict), render_html(title, sections, verdict)
 
 
 def build_lane(lane: str) -> list[dg.AssetsDefinition]:

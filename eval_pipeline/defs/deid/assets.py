@@ -7,23 +7,16 @@ import polars as pl
 from eval_pipeline.contracts import frames
 from eval_pipeline.defs import checks
 from eval_pipeline.defs.deid.checks import DEID_CASES_CONTRACT, DEID_TRACES_CONTRACT, TRACE_CHECK_SPECS, _batch_checks
+from eval_pipeline.defs.privacy import run_key
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import EvalConfig, in_batches
 from eval_pipeline.defs.run_assets import manifest_of, run_tables, table_out
-from eval_pipeline.deid import (
-    Deidentifier,
-    DeidKeyError,
-    NameCollector,
-    leak_summary,
-    merge_reports,
-    name_words,
-    resolve_key,
-    scan_frame,
-)
+from eval_pipeline.deid import Deidentifier, NameCollector, leak_summary, merge_reports, name_words, scan_frame
+from eval_pipeline.deid.inputs import CASE_ID_PATHS, CORPUS_ID_PATHS, TRACE_ID_PATHS, deidentify_leaves, id_deidentifier
 from eval_pipeline.io.warehouse import FrameBatches, TableBatches
 
 GROUP = "deidentification"
-CODE_VERSION = "deid-1"
+CODE_VERSION = "deid-2"
 NAME_COLUMNS = ("steps", "final_state_json")
 
 @run_tables(
@@ -55,10 +48,7 @@ def deidentified(
     Traces are read and written a batch at a time; the names of people are gathered from every batch first, so the
     same name becomes the same token in every batch."""
     manifest = manifest_of(run_manifest)
-    try:
-        key = resolve_key(eval_config.deid_key_source(), demo=eval_config.deid_demo)
-    except DeidKeyError as exc:
-        raise dg.Failure(description=str(exc)) from exc
+    key = run_key(eval_config)
     collector = NameCollector()
     collector.add_cases(cases)
     for batch in traces.select(*NAME_COLUMNS):
@@ -66,6 +56,9 @@ def deidentified(
     locale = manifest.get("locale")
     name_keys = collector.name_keys()
     deid = Deidentifier(key, name_words(collector.names()), locale=locale)
+    # Ids (trace, case and doc ids, tool names, variants, families) take the name-free pseudonyms that ingestion and
+    # the qrels use too, so every join holds across tables (see deid.inputs).
+    id_deid = id_deidentifier(key, locale)
     selected = context.selected_output_names
     reports: list[pl.DataFrame] = []
     tally = {"findings": 0, "rows": 0, "duplicates": 0}
@@ -77,7 +70,8 @@ def deidentified(
     def deid_batches():
         for batch in traces:
             out, report = deid.traces(batch.select(list(frames.TRACES_SCHEMA)))
-            reports.append(report)
+            out, id_report = deidentify_leaves(out, TRACE_ID_PATHS, "traces", id_deid)
+            reports.extend([report, id_report])
             # The blocking check: both scans (the replacement's detectors and the independent one) over the output.
             findings = scan_frame(out, "deid_traces", name_keys=name_keys, locale=locale)
             tally["findings"] += findings.height
@@ -97,8 +91,10 @@ def deidentified(
         for _ in deid_batches():
             pass
     deid_cases, cases_report = deid.cases(cases)
+    deid_cases, case_ids_report = deidentify_leaves(deid_cases, CASE_ID_PATHS, "cases", id_deid)
     deid_corpus, corpus_report = deid.corpus(corpus)
-    report = merge_reports([*reports, cases_report, corpus_report])
+    deid_corpus, corpus_ids_report = deidentify_leaves(deid_corpus, CORPUS_ID_PATHS, "corpus", id_deid)
+    report = merge_reports([*reports, cases_report, case_ids_report, corpus_report, corpus_ids_report])
     by_type = report.group_by("entity_type").agg(pl.col("replacements").sum()).sort("entity_type")
     context.log.info("replacements by type: " + ", ".join(f"{t}={n}" for t, n in by_type.iter_rows()))
     if "deid_cases" in selected:

@@ -6,15 +6,17 @@ import polars as pl
 from eval_pipeline.defs.gates.checks import RELEASE_CHECK, release_check
 from eval_pipeline.defs.gates.evidence_use import counterfactual_pairs
 from eval_pipeline.defs.partitions import runs_partitions
+from eval_pipeline.defs.privacy import published, report_spec
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import AGENT_COLUMNS, LANE_PREFIXES, RETRIEVAL_COLUMNS, EvalConfig, JudgeConfig, lane_key, traces_without
 from eval_pipeline.defs.resources import corpus_families
 from eval_pipeline.defs.run_assets import manifest_of, run_table
 from eval_pipeline.gating import comparable_baseline, compare
-from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, write_case_pages
+from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, case_page_files
 from eval_pipeline.reporting.case_story import CASE_TABLES, RUN_TABLES
 from eval_pipeline.reporting.gate_report import gate_sections, release_verdict
-from eval_pipeline.reporting.index import write_index
+from eval_pipeline.reporting.index import index_files
+from eval_pipeline.reporting.publish import ReportFile
 from eval_pipeline.reporting.render import render_html, render_markdown
 from eval_pipeline.scoring import gates as gate_scoring
 from eval_pipeline.scoring.attribution import lane_outcomes
@@ -104,7 +106,8 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, kinds={"markdown", "html"},
           check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=True,
-                                         description="Fails when a release gate fails: the run is marked failed once every report is written.")],
+                                         description="Fails when a release gate fails: the run is marked failed once every report is written."),
+                       report_spec("gate_report", "the gate report and the index")],
           # the index across runs reads every run's manifest and gates, and the failed high-criticality cases
           deps=["run_manifest", *(lane_key(lane, "slice_rollup") for lane in LANE_PREFIXES)],
           description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*, and reports/index.html across runs")
@@ -118,16 +121,18 @@ def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate
     title = f"Release gates — run {run_id}"
     markdown = render_markdown(title, sections, verdict)
     reports = eval_config.reports()
-    reports.write_bytes(markdown.encode(), run_id, "gate.md")
-    reports.write_bytes(render_html(title, sections, verdict).encode(), run_id, "gate.html")
+    # each file is moved into place only once its privacy check passed (the index lists the gate files: it comes after)
+    privacy, written = published("gate_report", reports, [ReportFile((run_id, "gate.md"), markdown),
+                                                          ReportFile((run_id, "gate.html"), render_html(title, sections, verdict))])
     other_runs = eval_config.other_runs(context)
-    index = write_index(other_runs, reports)
-    metadata = {"report": dg.MetadataValue.md(markdown), "verdict": dg.MetadataValue.text(verdict.status),
-                "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
+    if written:
+        privacy, written = published("gate_report", reports, index_files(other_runs, reports))
+    metadata = {"verdict": dg.MetadataValue.text(verdict.status),
                 "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results))), **other_runs.metadata()}
-    if index:
-        metadata["index_path"] = dg.MetadataValue.path(index[0])
-    return dg.MaterializeResult(metadata=metadata, check_results=[release_check("gate_report", gate_results, run_id)])
+    if written:
+        metadata |= {"report": dg.MetadataValue.md(markdown), "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
+                     "index_path": dg.MetadataValue.path(reports.uri_of("index.html"))}
+    return dg.MaterializeResult(metadata=metadata, check_results=[release_check("gate_report", gate_results, run_id), privacy])
 
 
 CASE_PAGE_INS = {"run_manifest": dg.AssetIn(), "deid_cases": dg.AssetIn(), "gate_results": dg.AssetIn(),
@@ -150,7 +155,7 @@ def case_page_sources() -> list[dg.AssetKey]:
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CASE_PAGES_CODE_VERSION, kinds={"html"},
-          ins=CASE_PAGE_INS, deps=case_page_sources(),
+          ins=CASE_PAGE_INS, deps=case_page_sources(), check_specs=[report_spec("case_pages", "the case pages")],
           description="One page per blocking, failed or review-queue case under reports/<run_id>/cases/, against the baseline")
 def case_pages(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
                deid_cases: pl.DataFrame, gate_results: pl.DataFrame, review_queue: pl.DataFrame,
@@ -162,14 +167,17 @@ def case_pages(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
     policy = eval_config.policy()
     wanted = case_ids_worth_a_page(gate_results, [rag_attribution, agent_attribution], review_queue,
                                    limit=CASE_PAGE_LIMIT + 1, cases=deid_cases)
-    written = write_case_pages(tables, eval_config.reports(), context.partition_key, wanted[:CASE_PAGE_LIMIT],
-                               baseline_run_id=comparable_baseline(manifest, policy, tables),
-                               relevance_threshold=policy.retrieval.relevance_threshold)
+    files = case_page_files(tables, context.partition_key, wanted[:CASE_PAGE_LIMIT],
+                            baseline_run_id=comparable_baseline(manifest, policy, tables),
+                            relevance_threshold=policy.retrieval.relevance_threshold)
+    # the pages are moved into place only when none holds personal data; otherwise none is left on disk
+    privacy, published_ok = published("case_pages", eval_config.reports(), files)
+    written = [eval_config.reports().uri_of(*f.parts) for f in files] if published_ok else []
     if len(wanted) > CASE_PAGE_LIMIT:
         context.log.info(f"case pages for the first {CASE_PAGE_LIMIT} cases by priority; `eval-pipeline show` tells any other")
     return dg.MaterializeResult(metadata={"pages": len(written), "limit": CASE_PAGE_LIMIT,
                                           "first_pages": dg.MetadataValue.md("\n".join(f"- {uri}" for uri in written[:10]) or "_none_"),
-                                          **tables.metadata()})
+                                          **tables.metadata()}, check_results=[privacy])
 
 
 defs = dg.Definitions(assets=[counterfactual_pairs, gate_results, pairwise_comparison, gate_report, case_pages])

@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.defs import checks
+from eval_pipeline.defs.privacy import ids_deidentifier
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import (
     AGENT_COLUMNS,
@@ -15,6 +16,7 @@ from eval_pipeline.defs.resources import (
     traces_without,
 )
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table, run_tables, table_out
+from eval_pipeline.deid.inputs import LABEL_PATHS, deidentify_leaves
 from eval_pipeline.io import loaders
 from eval_pipeline.judge.reuse import FAMILY_VERDICT_STORE, VERDICT_STORE, ReusingJudge
 from eval_pipeline.quality import tables
@@ -169,7 +171,9 @@ def judge_calibration(context: dg.AssetExecutionContext, eval_config: EvalConfig
                       claims: pl.DataFrame, grounding_scores: pl.DataFrame, deid_traces: pl.DataFrame):
     """Agreement of the judge with human grounding labels (κ with a bootstrap interval), its self-consistency; may it gate?"""
     manifest = manifest_of(run_manifest)
-    labels = loaders.load_grounding_labels(eval_config.location()).frame
+    # trace ids take the pseudonyms deid_traces holds (and claim texts lose their personal data), so labels still join
+    labels, _ = deidentify_leaves(loaders.load_grounding_labels(eval_config.location()).frame, LABEL_PATHS, "labels",
+                                  ids_deidentifier(eval_config, manifest.get("locale")))
     other_runs = eval_config.other_runs(context)
     judged, scores = labelled_claims(other_runs, context.partition_key, claims, grounding_scores, labels)
     calibration = calibration_scoring.calibrate(judged, labels, eval_config.settings(manifest), grounding_scores=scores)

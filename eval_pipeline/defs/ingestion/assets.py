@@ -5,9 +5,11 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.contracts import frames
+from eval_pipeline.defs.privacy import ids_deidentifier
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import RESTRICTED_METADATA_KEY, EvalConfig
 from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
+from eval_pipeline.deid.inputs import REJECT_PATHS, TOOL_PATHS, deidentify_leaves, deidentify_manifest, manifest_refusals
 from eval_pipeline.io import ingest, loaders
 from eval_pipeline.io.storage import InputError
 from eval_pipeline.io.warehouse import FrameBatches
@@ -32,8 +34,14 @@ def run_manifest(context: dg.AssetExecutionContext, eval_config: EvalConfig):
         manifest = eval_config.manifest(context.partition_key)
     except InputError as exc:
         raise _input_error(exc) from exc
-    frame = pl.DataFrame([frames.manifest_row(manifest)])
-    return materialized(frame, versions=frames.manifest_row(manifest))
+    row = frames.manifest_row(manifest)
+    # Fields naming folders and partitions cannot take a token: a run whose manifest holds personal data there is
+    # refused, naming field and kind; candidate, model and the other free text are de-identified.
+    refusals = manifest_refusals(row, row.get("locale"))
+    if refusals:
+        raise dg.Failure(description="; ".join(refusals))
+    row = deidentify_manifest(row, ids_deidentifier(eval_config, row.get("locale")))
+    return materialized(pl.DataFrame([row]), versions=row)
 
 
 @run_table(GROUP, CODE_VERSION,
@@ -59,8 +67,9 @@ def raw_traces(context: dg.AssetExecutionContext, eval_config: EvalConfig):
     outs={
         "cases": table_out(metadata=RESTRICTED, is_required=False,
                              description="The run's golden cases (its dataset version); fixtures may hold personal data."),
-        "corpus": table_out(is_required=False,
-                              description="The documents of the run's corpus version."),
+        "corpus": table_out(metadata=RESTRICTED, is_required=False,
+                              description="The documents of the run's corpus version, as written (deid_corpus is "
+                                          "the de-identified copy)."),
         "tools": table_out(is_required=False,
                              description="The tool registry of the run's environment version."),
         "input_rejects": table_out(is_required=False,
@@ -81,16 +90,19 @@ def run_inputs(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
         raise _input_error(exc) from exc
     judgments = loaders.load_judgments(location)
     labels = loaders.load_grounding_labels(location)
+    ids = ids_deidentifier(eval_config, manifest.get("locale"))
     if "cases" in selected:
         yield materialized(cases.frame, asset_key="cases", versions=manifest, preview=False,
                            headline={"cases": cases.frame.height, "rejected": len(cases.rejects)})
     if "corpus" in selected:
-        yield materialized(corpus.frame, asset_key="corpus", versions=manifest, headline={"documents": corpus.frame.height})
+        yield materialized(corpus.frame, asset_key="corpus", versions=manifest, preview=False,
+                           headline={"documents": corpus.frame.height})
     if "tools" in selected:
+        tools, _ = deidentify_leaves(tools, TOOL_PATHS, "tools", ids)
         yield materialized(tools, asset_key="tools", versions=manifest, headline={"tools": tools.height})
     if "input_rejects" in selected:
         rows = [{**r, "run_id": run_id} for r in [*cases.rejects, *corpus.rejects, *judgments.rejects, *labels.rejects]]
-        rejects = loaders.rejects_frame(rows)
+        rejects, _ = deidentify_leaves(loaders.rejects_frame(rows), REJECT_PATHS, "input_rejects", ids)
         if rejects.height:
             context.log.warning(f"{rejects.height} input lines rejected (cases, corpus, labels); see input_rejects")
         yield materialized(rejects, asset_key="input_rejects", versions=manifest, headline={"rejected": rejects.height})
@@ -143,6 +155,9 @@ def parsed_traces(
     yield materialized(FrameBatches(parsed_chunks(), frames.TRACES_SCHEMA), asset_key="traces", versions=manifest,
                        preview=False)
     line_rejects = pl.concat(rejects) if rejects else loaders.rejects_frame([])
+    # a reject row keeps no raw value: ids, file names and reasons (which quote ids) are de-identified
+    line_rejects, _ = deidentify_leaves(line_rejects, REJECT_PATHS, "trace_rejects",
+                                        ids_deidentifier(eval_config, manifest.get("locale")))
     accounted, non_blank = len(seen) + line_rejects.height, counts["lines"] - counts["blank"]
     if not seen:
         context.log.error(f"run {run_id}: no valid trace; {line_rejects.height} lines rejected, {counts['blank']} blank "

@@ -4,9 +4,11 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.defs import checks
+from eval_pipeline.defs.privacy import ids_deidentifier
 from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import AGENT_COLUMNS, TEXT_COLUMNS, EvalConfig, OtherRuns, traces_without
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table, run_tables, table_out
+from eval_pipeline.deid.inputs import JUDGMENT_PATHS, deidentify_leaves
 from eval_pipeline.io import loaders
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import context as context_scoring
@@ -46,8 +48,11 @@ def qrels_and_queue(context: dg.AssetExecutionContext, eval_config: EvalConfig, 
     manifest = manifest_of(run_manifest)
     settings = eval_config.settings()
     judgments = loaders.load_judgments(eval_config.location())
+    # query and doc ids take the pseudonyms deid_cases and deid_traces hold; annotators and files are de-identified
+    judged, _ = deidentify_leaves(judgments.frame, JUDGMENT_PATHS, "qrels",
+                                  ids_deidentifier(eval_config, manifest.get("locale")))
     seeds = qrels_scoring.seed_qrels(deid_cases)
-    frozen = qrels_scoring.freeze_qrels(seeds, judgments.frame)
+    frozen = qrels_scoring.freeze_qrels(seeds, judged)
     pooled_traces = [deid_traces.select("run_id", "trace_id", "case_id", "retrieval")]
     other_runs = eval_config.other_runs(context)
     siblings = sibling_traces(other_runs, manifest, context.partition_key)
