@@ -19,7 +19,7 @@ from eval_pipeline.io.loaders import (
     load_tool_registry,
     require_corpus,
 )
-from eval_pipeline.io.storage import InputError, is_url, open_location
+from eval_pipeline.io.storage import InputError, inside_root, is_url, open_location
 from eval_pipeline.quality.contracts import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
 
@@ -302,7 +302,10 @@ def preflight(config, run_ids: list[str] | None = None) -> None:
     except DeidKeyError as exc:
         raise RunnerError(str(exc)) from exc
     try:
-        config.warehouse(), config.reports()  # a default warehouse or reports folder that links out of the data root
+        # a default warehouse, reports or judge cache folder that links out of the data root
+        config.warehouse(), config.reports()
+        if not is_url(config.data_root):
+            inside_root(config.data_root, ".judge_cache")
     except InputError as exc:
         raise RunnerError(str(exc)) from exc
     if run_ids:

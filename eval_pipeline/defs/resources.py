@@ -208,7 +208,10 @@ class JudgeConfig(dg.ConfigurableResource):
             return make_judge("model", profile=profile, model_dir=self.model_dir)
         skip = ("backend", "reuse_verdicts", "profile", "model_dir", "self_consistency_sample")
         options = {k: v for k, v in self.model_dump().items() if k not in skip and v not in ("", None)}
-        options.setdefault("cache_path", f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite")
+        if "cache_path" not in options:
+            # under the data root's real path: a `.judge_cache` link out of the root is refused like any other
+            options["cache_path"] = (f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite" if is_url(data_root)
+                                     else inside_root(data_root, ".judge_cache", "verdicts.sqlite"))
         return make_judge(self.backend, **options)
 
     def run_config(self) -> dict[str, Any]:

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
-from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
 from eval_pipeline.io import ingest, loaders
 from eval_pipeline.io.storage import InputError, OutsideRootError, open_location
 from eval_pipeline.io.warehouse import Warehouse
-from eval_pipeline.runner import RunnerError, check_data_root, validate_configuration
+from eval_pipeline.runner import RunnerError, check_data_root, preflight, validate_configuration
 
 SECRET = "root:x:0:0:outside-secret:/root:/bin/bash\n"
 CASE = {"case_id": "rag-1", "lanes": ["rag"], "input": "q", "required_doc_ids": ["d1"]}
@@ -143,6 +143,16 @@ def test_a_reports_or_warehouse_link_out_of_the_data_root_is_refused(tmp_path):
         assert str(error.value).startswith(f"refusing {root}/") and f"is outside {root} " in str(error.value)
     # named explicitly, a folder elsewhere is the user's choice
     assert EvalConfig(data_root=str(root), reports_root=str(outside)).reports().root == str(outside)
+
+
+def test_a_judge_cache_link_out_of_the_data_root_is_refused_before_the_judge_is_made(tmp_path):
+    root, outside = _data_root(tmp_path)
+    (root / ".judge_cache").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OutsideRootError, match=r"/data/.judge_cache/verdicts.sqlite: its real path .*/outside/verdicts.sqlite"):
+        JudgeConfig(backend="openai", model="m").make(str(root))
+    with pytest.raises(RunnerError, match=r"^refusing .*/data/.judge_cache: its real path .*/outside is outside"):
+        preflight(EvalConfig(data_root=str(root), deid_demo=True))
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.jsonl"]
 
 
 def test_a_report_folder_of_a_run_linked_outside_is_never_written(tmp_path):
