@@ -26,6 +26,9 @@ from stdnum.it import codicefiscale as _it_cf
 from stdnum.nl import bsn as _nl_bsn
 from stdnum.us import itin as _us_itin
 
+from eval_pipeline.deid.folding import fold_text
+from eval_pipeline.deid.lookalikes import holds_date, identifier_of_words
+
 # Entity types; a token is `<TYPE_hex>`.
 EMAIL = "EMAIL"
 PHONE = "PHONE"
@@ -48,6 +51,14 @@ ESCAPED_TOKEN_PATTERN = TOKEN_PATTERN.replace("<", "&lt;").replace(">", "&gt;")
 # (which only ever sees the isolated match, so the two agree on every body below: all of them are ASCII).
 _RUST_B = r"(?-u:\b)"
 _PY_B = r"\b"
+# `{U}` inside a character class: letters, marks and digits of every script (an e-mail's local part or domain may be
+# `josé.garcía@ejemplo.es`). Python only fullmatches what Rust matched, so any non-ASCII character will do there.
+_RUST_LETTERS = r"\p{L}\p{M}\p{Nd}"
+_PY_LETTERS = "\x80-\U0010ffff"
+# `{N}`: one non-ASCII letter (a top-level domain in another script: `.españa`, `.рф`).
+_RUST_NON_ASCII = r"[\p{L}\p{M}&&[^\x00-\x7f]]"
+_PY_NON_ASCII = "[\x80-\U0010ffff]"
+_NOTHING = r"[^\s\S]"
 # In the column scan an underscore also delimits a value (`ip_203.0.113.7`, `card_4111…_old`): `\b` would refuse
 # it, so the regex takes the underscore into the match and classification sets it aside again.
 _RUST_EDGE = rf"(?:{_RUST_B}|_)"
@@ -114,15 +125,18 @@ class Detector:
             return None
         return self.validate(value, regions) if self.regional else self.validate(value)  # type: ignore[call-arg]
 
-    def rust(self) -> str:
-        """This detector as one alternative of the combined Rust regex (value group made non-capturing)."""
-        body = self.body.replace("{B}", _RUST_EDGE).replace("(?P<v>", "(?:")
+    def rust(self, unicode: bool = False) -> str:
+        """This detector as one alternative of the combined Rust regex (value group made non-capturing); `unicode`
+        lets e-mails hold letters of any script (three times slower, so only for values holding non-ASCII text)."""
+        letters, non_ascii = (_RUST_LETTERS, _RUST_NON_ASCII) if unicode else ("", _NOTHING)
+        body = self.body.replace("{B}", _RUST_EDGE).replace("{U}", letters).replace("{N}", non_ascii)
+        body = body.replace("(?P<v>", "(?:")
         lead = f"(?:{_ESCAPE}|{_RUST_EDGE})" if self.lead_boundary else f"(?:{_ESCAPE})?"
         return f"{lead}(?:{body})"
 
     def python(self) -> re.Pattern[str]:
         """This detector's body as a Python pattern for fullmatch on an isolated candidate."""
-        return re.compile(self.body.replace("{B}", _PY_B))
+        return re.compile(self.body.replace("{B}", _PY_B).replace("{U}", _PY_LETTERS).replace("{N}", _PY_NON_ASCII))
 
 
 # ---------------------------------------------------------------- validators
@@ -282,6 +296,8 @@ _NATIONAL_VALIDATORS = (_dni, _nie, _idnr, _nir, _codice_fiscale, _bsn, _cpf, _a
 
 
 def _national_any(value: str) -> str | None:
+    if holds_date(value):
+        return None  # `DNI: 1989-12-13 P…`: a date is never a national id
     for validate in _NATIONAL_VALIDATORS:
         if (found := validate(value)) is not None:
             return found
@@ -309,6 +325,16 @@ def _ipv6(value: str) -> str | None:
     if not any(ch.isdigit() for ch in value):
         return None
     return address.compressed
+
+
+def email_normal_form(address: str) -> str:
+    """An address lowercased with its domain in IDNA ASCII form: `jane@bücher.de` and `jane@xn--bcher-kva.de` agree."""
+    local, _, domain = address.rpartition("@")
+    try:
+        domain = domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        pass  # not a valid IDN (an over-long label): its lowercase spelling stands for it
+    return f"{local}@{domain}".lower()
 
 
 def _email(value: str) -> str | None:
@@ -341,11 +367,13 @@ _SECRET_REFERENCE = re.compile(
 
 
 def _secret(value: str) -> str | None:
+    if identifier_of_words(value):
+        return None  # `token: token-run-1`: a run or test named after the word, not a secret
     return value if len(value) >= 6 and not _SECRET_REFERENCE.fullmatch(value) else None
 
 
 def _bearer(value: str) -> str | None:
-    return value if len(value) >= 12 else None
+    return value if len(value) >= 12 and not identifier_of_words(value) else None
 
 
 def _exact(value: str) -> str | None:
@@ -433,8 +461,8 @@ DETECTORS: tuple[Detector, ...] = (
     Detector(
         "email",
         EMAIL,
-        r"[A-Za-z0-9_%+-][A-Za-z0-9._%+-]*[ \t]?@[ \t]?[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}{B}",
+        r"[A-Za-z0-9_%+{U}-][A-Za-z0-9._%+{U}-]*[ \t]?@[ \t]?[A-Za-z0-9{U}](?:[A-Za-z0-9{U}-]*[A-Za-z0-9{U}])?"
+        r"(?:\.[A-Za-z0-9{U}](?:[A-Za-z0-9{U}-]*[A-Za-z0-9{U}])?)*\.(?:xn--[A-Za-z0-9-]{1,59}{B}|[A-Za-z]{0,23}{N}[A-Za-z{U}]{0,23}|[A-Za-z]{2,24}{B})",
         False,
         _email,
     ),
@@ -563,13 +591,13 @@ def locale_regions(locale: str | None) -> frozenset[str]:
     return frozenset(regions)
 
 
-def combined_pattern(person_words: bool = False, regions: Iterable[str] = ()) -> str:
+def combined_pattern(person_words: bool = False, regions: Iterable[str] = (), unicode: bool = False) -> str:
     """The combined Rust regex: tokens to keep whole, every detector on in these regions, capitalized words when
-    names are looked for, JSON escapes to skip."""
+    names are looked for, JSON escapes to skip; `unicode`: e-mails in any script (see Detector.rust)."""
     region_set = frozenset(regions)
     # A token is consumed whole first: its hex digits must never be read as a card or an id.
     alternatives = [TOKEN_PATTERN, ESCAPED_TOKEN_PATTERN]
-    alternatives += [d.rust() for d in DETECTORS if not d.regions or d.regions & region_set]
+    alternatives += [d.rust(unicode) for d in DETECTORS if not d.regions or d.regions & region_set]
     if person_words:
         alternatives.append(_CAPITALIZED_WORD)
     alternatives.append(_SKIP)
@@ -720,8 +748,9 @@ def classify(
 
 def normalize(entity_type: str, value: str) -> str:
     """The normal form hashed into a token: equal normal forms give equal tokens."""
+    value = fold_text(value)  # a disguised spelling (`ｊａｎｅ＠…`, `jane%40…`) shares the plain one's token
     if entity_type == EMAIL:
-        return squeeze(value).lower()
+        return email_normal_form(squeeze(value))
     if entity_type == CARD:
         return re.sub(r"[^0-9]", "", squeeze(value))
     if entity_type == PHONE:

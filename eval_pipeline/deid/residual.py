@@ -26,6 +26,8 @@ from stdnum.nl import bsn
 from stdnum.us import itin, ssn
 
 from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, leaf_name
+from eval_pipeline.deid.folding import Folded, fold, folded_values
+from eval_pipeline.deid.lookalikes import holds_date
 from eval_pipeline.deid.detectors import (
     CARD,
     EMAIL,
@@ -48,11 +50,15 @@ _CANDIDATE = (
     r"(?i:(?:" + _ID_WORDS + r")[\"' :=#]{0,5})?\+?\(?[0-9A-Z]+(?:\)?[ ./\-]?\(?[0-9A-Z]+){0,10}"
 )
 # An optional `:` before the local part marks URL credentials (`https://user:pass@host`), the URL detector's part.
-_EMAIL = r":?[A-Za-z0-9._%+\-]+ ?@ ?[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,24}"
+# Local parts and domains may be written in any script (`josé.garcía@ejemplo.es`, `jane@bücher.de`); `{L}` is a
+# letter or digit of any script in Rust, any non-ASCII character in Python (which only sees what Rust matched).
+_EMAIL_BODY = r":?[A-Za-z0-9._%+\-{L}]+ ?@ ?[A-Za-z0-9{L}](?:[A-Za-z0-9\-{L}]*[A-Za-z0-9{L}])?(?:\.[A-Za-z0-9\-{L}]+)*\.[A-Za-z{L}]{2,24}"
+_EMAIL = _EMAIL_BODY.replace("{L}", r"\p{L}\p{M}\p{Nd}")
 _KEYWORD_RE = re.compile(r"(?i:(?:" + _ID_WORDS + r")[\"' :=#]{0,5})")
 _GROUP_RE = re.compile(r"[0-9A-Z]+")
 _NINO_RE = re.compile(r"[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z][0-9]{6}[A-D]")
-_EMAIL_RE = re.compile(_EMAIL)
+_EMAIL_RE = re.compile(_EMAIL_BODY.replace("{L}", "\x80-\U0010ffff"))
+_CANDIDATE_RE = re.compile(_CANDIDATE)
 # Group shapes of formatted digit ids (lengths of the digit groups); a bare run needs a keyword or the region.
 _SHAPED_IDS = (
     ((2, 3, 3, 3), idnr),
@@ -87,15 +93,15 @@ def _ssn_like(compact: str) -> bool:
     return ssn.is_valid(compact) or itin.is_valid(compact) or blacklisted
 
 
-def _windows(groups: list[str]) -> Iterable[tuple[int, tuple[int, ...], str]]:
-    """Every run of consecutive groups: where it starts, the groups' lengths and their concatenation."""
+def _windows(groups: list[re.Match[str]]) -> Iterable[tuple[int, tuple[int, ...], str, int, int]]:
+    """Every run of consecutive groups: where it starts, the groups' lengths, their concatenation and its span."""
     for i in range(len(groups)):
         for j in range(i + 1, min(len(groups), i + 8) + 1):
             part = groups[i:j]
-            yield i, tuple(len(g) for g in part), "".join(part)
+            yield i, tuple(len(g.group()) for g in part), "".join(g.group() for g in part), part[0].start(), part[-1].end()
 
 
-def _phones(candidate: str, regions: tuple[str, ...]) -> list[str]:
+def _phones(candidate: str, regions: tuple[str, ...]) -> list[tuple[str, int, int]]:
     found = []
     for region in regions:
         for match in phonenumbers.PhoneNumberMatcher(candidate, region, leniency=_VALID):
@@ -107,47 +113,61 @@ def _phones(candidate: str, regions: tuple[str, ...]) -> list[str]:
             # One dot between digits is a decimal (`0.986111`), not a grouping.
             grouped = re.search(r"[0-9][ /\-]\(?[0-9]", raw) or raw.count(".") >= 2
             if raw.startswith(("+", "(")) or grouped:
-                found.append(raw)
+                found.append((raw, match.start, match.end))
         if found:
             return found
     return found
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def judge(candidate: str, regions: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
-    """The personal values (entity type, text) in one normalized candidate, found with phonenumbers and stdnum."""
-    found: list[tuple[str, str]] = []
+def judge_spans(candidate: str, regions: frozenset[str] = frozenset()) -> tuple[tuple[str, str, int, int], ...]:
+    """The personal values in one normalized candidate, found with phonenumbers and stdnum: entity type, value and
+    its span `[start, end)` in the candidate."""
+    found: list[tuple[str, str, int, int]] = []
     keyword = _KEYWORD_RE.match(candidate)
-    body = candidate[keyword.end() :] if keyword else candidate
-    groups = _GROUP_RE.findall(body)
-    for start, shape, compact in _windows(groups):
+    lead = keyword.end() if keyword else 0
+    body = candidate[lead:]
+    groups = list(_GROUP_RE.finditer(body))
+    for start, shape, compact, first, last in _windows(groups):
         digits = compact.isdigit()
+        # A date is never a national id (`Date of Birth: 1989-12-13` before a capitalised word is no DNI).
+        dated = len(shape) >= 3 and holds_date(body[first:last])
+        kind = None
         if digits and 13 <= len(compact) <= 19 and compact[0] in "23456" and _luhn.is_valid(compact):
-            found.append((CARD, compact))
+            kind = CARD
         elif re.fullmatch(r"[A-Z]{2}[0-9]{2}[0-9A-Z]{11,30}", compact) and _iban.is_valid(compact):
-            found.append((IBAN, compact))
+            kind = IBAN
+        elif dated:
+            continue
         elif not digits and (
             dni.is_valid(compact) or nie.is_valid(compact) or codicefiscale.is_valid(compact) or _NINO_RE.fullmatch(compact)
         ):
-            found.append((NATIONAL_ID, compact))
+            kind = NATIONAL_ID
         elif digits and len(shape) > 1 and any(shape == s and m.is_valid(compact) for s, m in _SHAPED_IDS):
-            found.append((NATIONAL_ID, compact))
+            kind = NATIONAL_ID
         elif digits and shape in ((3, 2, 4),) and _ssn_like(compact):
-            found.append((NATIONAL_ID, compact))
+            kind = NATIONAL_ID
         # After a keyword only the value right after it counts, and only at an id's length (stdnum pads short BSNs).
         elif digits and start == 0 and len(shape) == 1 and keyword and len(compact) >= 8 and (
             any(m.is_valid(compact) for m in _ALL_BARE) or _ssn_like(compact)
         ):
-            found.append((NATIONAL_ID, compact))
+            kind = NATIONAL_ID
         elif digits and len(shape) == 1 and any(len(compact) == n and m.is_valid(compact) for r, (n, m) in
                                                  _BARE_IDS.items() if r in regions):
-            found.append((NATIONAL_ID, compact))
+            kind = NATIONAL_ID
+        if kind is not None:
+            found.append((kind, compact, lead + first, lead + last))
     # _phones keeps only numbers written with `+`, `(` or separators between digits: a bare run (an order number)
     # never reaches libphonenumber, whose matcher costs ~0.1 ms a region
     if not found and len(re.sub(r"[^0-9]", "", body)) >= 6 and _PHONE_SHAPE.search(body):
         phone_regions = tuple(sorted(r for r in regions if r in phonenumbers.SUPPORTED_REGIONS)) + _PHONE_REGIONS
-        found += [(PHONE, raw) for raw in _phones(body, phone_regions)]
+        found += [(PHONE, raw, lead + a, lead + b) for raw, a, b in _phones(body, phone_regions)]
     return tuple(found)
+
+
+def judge(candidate: str, regions: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
+    """The personal values (entity type, text) in one normalized candidate, found with phonenumbers and stdnum."""
+    return tuple((kind, value) for kind, value, _, _ in judge_spans(candidate, regions))
 
 
 _SCHEMA = {"table": pl.String, "column": pl.String, "row": pl.Int64, "entity_type": pl.String,
@@ -170,9 +190,11 @@ def _judged_elsewhere(regions: frozenset[str]) -> pl.Expr:
 def _candidate_lists(distinct: pl.DataFrame) -> pl.DataFrame:
     """The independent scan's candidates in each distinct value (`VALUE`, `match`: the candidate runs, then the
     e-mails, of its normalized text), for the values that can hold a finding."""
+    # Unicode disguises are undone first (folding.py), in Python for the few values that hold any.
+    folded = folded_values(distinct[VALUE])
     # A value holding a finding has an `@` or six digits (see the filter in scan_leaves): the rest is not normalized.
-    worth = distinct.filter(pl.col(VALUE).str.contains(_WORTH_SCANNING))
-    text = worth.with_columns(normalized(pl.col(VALUE)).alias("text"))
+    worth = distinct.with_columns(folded.alias("text")).filter(pl.col("text").str.contains(_WORTH_SCANNING))
+    text = worth.with_columns(normalized(pl.col("text")).alias("text"))
     return text.select(
         VALUE, pl.concat_list(pl.col("text").str.extract_all(_CANDIDATE), pl.col("text").str.extract_all(_EMAIL)).alias("match")
     )
@@ -211,3 +233,42 @@ def scan_leaves(leaves: StringLeaves, table: str, regions: frozenset[str] = froz
     found = hits.join(verdicts, on="match", how="inner", maintain_order="left").select(
         pl.lit(table).alias("table"), "column", pl.col(ROW).alias("row"), "entity_type", "masked_excerpt")
     return found.unique(maintain_order=True).cast(_SCHEMA)  # type: ignore[arg-type]
+
+
+_TOKENS_RE = re.compile(f"{TOKEN_PATTERN}|{ESCAPED_TOKEN_PATTERN}")
+_SPACE_RE = re.compile(r"\\[nrt]|[^\S ]")
+_SPACES_RE = re.compile(" {2,}")
+
+
+def _normalized_with_spans(value: str) -> Folded:
+    """`normalized` over the folded value, in Python, keeping the original span of every character."""
+    folded = fold(value)
+    folded = folded.rewrite(_TOKENS_RE, lambda m: " ~ ").rewrite(_SPACE_RE, lambda m: " ")
+    return folded.rewrite(_SPACES_RE, lambda m: " ")
+
+
+def residual_spans(value: str, regions: frozenset[str] = frozenset()) -> list[tuple[str, str, int, int]]:
+    """What the independent scan finds in one value, for replacing it: entity type, value (normal enough to key a
+    pseudonym on) and its span `[start, end)` in `value` as written, in order and not overlapping."""
+    text = _normalized_with_spans(value)
+    found: list[tuple[str, str, int, int]] = []
+    for match in _CANDIDATE_RE.finditer(text.text):
+        found += [(kind, v, match.start() + a, match.start() + b) for kind, v, a, b in judge_spans(match.group(), regions)]
+    for match in _EMAIL_RE.finditer(text.text):
+        if not match.group().startswith(":"):
+            found.append((EMAIL, match.group().replace(" ", ""), match.start(), match.end()))
+    spans, end = [], 0
+    # The longest value wins where two overlap (a card's digits also hold shorter ids).
+    for kind, v, a, b in sorted(found, key=lambda f: (f[2], f[2] - f[3])):
+        if a >= end:
+            start, stop = text.source(a, b)
+            spans.append((kind, v, start, stop))
+            end = b
+    return spans
+
+
+def values_with_findings(values: pl.Series, regions: frozenset[str] = frozenset()) -> pl.Series:
+    """The distinct values among `values` in which the independent scan finds something (columnar, see scan_leaves)."""
+    frame = pl.DataFrame({"text": values.unique().drop_nulls()}, schema={"text": pl.String})
+    rows = independent_scan(frame, "values", regions)["row"].unique()
+    return frame["text"].gather(rows.sort())

@@ -24,6 +24,7 @@ from eval_pipeline.deid.detectors import (
     mask,
     names_from_field_match,
 )
+from eval_pipeline.deid.folding import folded_values
 from eval_pipeline.deid.residual import scan_leaves
 
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
@@ -75,8 +76,15 @@ def scan_frame(
     # leaves) and the validators once per distinct match; only matches holding a finding are spread back over the
     # rows that hold their value.
     leaves = StringLeaves(frame)
+    # Unicode disguises are undone first (folding.py): the detectors read what a reader sees. Non-ASCII text with an
+    # `@` is read with the Unicode pattern, whose e-mails may be written in any script (disguise.undisguise).
+    distinct = leaves.distinct.with_columns(folded_values(leaves.distinct[VALUE]).alias("folded"))
+    wide = pl.col("folded").str.contains("@", literal=True) & pl.col("folded").str.contains(r"[^\x00-\x7f]")
+    unicode_pattern = combined_pattern(person_words=bool(name_set), regions=regions, unicode=True)
     for by_field, regex in ((False, pattern), (True, by_key)):
-        matched = leaves.distinct.select(VALUE, pl.col(VALUE).str.extract_all(regex).alias("match"))
+        extract = [(pl.lit(True), regex)] if by_field else [(~wide, regex), (wide, unicode_pattern)]
+        matched = pl.concat([distinct.filter(rows).select(VALUE, pl.col("folded").str.extract_all(rx).alias("match"))
+                             for rows, rx in extract])
         unique = matched["match"].explode().drop_nulls().unique().to_list()
         verdicts = _named(unique, learned) if by_field else _classified(unique, name_set, regions)
         if verdicts.height == 0:

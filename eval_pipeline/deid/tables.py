@@ -42,6 +42,7 @@ from eval_pipeline.deid.detectors import (
     names_from_field_match,
     person_name,
 )
+from eval_pipeline.deid.disguise import apply_changes, pick_sentinels, undisguise, union
 from eval_pipeline.deid.pseudonymize import Pseudonymizer
 
 # Free-text and JSON-text leaves that are de-identified; identifiers the pipeline joins on are not among them.
@@ -102,8 +103,6 @@ REPORT_SCHEMA: dict[str, pl.DataType] = {
     "replacements": pl.Int64,
 }
 
-# Unicode noncharacters: valid in strings, never meant for interchange, so real text does not hold them.
-_SENTINELS = tuple(chr(c) for c in range(0xFDD0, 0xFDF0))
 _NAME_PATH_PATTERN = r'"path":"[^"]*\.(?i:' + NAME_KEY_RE.pattern + r')"'
 
 
@@ -374,18 +373,6 @@ def collect_names(traces: pl.DataFrame, cases: pl.DataFrame) -> list[str]:
     return name_words(collector.names())
 
 
-def _pick_sentinels(columns: Iterable[pl.Series], count: int) -> list[str]:
-    """`count` sentinel characters that occur in none of the given string series."""
-    series = list(columns)
-    free: list[str] = []
-    for sentinel in _SENTINELS:
-        if not any(s.str.contains(sentinel, literal=True).any() for s in series):
-            free.append(sentinel)
-            if len(free) == count:
-                return free
-    raise ValueError("the input holds the Unicode noncharacters U+FDD0..U+FDEF; cannot mark matches")
-
-
 def _replacement(candidate: str, findings: list[Finding], pseudonymizer: Pseudonymizer) -> str:
     """The candidate text with each detected value (in order, not overlapping) swapped for its token."""
     pieces, pos = [], 0
@@ -436,7 +423,7 @@ def _deidentify_pass(
     """
     pattern = combined_pattern(person_words=bool(names), regions=regions)
     # Each match becomes SEP MARK match SEP: splitting at SEP isolates it, and MARK tells it from the text between.
-    sep, mark = _pick_sentinels((leaf[_CURRENT] for leaf in leaves), 2)
+    sep, mark = pick_sentinels((leaf[_CURRENT] for leaf in leaves), 2)
     wrap = sep + mark + "${0}" + sep
 
     touched, resting, occurrences = [], [], []
@@ -513,8 +500,9 @@ def _deidentify_until_stable(
     regions: frozenset[str] = frozenset(),
     verdicts: dict[str, Verdict] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One table with its text leaves de-identified and its replacement counts: passes over the distinct values of
-    each leaf, repeated while a pass may have left a value behind (at most MAX_PASSES), then each changed value
+    """One table with its text leaves de-identified and its replacement counts: values in Unicode disguise first
+    (disguise.undisguise), passes over the distinct values of each leaf, repeated while a pass may have left a value
+    behind (at most MAX_PASSES), then what the independent scan still finds (disguise.union); each changed value is
     swapped in wherever it occurs.
 
     Tokens depend only on the key and the value, so tables are processed one at a time (lower peak memory) and
@@ -526,13 +514,20 @@ def _deidentify_until_stable(
         )
         for path in paths
     ]
-    reports = []
+    def distinct_current() -> list[str]:
+        return pl.concat([leaf[_CURRENT] for leaf in leaves]).unique().to_list() if leaves else []
+
+    leaves, report = apply_changes(leaves, table, paths, undisguise(distinct_current(), names, regions, pseudonymizer),
+                                   _CURRENT, _ACTIVE)
+    reports = [report]
     for _ in range(MAX_PASSES):
         leaves, report, ran_on = _deidentify_pass(leaves, table, paths, names, pseudonymizer, regions, verdicts)
         reports.append(report)
         glued = any(leaf[_CURRENT].str.contains(_GLUED_TOKEN).any() for leaf in leaves)
         if report.height == 0 or not (ran_on or glued):
             break
+    leaves, report = apply_changes(leaves, table, paths, union(distinct_current(), regions, pseudonymizer), _CURRENT, _ACTIVE)
+    reports.append(report)
     replacements = {}
     for path, leaf in zip(paths, leaves, strict=True):
         changed = leaf.filter(pl.col(_ORIGINAL) != pl.col(_CURRENT))
