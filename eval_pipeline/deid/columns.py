@@ -166,3 +166,13 @@ def rewrite_each_leaf(
 
     columns = dict(schema)
     return [build(pl.col(name), columns[name], node).alias(name) for name, node in tree.items()]
+
+
+def keep_matches(matched: pl.DataFrame, keep: pl.Series) -> pl.DataFrame:
+    """`matched` (`VALUE`, a `match` list) with each list keeping only the matches in `keep`, in their order; a value
+    none of whose matches is kept is left out."""
+    # Exploded and filtered by one hash lookup: `list.filter` with `is_in` inside the list evaluation copies the set
+    # for every list (gigabytes over tens of thousands of values).
+    flat = matched.select(VALUE, "match").with_row_index("__deid_list").explode("match")
+    kept = flat.filter(pl.col("match").is_in(keep.implode()))
+    return kept.group_by("__deid_list", maintain_order=True).agg(pl.col(VALUE).first(), pl.col("match")).drop("__deid_list")

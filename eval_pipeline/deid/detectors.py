@@ -55,10 +55,9 @@ _PY_B = r"\b"
 # `josé.garcía@ejemplo.es`). Python only fullmatches what Rust matched, so any non-ASCII character will do there.
 _RUST_LETTERS = r"\p{L}\p{M}\p{Nd}"
 _PY_LETTERS = "\x80-\U0010ffff"
-# `{N}`: one non-ASCII letter (a top-level domain in another script: `.españa`, `.рф`).
-_RUST_NON_ASCII = r"[\p{L}\p{M}&&[^\x00-\x7f]]"
-_PY_NON_ASCII = "[\x80-\U0010ffff]"
-_NOTHING = r"[^\s\S]"
+# `{T}`: a top-level domain holding a non-ASCII letter (`.españa`, `.рф`), as the first alternative of a TLD.
+_RUST_UNICODE_TLD = r"[A-Za-z]{0,23}[\p{L}\p{M}&&[^\x00-\x7f]][A-Za-z\p{L}\p{M}\p{Nd}]{0,23}|"
+_PY_UNICODE_TLD = "[A-Za-z]{0,23}[\x80-\U0010ffff][A-Za-z\x80-\U0010ffff]{0,23}|"
 # In the column scan an underscore also delimits a value (`ip_203.0.113.7`, `card_4111…_old`): `\b` would refuse
 # it, so the regex takes the underscore into the match and classification sets it aside again.
 _RUST_EDGE = rf"(?:{_RUST_B}|_)"
@@ -128,15 +127,15 @@ class Detector:
     def rust(self, unicode: bool = False) -> str:
         """This detector as one alternative of the combined Rust regex (value group made non-capturing); `unicode`
         lets e-mails hold letters of any script (three times slower, so only for values holding non-ASCII text)."""
-        letters, non_ascii = (_RUST_LETTERS, _RUST_NON_ASCII) if unicode else ("", _NOTHING)
-        body = self.body.replace("{B}", _RUST_EDGE).replace("{U}", letters).replace("{N}", non_ascii)
+        letters, tld = (_RUST_LETTERS, _RUST_UNICODE_TLD) if unicode else ("", "")
+        body = self.body.replace("{B}", _RUST_EDGE).replace("{U}", letters).replace("{T}", tld)
         body = body.replace("(?P<v>", "(?:")
         lead = f"(?:{_ESCAPE}|{_RUST_EDGE})" if self.lead_boundary else f"(?:{_ESCAPE})?"
         return f"{lead}(?:{body})"
 
     def python(self) -> re.Pattern[str]:
         """This detector's body as a Python pattern for fullmatch on an isolated candidate."""
-        return re.compile(self.body.replace("{B}", _PY_B).replace("{U}", _PY_LETTERS).replace("{N}", _PY_NON_ASCII))
+        return re.compile(self.body.replace("{B}", _PY_B).replace("{U}", _PY_LETTERS).replace("{T}", _PY_UNICODE_TLD))
 
 
 # ---------------------------------------------------------------- validators
@@ -462,7 +461,7 @@ DETECTORS: tuple[Detector, ...] = (
         "email",
         EMAIL,
         r"[A-Za-z0-9_%+{U}-][A-Za-z0-9._%+{U}-]*[ \t]?@[ \t]?[A-Za-z0-9{U}](?:[A-Za-z0-9{U}-]*[A-Za-z0-9{U}])?"
-        r"(?:\.[A-Za-z0-9{U}](?:[A-Za-z0-9{U}-]*[A-Za-z0-9{U}])?)*\.(?:xn--[A-Za-z0-9-]{1,59}{B}|[A-Za-z]{0,23}{N}[A-Za-z{U}]{0,23}|[A-Za-z]{2,24}{B})",
+        r"(?:\.[A-Za-z0-9{U}](?:[A-Za-z0-9{U}-]*[A-Za-z0-9{U}])?)*\.(?:xn--[A-Za-z0-9-]{1,59}{B}|{T}[A-Za-z]{2,24}{B})",
         False,
         _email,
     ),

@@ -16,7 +16,7 @@ import polars as pl
 
 from eval_pipeline.deid.columns import COUNT, LeafPath, leaf_name
 from eval_pipeline.deid.detectors import Finding, classify, combined_pattern
-from eval_pipeline.deid.folding import fold, may_be_disguised
+from eval_pipeline.deid.folding import NON_ASCII_EMAIL, fold, may_be_disguised
 from eval_pipeline.deid.pseudonymize import Pseudonymizer
 from eval_pipeline.deid.residual import residual_spans, values_with_findings
 
@@ -98,9 +98,9 @@ def _rounds(values: list[str], one_round: Callable[[list[str]], Changes]) -> Cha
 def undisguise(values: list[str], names: frozenset[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
     """Disguised values holding personal data: original value -> (the value with each one tokenized, their types)."""
     series = pl.Series(values, dtype=pl.String)
-    # Besides disguised values, non-ASCII text with an `@`: its e-mails may be written in any script, which only the
+    # Besides disguised values, e-mails holding non-ASCII text: they may be written in any script, which only the
     # slower Unicode pattern reads whole (`josé.garcía@…`, where the ASCII one sees `a@…`).
-    chosen = may_be_disguised(series) | (series.str.contains("@", literal=True) & series.str.contains(r"[^\x00-\x7f]"))
+    chosen = may_be_disguised(series) | series.str.contains(NON_ASCII_EMAIL)
     disguised = series.filter(chosen).to_list()
     if not disguised:
         return {}

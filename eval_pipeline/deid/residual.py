@@ -25,7 +25,7 @@ from stdnum.it import codicefiscale
 from stdnum.nl import bsn
 from stdnum.us import itin, ssn
 
-from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, leaf_name
+from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, keep_matches, leaf_name
 from eval_pipeline.deid.folding import Folded, fold, folded_values
 from eval_pipeline.deid.lookalikes import holds_date
 from eval_pipeline.deid.detectors import (
@@ -225,7 +225,7 @@ def scan_leaves(leaves: StringLeaves, table: str, regions: frozenset[str] = froz
                             orient="row")
     if verdicts.height == 0:
         return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
-    matched = matched.select(VALUE, pl.col("match").list.filter(pl.element().is_in(verdicts["match"].unique().implode())))
+    matched = keep_matches(matched, verdicts["match"].unique())
     hits = pl.concat(
         [hits.select(pl.lit(leaf_name(path)).alias("column"), ROW, "match") for path, hits in leaves.spread(matched)]
         or [pl.DataFrame(schema={"column": pl.String, ROW: pl.Int64, "match": pl.String})]

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, leaf_name
+from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, keep_matches, leaf_name
 from eval_pipeline.deid.detectors import (
     NAME_FIELD_PATTERN,
     PERSON,
@@ -24,7 +24,7 @@ from eval_pipeline.deid.detectors import (
     mask,
     names_from_field_match,
 )
-from eval_pipeline.deid.folding import folded_values
+from eval_pipeline.deid.folding import NON_ASCII_EMAIL, folded_values
 from eval_pipeline.deid.residual import scan_leaves
 
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
@@ -79,7 +79,7 @@ def scan_frame(
     # Unicode disguises are undone first (folding.py): the detectors read what a reader sees. Non-ASCII text with an
     # `@` is read with the Unicode pattern, whose e-mails may be written in any script (disguise.undisguise).
     distinct = leaves.distinct.with_columns(folded_values(leaves.distinct[VALUE]).alias("folded"))
-    wide = pl.col("folded").str.contains("@", literal=True) & pl.col("folded").str.contains(r"[^\x00-\x7f]")
+    wide = pl.col("folded").str.contains(NON_ASCII_EMAIL)
     unicode_pattern = combined_pattern(person_words=bool(name_set), regions=regions, unicode=True)
     for by_field, regex in ((False, pattern), (True, by_key)):
         extract = [(pl.lit(True), regex)] if by_field else [(~wide, regex), (wide, unicode_pattern)]
@@ -89,7 +89,7 @@ def scan_frame(
         verdicts = _named(unique, learned) if by_field else _classified(unique, name_set, regions)
         if verdicts.height == 0:
             continue
-        matched = matched.select(VALUE, pl.col("match").list.filter(pl.element().is_in(verdicts["match"].unique().implode())))
+        matched = keep_matches(matched, verdicts["match"].unique())
         for path, hits in leaves.spread(matched):
             found[by_field].append(
                 # In the order of the text (row, then match, then value within it): a join left to choose its side

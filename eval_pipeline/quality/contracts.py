@@ -281,12 +281,13 @@ def check_complete(frame: pl.DataFrame, expected_traces: pl.DataFrame | None) ->
     )
 
 
-def check_no_personal_data(table: str, frame: pl.DataFrame, independent: bool = False) -> Verdict:
+def check_no_personal_data(table: str, frame: pl.DataFrame, independent: bool | None = None) -> Verdict:
     """No detector of the de-identification step (and, with `independent`, of the independent scan) finds anything in
-    any string column."""
+    any string column. Unset, `independent` holds for the de-identified inputs (`deid_*`): de-identification replaced
+    what either detector found there, so a finding of either is a value that survived both passes."""
     from eval_pipeline.deid import leak_summary, scan_frame
 
-    findings = scan_frame(frame, table, independent=independent)
+    findings = scan_frame(frame, table, independent=table.startswith("deid_") if independent is None else independent)
     # where the leak is (table, column, type, count), never the value nor an excerpt of it
     where = [f"{place} ×{count}" for place, count in leak_summary(findings).items()]
     return Verdict(

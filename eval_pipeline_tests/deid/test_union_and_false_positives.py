@@ -132,3 +132,12 @@ def test_the_tau_bench_sample_with_a_date_of_birth_line_has_no_finding(tmp_path)
     assert out.report.filter(pl.col("entity_type") == "NATIONAL_ID").height == 0
     verdict = check_no_personal_data("deid_traces", out.traces, independent=True)
     assert verdict.passed, verdict.description
+
+
+def test_the_check_of_a_de_identified_input_runs_both_detectors_unless_told_otherwise():
+    frame = pl.DataFrame({"text": ["Card 4111.1111.1111.1111 on file"]})  # only the independent scan reads it
+    corpus = check_no_personal_data("deid_corpus", frame)
+    assert (corpus.passed, corpus.metadata["where"]) == (False, "deid_corpus.text: CARD ×1")
+    assert check_no_personal_data("deid_corpus", frame, independent=False).passed
+    # tables computed from the de-identified inputs keep the replacement's detectors only
+    assert check_no_personal_data("claims", frame).passed
