@@ -21,8 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNS = ("base-41", "cand-42")
 
 # Fields that differ between two runs by design; everything else must be equal. Empty today: the local judge
-# reports no latency or cost (a served judge's `latency_ms`, `input_tokens`, `output_tokens`, `cost_usd` and
-# `cached` in `claims` and `judge_verdicts` would belong here), tables carry no timestamps or Dagster run ids,
+# reports no latency or cost (a served judge's fresh `latency_ms`, `input_tokens`, `output_tokens` and `cost_usd` in
+# `claims` and `judge_verdicts` would belong here; reused verdicts keep what was recorded), tables carry no timestamps or Dagster run ids,
 # and reports hold no paths or times. The Delta logs (commit timestamps, file names) are not table content.
 EXCLUDED: dict[str, tuple[str, ...]] = {}
 
@@ -62,3 +62,31 @@ def test_the_rerun_writes_the_same_report_bytes(scored, rerun):
     for name in names:
         text = (rerun["reports"] / name).read_text()
         assert str(rerun["reports"].parent) not in text and str(scored["reports"].parent) not in text, name
+
+
+# The pool of a run is the union over every run of its dataset that exists when its qrels step runs (SPEC: pooling
+# over runs): on a warehouse that already holds cand-42, base-41's rerun pools cand-42's retrievals too. That growth
+# is the pool's meaning, not a rerun artefact, so it is the one table left out of the same-warehouse comparison.
+GROWS_WITH_THE_WAREHOUSE = ("judging_queue",)
+
+
+@pytest.fixture(scope="module")
+def rerun_in_place(rerun):
+    """The second run scored once more over its own data root, warehouse and report folder."""
+    warehouse, reports = rerun["warehouse"], rerun["reports"]
+    code = run_pipeline(data=str(reports.parent / "data"), warehouse=str(warehouse.root), reports=str(reports),
+                        deid_demo=True, quiet=True, instance=dg.DagsterInstance.ephemeral(), stream=io.StringIO())
+    return {"code": code, "warehouse": warehouse, "reports": reports}
+
+
+def test_a_rerun_on_the_same_warehouse_equals_a_fresh_run(scored, rerun_in_place):
+    """Reused verdicts keep what was recorded; claims, judge tables, every report and the index are the fresh run's."""
+    assert rerun_in_place["code"] == 0
+    tables = [t for t in local_tables(scored["warehouse"]) if t[0] not in GROWS_WITH_THE_WAREHOUSE]
+    assert {"claims", "judge_verdicts", "judge_family_verdicts"} <= {table for table, _ in tables}
+    assert table_differences(scored["warehouse"], rerun_in_place["warehouse"], tables, RUNS, EXCLUDED) == []
+    names = sorted(p.relative_to(scored["reports"]) for p in scored["reports"].rglob("*") if p.is_file())
+    assert Path("index.html") in names and Path("cand-42", "rag.html") in names
+    assert names == sorted(p.relative_to(rerun_in_place["reports"]) for p in rerun_in_place["reports"].rglob("*") if p.is_file())
+    changed = [str(n) for n in names if (scored["reports"] / n).read_bytes() != (rerun_in_place["reports"] / n).read_bytes()]
+    assert changed == []

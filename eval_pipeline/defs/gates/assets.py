@@ -108,8 +108,9 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
           check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=True,
                                          description="Fails when a release gate fails: the run is marked failed once every report is written."),
                        report_spec("gate_report", "the gate report and the index")],
-          # the index across runs reads every run's manifest and gates, and the failed high-criticality cases
-          deps=["run_manifest", *(lane_key(lane, "slice_rollup") for lane in LANE_PREFIXES)],
+          # the index across runs reads every run's manifest and gates, and the failed high-criticality cases; it links
+          # the lane reports, so it is written after them (a fresh run's index equals a rerun's)
+          deps=["run_manifest", *(lane_key(lane, name) for lane in LANE_PREFIXES for name in ("slice_rollup", "report"))],
           description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*, and reports/index.html across runs")
 def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate_results: pl.DataFrame,
                 pairwise_comparison: pl.DataFrame, counterfactual_pairs: pl.DataFrame):
