@@ -37,5 +37,8 @@ def holds_date(text: str) -> bool:
 
 
 def identifier_of_words(value: str) -> bool:
-    """True when `value` is a lowercase identifier one of whose parts is a word naming a secret (`token-run-1`)."""
-    return _SLUG.fullmatch(value) is not None and any(part in _SECRET_WORDS for part in _PARTS.split(value))
+    """True when `value` is a lowercase identifier that starts with a word naming a secret (`token-run-1`).
+
+    Only the first part counts: a run or test is named after the word (`passwd_reset_eval`), while a password made of
+    words (`my-secret-pass`) merely contains one and stays a secret."""
+    return _SLUG.fullmatch(value) is not None and _PARTS.split(value, maxsplit=1)[0] in _SECRET_WORDS

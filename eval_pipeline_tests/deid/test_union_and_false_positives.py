@@ -107,7 +107,8 @@ def test_identifiers_named_after_secret_words_are_no_secrets(text):
 
 
 @pytest.mark.parametrize(
-    "text", ["token: 9f8e7d6c5b4a39", "passwd: hunter2-Secret", "password=correct-horse-battery", "secret: s3cr3t-value"]
+    "text", ["token: 9f8e7d6c5b4a39", "passwd: hunter2-Secret", "password=correct-horse-battery", "secret: s3cr3t-value",
+             "password=my-secret-pass"],
 )
 def test_real_secrets_are_still_found(text):
     assert scan_frame(pl.DataFrame({"text": [text]}), "t")["entity_type"].to_list() == ["SECRET"]
