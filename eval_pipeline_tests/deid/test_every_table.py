@@ -17,6 +17,7 @@ import yaml
 
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
+from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CASES = Path("cases") / "golden-2026.03"
@@ -36,19 +37,6 @@ PHONE = "+44 20 7946 0958"
 PLANTED_DOC = f"policy/{PLANTED['docid']}"
 
 
-def _edit_jsonl(path: Path, edit) -> None:
-    """Each JSON line edited in place; a line that is not UTF-8 JSON (the sample holds a latin-1 one) kept as it is."""
-    out = []
-    for line in path.read_bytes().splitlines():
-        try:
-            record = json.loads(line.decode("utf-8"))
-        except ValueError:
-            out.append(line)
-            continue
-        edit(record)
-        out.append(json.dumps(record).encode())
-    path.write_bytes(b"\n".join(out) + b"\n")
-
 
 def _plant(root: Path) -> None:
     """Every planted value into a copy of the sample; the doc id renamed in every file that names it."""
@@ -62,14 +50,14 @@ def _plant(root: Path) -> None:
         if record["doc_id"] == "policy/refunds-2024":
             record["family"] = PLANTED["corpusfamily"]
 
-    _edit_jsonl(root / "corpus" / "kb-2026-03" / "docs.jsonl", corpus)
+    edit_jsonl(root / "corpus" / "kb-2026-03" / "docs.jsonl", corpus)
     first = [True]
 
     def qrels(record):
         if first[0]:
             record["annotator"], first[0] = PLANTED["annotator"], False
 
-    _edit_jsonl(root / "labels" / "qrels" / "human-2026-03.jsonl", qrels)
+    edit_jsonl(root / "labels" / "qrels" / "human-2026-03.jsonl", qrels)
     case = yaml.safe_load((root / CASES / "agent-001.yaml").read_text())
     case["tags"][PLANTED["casetag"]] = "yes"
     name = next(iter(case["milestones"]))
@@ -89,14 +77,14 @@ def _plant(root: Path) -> None:
             record["trace_id"] = f"cand-42:rag-003:{PLANTED['traceid']}#1"
             record["retrieval"][0]["variant"] = PLANTED["variant"]
 
-    _edit_jsonl(root / "traces" / "cand-42" / "rag.jsonl", rag)
+    edit_jsonl(root / "traces" / "cand-42" / "rag.jsonl", rag)
 
     def agent(record):
         if record["trace_id"] == "cand-42:agent-002#1":
             step = next(s for s in record["steps"] if s.get("kind") == "tool_call")
             step["tool"] = PLANTED["toolname"]
 
-    _edit_jsonl(root / "traces" / "cand-42" / "agent.jsonl", agent)
+    edit_jsonl(root / "traces" / "cand-42" / "agent.jsonl", agent)
     with (root / "traces" / "cand-42" / "agent.jsonl").open("a") as out:
         out.write(json.dumps({"trace_id": "cand-42:x#1", "case_id": PLANTED["rejectcase"], "attempt": 1,
                               "status": "ok"}) + "\n")

@@ -114,15 +114,21 @@ def test_real_secrets_are_still_found(text):
     assert scan_frame(pl.DataFrame({"text": [text]}), "t")["entity_type"].to_list() == ["SECRET"]
 
 
-def test_the_tau_bench_sample_with_a_date_of_birth_line_has_no_finding(tmp_path):
+def _tau_with_a_date_of_birth(tmp_path: Path, run_id: str) -> Path:
+    """The τ-bench sample imported as `run_id` into a new data root, with the line of the full airline file that failed
+    the run (a date of birth, a blank line, a capitalised word) added to its first assistant message."""
     records = json.loads(TAU_SAMPLE.read_text())
     message = next(m for m in records[0]["traj"] if m["role"] == "assistant" and m.get("content"))
-    # the line of the full airline file that failed the run: a date of birth, a blank line, a capitalised word
     message["content"] += "\n\n- Date of Birth: 1989-12-13\n\nPayment Method: gift card"
     source = tmp_path / "tau.json"
     source.write_text(json.dumps(records))
     root = tmp_path / "data"
-    import_tau_bench(source, "tau", root)
+    import_tau_bench(source, run_id, root)
+    return root
+
+
+def test_the_tau_bench_sample_with_a_date_of_birth_line_has_no_finding(tmp_path):
+    root = _tau_with_a_date_of_birth(tmp_path, "tau")
     lines = [json.loads(line) for path in sorted((root / "traces" / "tau").glob("*.jsonl")) for line in path.open()]
     cases = [json.loads(line) for path in sorted((root / "cases").glob("*/*.jsonl")) for line in path.open()]
     traces = traces_frame_from_records(lines, run_id="tau")
@@ -142,3 +148,28 @@ def test_the_check_of_a_de_identified_input_runs_both_detectors_unless_told_othe
     assert check_no_personal_data("deid_corpus", frame, independent=False).passed
     # tables computed from the de-identified inputs keep the replacement's detectors only
     assert check_no_personal_data("claims", frame).passed
+
+
+def test_the_tau_bench_sample_runs_through_the_pipeline_with_no_finding_and_no_failed_check(tmp_path):
+    import io
+
+    import dagster as dg
+
+    from eval_pipeline.io.warehouse import Warehouse
+    from eval_pipeline.runner import run_pipeline
+
+    # a run id holding `token`, which the independent scan once read as a secret
+    root = _tau_with_a_date_of_birth(tmp_path, "token-tau")
+    instance = dg.DagsterInstance.ephemeral()
+    code = run_pipeline(data=str(root), warehouse=str(tmp_path / "wh"), reports=str(tmp_path / "reports"),
+                        deid_demo=True, quiet=True, instance=instance, stream=io.StringIO())
+    assert code == 0
+    evaluations = [e.dagster_event.event_specific_data for r in instance.get_runs()
+                   for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
+    assert [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed] == []
+    privacy = [e for e in evaluations if e.check_name in ("no_personal_data", "report_has_no_personal_data")]
+    # every unrestricted table and every report file checked, none with a residual finding
+    assert len(privacy) >= 40 and {e.metadata["findings"].value for e in privacy} == {0}
+    report = Warehouse.at(tmp_path / "wh").read("deid_report", "token-tau")
+    assert set(report["entity_type"].to_list()) <= {"PERSON", "EMAIL"}
+    assert len(list((tmp_path / "reports" / "token-tau").glob("*.html"))) == 3
