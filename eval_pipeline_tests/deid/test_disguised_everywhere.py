@@ -282,6 +282,7 @@ def evaluate(tmp: Path, plan: Plan, exports: bool) -> dict:
     reports = [p for p in (tmp / "reports").rglob("*") if p.is_file()]
     for path in reports:
         hay.search(f"report {path.relative_to(tmp)}", f"{path.relative_to(tmp)}\n{path.read_text()}")
+    hay.search("run summary", stream.getvalue())
     for i, event in enumerate(events):
         hay.search(f"event {i}", event)
     for i, body in enumerate(bodies):
@@ -359,7 +360,7 @@ def test_the_search_can_fail_the_raw_restricted_traces_hold_the_planted_values(r
     assert found >= trace_fields
 
 
-def test_no_planted_value_reaches_a_table_report_event_or_judge_request(rotated):
+def test_no_planted_value_reaches_a_table_report_event_summary_or_judge_request(rotated):
     assert {"deid_traces", "deid_cases", "deid_corpus", "claims", "qrels", "run_manifest", "trace_rejects",
             "input_rejects", "judge_verdicts"} <= set(rotated["tables"])
     assert len([p for p in rotated["reports"] if p.parent.name == "cases"]) >= 3
