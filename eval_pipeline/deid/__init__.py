@@ -2,7 +2,7 @@
 
 from eval_pipeline.deid.pseudonymize import DEMO_KEY, KEY_ENV_VAR, DeidKeyError, Pseudonymizer, resolve_key
 from eval_pipeline.deid.residual import independent_scan
-from eval_pipeline.deid.scan import FINDINGS_SCHEMA, leak_summary, scan_frame, scan_text
+from eval_pipeline.deid.scan import FINDINGS_SCHEMA, leak_summary, scan_documents, scan_frame, scan_text
 from eval_pipeline.deid.tables import (
     REPORT_SCHEMA,
     DeidResult,
@@ -34,6 +34,7 @@ __all__ = [
     "merge_reports",
     "name_words",
     "resolve_key",
+    "scan_documents",
     "scan_frame",
     "scan_text",
     "trace_names",

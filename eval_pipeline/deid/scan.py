@@ -8,7 +8,7 @@ value that one misses is still found by the other.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import polars as pl
 
@@ -121,16 +121,41 @@ def scan_text(text: str, table: str, names: Iterable[str] = (), locale: str | No
 
     Each line is scanned, and each pair of adjacent lines, so a value split across a line break is found too
     (reported at its first line)."""
-    lines = text.splitlines()
-    single = scan_frame(pl.DataFrame({"text": lines}, schema={"text": pl.String}), table, names, locale=locale)
-    pairs = [f"{a}\n{b}" for a, b in zip(lines, lines[1:], strict=False)]
-    joined = scan_frame(pl.DataFrame({"text": pairs}, schema={"text": pl.String}), table, names, locale=locale)
+    return scan_documents([("text", text)], table, names, locale)
+
+
+def scan_documents(
+    documents: Sequence[tuple[str, str]], table: str, names: Iterable[str] = (), locale: str | None = None
+) -> pl.DataFrame:
+    """scan_text over many (name, text) documents in one pass of each detector: `column` is the document's name,
+    `row` its 0-based line. One pass, not one per document: a run writes hundreds of case pages."""
+    names = tuple(names)
+    single, pairs = [], []
+    for name, text in documents:
+        lines = text.splitlines()
+        single += [(name, i, line) for i, line in enumerate(lines)]
+        pairs += [(name, i, f"{a}\n{b}") for i, (a, b) in enumerate(zip(lines, lines[1:], strict=False))]
+    schema = {"document": pl.String, "line": pl.Int64, "text": pl.String}
+
+    def found(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
+        frame = pl.DataFrame(rows, schema=schema, orient="row")
+        hits = scan_frame(frame.select("text"), table, names, locale=locale)
+        where = frame.select("document", "line").with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+        return hits.with_columns(pl.col("row").cast(pl.Int64)).join(where, on="row", how="left", maintain_order="left")
+
+    own, joined = found(single), found(pairs)
     # A finding of a pair that one of its two lines already holds is that line's finding, not a split value.
-    own = single.select("row", "entity_type", "masked_excerpt")
-    split = joined.join(own, on=["row", "entity_type", "masked_excerpt"], how="anti").join(
-        own.with_columns(pl.col("row") - 1), on=["row", "entity_type", "masked_excerpt"], how="anti"
+    key = ["document", "line", "entity_type", "masked_excerpt"]
+    mine = own.select(key)
+    split = joined.join(mine, on=key, how="anti").join(mine.with_columns(pl.col("line") - 1), on=key, how="anti")
+    order = {name: i for i, (name, _) in enumerate(documents)}
+    return (
+        pl.concat([own, split])
+        .with_columns(pl.col("document").replace_strict(order, return_dtype=pl.Int64).alias("__document"))
+        .sort("__document", "line", "entity_type", maintain_order=True)
+        .select("table", pl.col("document").alias("column"), pl.col("line").alias("row"), "entity_type", "masked_excerpt")
+        .cast(FINDINGS_SCHEMA)  # type: ignore[arg-type]
     )
-    return pl.concat([single, split]).sort("row", "entity_type", maintain_order=True)
 
 
 def leak_summary(findings: pl.DataFrame) -> dict[str, int]:

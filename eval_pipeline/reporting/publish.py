@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import polars as pl
 import pyarrow.fs as pafs
 
-from eval_pipeline.deid import FINDINGS_SCHEMA, leak_summary, scan_text
+from eval_pipeline.deid import leak_summary, scan_documents
 from eval_pipeline.io.storage import Location
 
 
@@ -62,8 +61,7 @@ def _remove(location: Location, parts: tuple[str, ...]) -> None:
 def scan_files(files: Sequence[ReportFile], table: str) -> PublishVerdict:
     """Both scans over each file's text (deid.scan_text: line by line and over line breaks): passed, and each finding
     as `table.<file>: TYPE`, never the value."""
-    found = [scan_text(f.text, table).with_columns(pl.lit("/".join(f.parts)).alias("column")) for f in files]
-    findings = pl.concat(found) if found else pl.DataFrame(schema=FINDINGS_SCHEMA)
+    findings = scan_documents([("/".join(f.parts), f.text) for f in files], table)
     where = [f"{place} ×{count}" for place, count in leak_summary(findings).items()]
     return PublishVerdict(
         passed=findings.height == 0,

@@ -72,3 +72,22 @@ def test_the_blocking_check_on_a_scorer_table_names_where_a_leak_is_never_the_va
     assert "attribution.reason: EMAIL ×1" in text and "attribution.note: PHONE" in text
     for fragment in ("maria", "lopez", "example.com", "901820", "30 90"):
         assert fragment not in text
+
+
+def test_many_documents_in_one_pass_find_what_each_finds_alone():
+    """Report pages are scanned together; each finding keeps its page (column) and line (row), split values too."""
+    from eval_pipeline.deid import scan_documents
+
+    documents = [
+        ("a/gate.md", "clean line\nmail jane.roe@example.com\n"),
+        ("b/cases/x.html", "<p>call +44 20 7946\n0958</p>\nnothing here"),
+        ("c/empty.md", ""),
+        ("d/rag.md", "card 4111 1111 1111 1111 and jane.roe@example.com"),
+    ]
+    alone = pl.concat([scan_text(text, "r").with_columns(pl.lit(name).alias("column")) for name, text in documents])
+    together = scan_documents(documents, "r")
+    assert together.equals(alone)
+    assert together.select("column", "row", "entity_type").rows() == [
+        # the phone's first half is a number of its own on line 0, and the whole value is found across the break
+        ("a/gate.md", 1, "EMAIL"), ("b/cases/x.html", 0, "PHONE"), ("b/cases/x.html", 0, "PHONE"),
+        ("d/rag.md", 0, "CARD"), ("d/rag.md", 0, "EMAIL")]
