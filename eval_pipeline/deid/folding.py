@@ -1,4 +1,4 @@
-"""Unicode disguises undone before detection (SPEC §9), with the span of original text each folded character stands for.
+"""Unicode disguises undone before detection (docs/privacy.md), with the span of original text each folded character stands for.
 
 Both detectors look at folded text: NFKC (full-width digits and letters, `＠`), format characters removed (zero-width
 spaces and joiners, soft hyphens, bidi controls, variation selectors), every script's decimal digits read as ASCII

@@ -1,4 +1,4 @@
-"""De-identification of ids and of the inputs beside the traces (SPEC §9): corpus ids and families, tools, qrels
+"""De-identification of ids and of the inputs beside the traces (docs/privacy.md): corpus ids and families, tools, qrels
 judgments, grounding labels, run manifests and reject rows.
 
 Ids are pseudonymised, not refused: the same keyed token replaces a value wherever it stands (a doc id in the corpus,

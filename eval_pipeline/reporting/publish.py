@@ -1,4 +1,4 @@
-"""Writing report files so that none holding personal data is ever left on disk (SPEC §9).
+"""Writing report files so that none holding personal data is ever left on disk (docs/privacy.md).
 
 Each file is written under a temporary name in its own folder (a dot name, which listings skip), read back and
 scanned; only when no file holds personal data is each moved into place (os.replace on a local disk, a move on an

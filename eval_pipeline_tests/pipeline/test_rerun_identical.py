@@ -64,8 +64,8 @@ def test_the_rerun_writes_the_same_report_bytes(scored, rerun):
         assert str(rerun["reports"].parent) not in text and str(scored["reports"].parent) not in text, name
 
 
-# The pool of a run is the union over every run of its dataset that exists when its qrels step runs (SPEC: pooling
-# over runs): on a warehouse that already holds cand-42, base-41's rerun pools cand-42's retrievals too. That growth
+# The pool of a run is the union over every run of its dataset that exists when its qrels step runs (docs/privacy.md, Reruns;
+# pooling over runs): on a warehouse that already holds cand-42, base-41's rerun pools cand-42's retrievals too. That growth
 # is the pool's meaning, not a rerun artefact, so it is the one table left out of the same-warehouse comparison.
 GROWS_WITH_THE_WAREHOUSE = ("judging_queue",)
 
