@@ -27,7 +27,7 @@ from eval_pipeline.cli.exports import register
 from eval_pipeline.deid.folding import fold_text
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
-from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl
+from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl, rename_in_inputs
 from eval_pipeline_harness.loopback_server import LoopbackServer, canned_responder, quoting_responder, user_payload
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -163,9 +163,7 @@ def plant(root: Path, plan: Plan) -> None:
     """The plan's values into a copy of the sample whose runs are renamed."""
     _rename_runs(root)
     doc_id = f"policy/{plan.text('corpus.doc_id')}"
-    for path in root.rglob("*"):
-        if path.is_file() and path.suffix in (".jsonl", ".yaml") and DOC.encode() in (data := path.read_bytes()):
-            path.write_bytes(data.replace(DOC.encode(), doc_id.encode()))
+    rename_in_inputs(root, DOC, doc_id)
 
     def corpus(record):
         if record["doc_id"] == doc_id:

@@ -4,22 +4,18 @@ pseudonymised ids still join."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 import pytest
 import yaml
 
 from eval_pipeline.io.warehouse import Warehouse
-from eval_pipeline.runner import run_pipeline
-from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl
+from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl, rename_in_inputs, run_planted_copy
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CASES = Path("cases") / "golden-2026.03"
 DOC = "policy/refunds-2025"
 
@@ -40,9 +36,7 @@ PLANTED_DOC = f"policy/{PLANTED['docid']}"
 
 def _plant(root: Path) -> None:
     """Every planted value into a copy of the sample; the doc id renamed in every file that names it."""
-    for path in root.rglob("*"):
-        if path.is_file() and path.suffix in (".jsonl", ".yaml") and DOC.encode() in (data := path.read_bytes()):
-            path.write_bytes(data.replace(DOC.encode(), PLANTED_DOC.encode()))
+    rename_in_inputs(root, DOC, PLANTED_DOC)
 
     def corpus(record):
         if record["doc_id"] == PLANTED_DOC:
@@ -93,15 +87,8 @@ def _plant(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def planted_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("every_table") / "data"
-    shutil.copytree(REPO_ROOT / "data", root, ignore=shutil.ignore_patterns("warehouse", "reports"))
-    _plant(root)
-    out = tmp_path_factory.mktemp("every_table_out")
-    instance = dg.DagsterInstance.ephemeral()
-    code = run_pipeline(data=str(root), warehouse=str(out / "warehouse"), reports=str(out / "reports"),
-                        deid_demo=True, quiet=True, instance=instance, stream=io.StringIO())
-    return {"code": code, "warehouse": Warehouse.at(out / "warehouse"), "root": out / "warehouse",
-            "reports": out / "reports", "instance": instance}
+    run = run_planted_copy(tmp_path_factory, "every_table", _plant)
+    return {**run, "warehouse": Warehouse.at(run["warehouse"]), "root": run["warehouse"]}
 
 
 LEAK = re.compile("|".join(re.escape(v) for v in (*PLANTED.values(), PHONE, "leak@example")))

@@ -3,19 +3,15 @@ outside the restricted area, any report, or Dagster's event log."""
 
 from __future__ import annotations
 
-import io
 import json
-import shutil
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 import pytest
 
 from eval_pipeline.io.warehouse import Warehouse
-from eval_pipeline.runner import run_pipeline
+from eval_pipeline_tests.fixtures.sample_runs import run_planted_copy
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TRACE_ID = "cand-42:agent-001#1"
 NOTE = (
     "DNI 48291735S, Steuer-ID 36574261809, Festnetz 030 901820, card 4111 1111\n1111 1111, "
@@ -48,14 +44,7 @@ def _plant(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def planted_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("planted") / "data"
-    shutil.copytree(REPO_ROOT / "data", root, ignore=shutil.ignore_patterns("warehouse", "reports"))
-    _plant(root)
-    out = tmp_path_factory.mktemp("planted_out")
-    instance = dg.DagsterInstance.ephemeral()
-    code = run_pipeline(data=str(root), warehouse=str(out / "warehouse"), reports=str(out / "reports"),
-                        deid_demo=True, quiet=True, instance=instance, stream=io.StringIO())
-    return {"code": code, "warehouse": out / "warehouse", "reports": out / "reports", "instance": instance}
+    return run_planted_copy(tmp_path_factory, "planted", _plant)
 
 
 def _leaks(text: str) -> list[str]:
