@@ -134,7 +134,7 @@ def may_be_disguised(values: pl.Series) -> pl.Series:
         return percent.fill_null(False)
     wide = values.filter(non_ascii)
     changes = wide.str.contains(_FOLDED_CLASSES) | (wide.str.normalize("NFKC") != wide)
-    disguised = pl.Series(values=[False] * values.len(), dtype=pl.Boolean).scatter(non_ascii.arg_true(), changes)
+    disguised = non_ascii.fill_null(False).scatter(non_ascii.arg_true(), changes)
     return (percent | disguised).fill_null(False)
 
 

@@ -187,11 +187,11 @@ def _judged_elsewhere(regions: frozenset[str]) -> pl.Expr:
     return match.str.contains(r"^[0-9]+$") & ~match.str.len_chars().is_in(lengths)
 
 
-def _candidate_lists(distinct: pl.DataFrame) -> pl.DataFrame:
+def _candidate_lists(distinct: pl.DataFrame, folded: pl.Series | None = None) -> pl.DataFrame:
     """The independent scan's candidates in each distinct value (`VALUE`, `match`: the candidate runs, then the
-    e-mails, of its normalized text), for the values that can hold a finding."""
+    e-mails, of its normalized text), for the values that can hold a finding; `folded`: the values already folded."""
     # Unicode disguises are undone first (folding.py), in Python for the few values that hold any.
-    folded = folded_values(distinct[VALUE])
+    folded = folded_values(distinct[VALUE]) if folded is None else folded
     # A value holding a finding has an `@` or six digits (see the filter in scan_leaves): the rest is not normalized.
     worth = distinct.with_columns(folded.alias("text")).filter(pl.col("text").str.contains(_WORTH_SCANNING))
     text = worth.with_columns(normalized(pl.col("text")).alias("text"))
@@ -200,13 +200,16 @@ def _candidate_lists(distinct: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def scan_leaves(leaves: StringLeaves, table: str, regions: frozenset[str] = frozenset()) -> pl.DataFrame:
-    """`independent_scan` over the string leaves of a frame already read."""
+def scan_leaves(
+    leaves: StringLeaves, table: str, regions: frozenset[str] = frozenset(), folded: pl.Series | None = None
+) -> pl.DataFrame:
+    """`independent_scan` over the string leaves of a frame already read (`folded`: their distinct values folded, when
+    the caller has them already)."""
     if not leaves.paths:
         return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
     # Normalizing, cutting candidates and judging them runs once per distinct value or candidate; the candidates
     # holding a finding are then spread back over the rows holding their value, in the order of the rows.
-    matched = _candidate_lists(leaves.distinct)
+    matched = _candidate_lists(leaves.distinct, folded)
     # every value judged below holds six digits or more (the shortest: a UK NINO, a 6-digit phone); an
     # e-mail needs its `@`. Filtering here keeps ordinary words and codes out of the per-candidate Python.
     candidates = (

@@ -110,7 +110,7 @@ def scan_frame(
     if not independent:
         return detected.sort("column", "row", "entity_type", maintain_order=True)
     # The independent scan adds what the replacement's detectors did not see in that cell as that type.
-    second = scan_leaves(leaves, table, regions)
+    second = scan_leaves(leaves, table, regions, folded=distinct["folded"])
     cell = ["table", "column", "row", "entity_type"]
     detected = pl.concat([detected, second.join(detected, on=cell, how="anti").unique(maintain_order=True)])
     return detected.sort("column", "row", "entity_type", maintain_order=True)

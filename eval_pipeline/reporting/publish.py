@@ -1,9 +1,9 @@
 """Writing report files so that none holding personal data is ever left on disk (docs/privacy.md).
 
-Each file is written under a temporary name in its own folder (a dot name, which listings skip), read back and
-scanned; only when no file holds personal data is each moved into place (os.replace on a local disk, a move on an
-object store). Otherwise the temporary files are removed, and so is an older copy of the same report, which would
-otherwise stand for a run whose report failed its check.
+Each file's text is scanned first; only when no file holds personal data is each written under a temporary name in
+its own folder (a dot name, which listings skip) and moved into place (os.replace on a local disk, a move on an
+object store). Otherwise nothing is written, and an older copy of the same report is removed: it would otherwise
+stand for a run whose report failed its check.
 """
 
 from __future__ import annotations
@@ -72,26 +72,24 @@ def scan_files(files: Sequence[ReportFile], table: str) -> PublishVerdict:
 
 
 def publish(location: Location, files: Sequence[ReportFile], table: str) -> PublishVerdict:
-    """Write the files under temporary names, scan what was written, then move each into place; when the scan finds
-    personal data, remove the temporary files and any older copy of the same files, and write nothing."""
+    """Scan the files' text; when it is clean, write each under a temporary name and move it into place (no reader
+    sees a half-written report); otherwise remove any older copy of the same files, and write nothing."""
+    verdict = scan_files(files, table)
+    if not verdict.passed:
+        for f in files:
+            _remove(location, f.parts)
+        return verdict
     temporary = [_temporary(f.parts) for f in files]
     try:
         for f, tmp in zip(files, temporary, strict=True):
             location.write_bytes(f.text.encode(), *tmp)
-        written = [ReportFile(f.parts, location.read_bytes(*tmp).decode("utf-8")) for f, tmp in zip(files, temporary, strict=True)]
-        verdict = scan_files(written, table)
-        if verdict.passed:
-            for f, tmp in zip(files, temporary, strict=True):
-                _move(location, tmp, f.parts)
-            return PublishVerdict(True, verdict.description, verdict.metadata, [location.uri_of(*f.parts) for f in files])
+        for f, tmp in zip(files, temporary, strict=True):
+            _move(location, tmp, f.parts)
     except BaseException:
         for tmp in temporary:
             _remove(location, tmp)
         raise
-    for f, tmp in zip(files, temporary, strict=True):
-        _remove(location, tmp)
-        _remove(location, f.parts)
-    return verdict
+    return PublishVerdict(True, verdict.description, verdict.metadata, [location.uri_of(*f.parts) for f in files])
 
 
 def publish_or_raise(location: Location, files: Sequence[ReportFile], table: str) -> list[str]:

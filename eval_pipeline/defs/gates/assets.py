@@ -172,8 +172,9 @@ def case_pages(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
                             baseline_run_id=comparable_baseline(manifest, policy, tables),
                             relevance_threshold=policy.retrieval.relevance_threshold)
     # the pages are moved into place only when none holds personal data; otherwise none is left on disk
-    privacy, published_ok = published("case_pages", eval_config.reports(), files)
-    written = [eval_config.reports().uri_of(*f.parts) for f in files] if published_ok else []
+    reports = eval_config.reports()
+    privacy, published_ok = published("case_pages", reports, files)
+    written = [reports.uri_of(*f.parts) for f in files] if published_ok else []
     if len(wanted) > CASE_PAGE_LIMIT:
         context.log.info(f"case pages for the first {CASE_PAGE_LIMIT} cases by priority; `eval-pipeline show` tells any other")
     return dg.MaterializeResult(metadata={"pages": len(written), "limit": CASE_PAGE_LIMIT,
