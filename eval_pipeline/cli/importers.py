@@ -1,4 +1,4 @@
-"""`eval-pipeline import FORMAT SOURCE --run RUN_ID [--data DIR]`: write another tool's trajectories as a SPEC §2 run."""
+"""`eval-pipeline import FORMAT SOURCE... --run RUN_ID [--data DIR]`: write another tool's traces as an evaluation run."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import argparse
 import sys
 
 from eval_pipeline.contracts.identifiers import identifier_arg
-from eval_pipeline.importers import IMPORTERS, ImporterError
+from eval_pipeline.importers import IMPORTERS, TRACE_IMPORTERS, ImporterError
+from eval_pipeline.importers.attempts import DOC_ID_KEYS, ImportRun, Matching
 from eval_pipeline.importers.bfcl import MAX_EXPANSION as BFCL_MAX_EXPANSION
 from eval_pipeline.importers.common import DEFAULT_CORPUS_VERSION, REJECTS_FILE
 from eval_pipeline.io.storage import InputError
 
 DESCRIPTION = """\
-Import trajectories recorded by another tool as one evaluation run under the data root, so that
+Import traces recorded by another tool as one evaluation run under the data root, so that
 `eval-pipeline run` scores them like any other run. Writes cases/<dataset_version>/<case_id>.yaml,
 tools/<environment_version>/tools.yaml (unless it exists), corpus/<corpus_version>/docs.jsonl (empty, unless
 the version exists), traces/<RUN_ID>/run.yaml and traces/<RUN_ID>/<source>.jsonl. A source is read by its
@@ -39,21 +40,52 @@ formats:
                    is registered as <name>@<first item>), BFCL result lines (prompting or function-calling
                    form) or the first accepted answers (--self-check) the traces.
 
+  otlp             OpenTelemetry traces as OTLP/JSON: one ExportTraceServiceRequest a line (the Collector's
+                   file exporter), one JSON document, or a directory of such files; several SOURCEs allowed.
+                   Spans in the OpenInference form (Phoenix, openinference-instrumentation-*: RETRIEVER,
+                   RERANKER, LLM, TOOL spans) or the OpenTelemetry GenAI conventions (gen_ai.* attributes, and
+                   the older gen_ai.* events). One OTel trace is one attempt: retrieval rounds from retriever
+                   spans, the answer from the last model output, tool calls with their tool spans' results.
+  langfuse         Langfuse observations (JSONL, CSV or Parquet, as its export and API write them), grouped
+                   by trace: RETRIEVER outputs become retrieval rounds (--doc-path names the documents' field
+                   when the output has another shape), GENERATIONs the answer and tool calls, TOOLs results.
+  ragas            a Ragas EvaluationDataset (JSONL or CSV): single-turn rows (user_input,
+                   retrieved_contexts, response, reference, reference_contexts ...) and multi-turn rows
+                   (messages with tool_calls, reference_tool_calls). Rows carry their own gold.
+  deepeval         DeepEval test cases (JSON as EvaluationDataset.save_as writes it, or JSONL): input,
+                   actual_output, expected_output, context, retrieval_context, tools_called,
+                   expected_tools. Rows carry their own gold.
+
+For otlp, langfuse, ragas and deepeval:
+  documents get ids in this order: the source's document id, a metadata key (--doc-id-key, default
+  {keys}), the corpus document with exactly the same text (--corpus-version), else doc-<content
+  digest> (the same text, the same id in every run). Texts the corpus version lacks are written to a
+  new corpus version, <corpus version>-<RUN_ID> (or <RUN_ID>-docs without --corpus-version); no version
+  is overwritten.
+  when DATA/cases/<dataset version> exists, each trace meets its golden case by --case-key (default
+  case_id: OpenInference metadata, the span attribute case_id or eval.case_id, Langfuse metadata, a row
+  field) or else by its exact input text; a trace that meets none is rejected with its reason and no
+  case is written. Without golden cases the cases are written from the source's own gold (Ragas and
+  DeepEval references); a RAG trace without any is rejected up front (nothing to score retrieval
+  against). Repeated attempts of one case are numbered in start-time order.
+
 exit status: 0 imported (rejects, if any, are listed), 1 no record could be imported, 2 the import could not run.
-""".format(rejects=REJECTS_FILE)
+""".format(rejects=REJECTS_FILE, keys=", ".join(DOC_ID_KEYS))
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `import` command to the eval-pipeline command line."""
     parser = subparsers.add_parser(
         "import",
-        help="import τ-bench, OpenAI chat-message or BFCL trajectories as an evaluation run",
+        help="import OTLP (OpenInference, OTel GenAI), Langfuse, Ragas, DeepEval, τ-bench, OpenAI chat-message or BFCL "
+             "traces as an evaluation run",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("format", choices=sorted(IMPORTERS), metavar="FORMAT", help="tau-bench | openai-messages | bfcl")
-    parser.add_argument("source", metavar="SOURCE", nargs="?",
-                        help="the file to import (JSON array, JSON object or JSONL); for bfcl, the question file (or --questions)")
+    parser.add_argument("format", choices=sorted([*IMPORTERS, *TRACE_IMPORTERS]), metavar="FORMAT",
+                        help=" | ".join([*TRACE_IMPORTERS, *IMPORTERS]))
+    parser.add_argument("source", metavar="SOURCE", nargs="*",
+                        help="the file to import; for otlp, files or directories; for bfcl, the question file (or --questions)")
     parser.add_argument("--run", dest="run_id", required=True, metavar="RUN_ID", type=identifier_arg("run id"),
                         help="run id of the imported run; trace ids are prefixed with it")
     parser.add_argument("--data", default="data", metavar="DIR", help="data root to write into (default: data)")
@@ -61,8 +93,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="dataset version of the cases (default: <format>-<source file stem>)")
     parser.add_argument("--environment-version", metavar="VERSION", type=identifier_arg("environment version"),
                         help="environment version of the tool registry (default: the dataset version)")
-    parser.add_argument("--corpus-version", default=DEFAULT_CORPUS_VERSION, metavar="VERSION", type=identifier_arg("corpus version"),
-                        help=f"corpus version named in run.yaml (default: {DEFAULT_CORPUS_VERSION}, written empty if absent)")
+    parser.add_argument("--corpus-version", metavar="VERSION", type=identifier_arg("corpus version"),
+                        help="corpus version named in run.yaml; for otlp, langfuse, ragas and deepeval also the corpus whose "
+                             "texts give retrieved documents their ids (default: the documents the source holds, as "
+                             f"<RUN_ID>-docs; for the other formats {DEFAULT_CORPUS_VERSION}, written empty if absent)")
     parser.add_argument("--tools", metavar="TOOLS_YAML",
                         help="a tools.yaml registry to use when the environment version has none yet "
                              "(default: the source's tool definitions, else inferred from the calls)")
@@ -77,12 +111,20 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="gate the run against RUN, a run of the same dataset under DATA/traces "
                              "(run.yaml gets mode: gate and baseline_run_id: RUN)")
     parser.add_argument("--force", action="store_true", help="replace the run if traces/<RUN_ID>/run.yaml already exists")
+    traces = parser.add_argument_group("otlp, langfuse, ragas, deepeval")
+    traces.add_argument("--case-key", default="case_id", metavar="KEY",
+                        help="the metadata key, attribute or field that names a trace's golden case (default: case_id)")
+    traces.add_argument("--doc-id-key", action="append", metavar="KEY",
+                        help=f"a document metadata key that holds its id, tried in the order given (default: {', '.join(DOC_ID_KEYS)})")
+    traces.add_argument("--doc-path", metavar="PATH",
+                        help="langfuse: the dotted path of the documents list in a RETRIEVER observation's output "
+                             "(default: the output itself when it is a list, else documents)")
     bfcl = parser.add_argument_group("bfcl")
     bfcl.add_argument("--questions", metavar="FILE", help="BFCL question file (default: SOURCE)")
     bfcl.add_argument("--answers", metavar="FILE", help="its possible-answer file (default: possible_answer/<same name> beside it)")
-    traces = bfcl.add_mutually_exclusive_group()
-    traces.add_argument("--results", metavar="FILE", help="BFCL model result file (JSONL of {id, result}) to import as traces")
-    traces.add_argument("--self-check", action="store_true", help="write one trace per item from its first accepted answer")
+    results = bfcl.add_mutually_exclusive_group()
+    results.add_argument("--results", metavar="FILE", help="BFCL model result file (JSONL of {id, result}) to import as traces")
+    results.add_argument("--self-check", action="store_true", help="write one trace per item from its first accepted answer")
     bfcl.add_argument("--collisions", choices=("qualify", "error"), default="qualify",
                       help="a function name defined differently by two items: register each as <name>@<first item> "
                            "(default) or refuse the file")
@@ -95,12 +137,46 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
+def _trace_import(args: argparse.Namespace):
+    """Run an importer of RAG and agent traces (otlp, langfuse, ragas, deepeval) on the arguments."""
+    if not args.source:
+        raise ImporterError(f"{args.format} needs a SOURCE file")
+    if len(args.source) > 1 and args.format != "otlp":
+        raise ImporterError(f"{args.format} reads one SOURCE file, got {len(args.source)}")
+    run = ImportRun(run_id=args.run_id, data_root=args.data, dataset_version=args.dataset_version,
+                    environment_version=args.environment_version, corpus_version=args.corpus_version, tools=args.tools,
+                    candidate=args.candidate, model=args.model, mode=args.mode, baseline_run_id=args.baseline,
+                    overwrite=args.force)
+    matching = Matching(case_key=args.case_key, doc_id_keys=tuple(args.doc_id_key or DOC_ID_KEYS))
+    extra = {"doc_path": args.doc_path} if args.format == "langfuse" else {}
+    if args.doc_path and args.format != "langfuse":
+        raise ImporterError(f"--doc-path is an option of langfuse, not of {args.format}")
+    sources = args.source if args.format == "otlp" else args.source[0]
+    return TRACE_IMPORTERS[args.format](sources, run, matching, **extra)
+
+
 def run_import(args: argparse.Namespace) -> int:
     """Run the importer the arguments name, print its summary, and return the exit status."""
+    if args.format in TRACE_IMPORTERS:
+        trace_only = [flag for flag, value in (("--questions", args.questions), ("--results", args.results),
+                                               ("--self-check", args.self_check), ("--tool-match", args.tool_match)) if value]
+        if trace_only:
+            print(f"eval-pipeline import: options not read by {args.format}: {', '.join(trace_only)}", file=sys.stderr)
+            return 2
+        try:
+            summary = _trace_import(args)
+        except (ImporterError, InputError) as exc:
+            print(f"eval-pipeline import: {exc}", file=sys.stderr)
+            return 2
+        return _report(summary, args)
+    if len(args.source) > 1:
+        print(f"eval-pipeline import: {args.format} reads one SOURCE file, got {len(args.source)}", file=sys.stderr)
+        return 2
+    args.source = args.source[0] if args.source else None
     options = {
         "dataset_version": args.dataset_version,
         "environment_version": args.environment_version,
-        "corpus_version": args.corpus_version,
+        "corpus_version": args.corpus_version or DEFAULT_CORPUS_VERSION,
         "tools": args.tools,
         "candidate": args.candidate,
         "model": args.model,
@@ -123,6 +199,12 @@ def run_import(args: argparse.Namespace) -> int:
     elif bfcl_given:
         print(f"eval-pipeline import: bfcl options given to {args.format}: {', '.join(bfcl_given)}", file=sys.stderr)
         return 2
+    trace_given = [flag for flag, value in (("--case-key", args.case_key != "case_id"), ("--doc-id-key", args.doc_id_key),
+                                            ("--doc-path", args.doc_path)) if value]
+    if trace_given:
+        print(f"eval-pipeline import: options of otlp, langfuse, ragas and deepeval given to {args.format}: "
+              f"{', '.join(trace_given)}", file=sys.stderr)
+        return 2
     if not source:
         print(f"eval-pipeline import: {args.format} needs a SOURCE file", file=sys.stderr)
         return 2
@@ -131,6 +213,10 @@ def run_import(args: argparse.Namespace) -> int:
     except (ImporterError, InputError) as exc:
         print(f"eval-pipeline import: {exc}", file=sys.stderr)
         return 2
+    return _report(summary, args)
+
+
+def _report(summary, args: argparse.Namespace) -> int:
     print("\n".join(summary.lines()))
     if summary.mode == "exploratory":
         print("  mode: exploratory, not gated; to gate this run, import it again with --baseline RUN (a run of the same dataset)")

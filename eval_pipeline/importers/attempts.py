@@ -1,0 +1,406 @@
+"""Source attempts to a run, the same for every trace importer: document ids, golden-case matching, attempt numbers,
+cases written from the source's own gold, a new corpus version for unseen documents, the registry and the files.
+
+The rules (docs/importers.md states them for users):
+- A document's id is the source's id, else its metadata key (`doc_id`, `id`, `source` by default), else the id of
+  the corpus document with exactly its text, else `doc-` and the first 16 hex digits of the SHA-256 of its text, so
+  the same text has the same id in every run and reference contexts given as text line up with retrieved ones.
+- With golden cases under cases/<dataset_version>/, an attempt meets its case by the case key the source carries,
+  else by its exact input text; one that meets none is a reject with its reason. Without golden cases, cases are
+  written from what the source holds; a trace that could only be a RAG case but carries no reference documents is
+  a reject, said at import time (the pipeline could not score its retrieval).
+- Repeated attempts of one case are numbered 1..n in start-time order.
+- Documents with text the corpus version lacks are written to a new corpus version; no version is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eval_pipeline.contracts.identifiers import validate_identifier
+from eval_pipeline.contracts.models import Case, Trace
+from eval_pipeline.importers.common import (
+    DEFAULT_CORPUS_VERSION,
+    ImporterError,
+    ImportSummary,
+    RunFiles,
+    contract_problem,
+    import_mode,
+    import_reject,
+    manifest,
+    resolve_registry,
+    same_case,
+    slug,
+    unknown_tools_note,
+    usage_record,
+    write_run,
+)
+from eval_pipeline.importers.openai_messages import UnreadableMessages, called_tools, first_user_text, messages_to_steps
+from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Unreadable
+from eval_pipeline.io import loaders
+from eval_pipeline.io.storage import InputError, Location, open_location
+
+DOC_ID_KEYS = ("doc_id", "id", "source")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportRun:
+    """The run an import writes: its id, data root, versions and manifest fields."""
+
+    run_id: str
+    data_root: str | Path
+    dataset_version: str | None = None
+    environment_version: str | None = None
+    corpus_version: str | None = None
+    tools: str | Path | None = None
+    candidate: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    baseline_run_id: str | None = None
+    overwrite: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matching:
+    """How source records meet golden cases (`case_key`) and corpus documents (`doc_id_keys` of their metadata)."""
+
+    case_key: str = "case_id"
+    doc_id_keys: tuple[str, ...] = DOC_ID_KEYS
+
+
+def digest_id(text: str) -> str:
+    """The id of a document known only by its text: the same text, the same id, in every run."""
+    return "doc-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class DocIds:
+    """Document ids settled against one corpus version, and the texts that version lacks."""
+
+    keys: tuple[str, ...]
+    corpus_text: dict[str, str] = field(default_factory=dict)  # doc_id -> text of the corpus version
+    by_text: dict[str, str] = field(default_factory=dict)  # text -> first doc_id with it
+    new: dict[str, str] = field(default_factory=dict)  # doc_id -> text, not in the corpus version
+    how: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # the ids that came each way
+
+    def resolve(self, doc: SourceDoc) -> str:
+        """The doc's id by the rules of this module; a text the corpus lacks is remembered for the new version."""
+        doc_id, way = doc.id, "source id"
+        if not doc_id and doc.metadata:
+            found = next((doc.metadata[k] for k in self.keys if isinstance(doc.metadata.get(k), str | int)
+                          and not isinstance(doc.metadata.get(k), bool) and str(doc.metadata[k])), None)
+            doc_id, way = (str(found), "metadata key") if found is not None else (None, way)
+        if not doc_id and doc.text:
+            doc_id, way = self.by_text.get(doc.text), "matching text"
+            if doc_id is None:
+                doc_id, way = digest_id(doc.text), "content digest"
+        if not doc_id:
+            raise ValueError("a document with neither an id nor text")
+        self.how[way].add(doc_id)
+        if doc.text and doc_id not in self.corpus_text:
+            # later documents with only this text get this id too: the new corpus version holds it
+            self.new.setdefault(doc_id, doc.text)
+            self.by_text.setdefault(doc.text, doc_id)
+        return doc_id
+
+    def text_of(self, doc: SourceDoc, doc_id: str) -> str:
+        """The text a context chunk holds: the source's, else the corpus version's."""
+        return doc.text or self.corpus_text.get(doc_id) or self.new.get(doc_id, "")
+
+
+@dataclass
+class Golden:
+    """The golden cases of the dataset version, by id and by exact input text."""
+
+    cases: dict[str, dict[str, Any]]
+    by_input: dict[str, list[str]]
+
+    @classmethod
+    def load(cls, location: Location, dataset_version: str) -> Golden | None:
+        if not location.is_dir("cases", dataset_version):
+            return None
+        loaded = loaders.load_cases(location, dataset_version)
+        rows = loaded.frame.select("case_id", "case_revision", "input", "lanes").to_dicts()
+        by_input: dict[str, list[str]] = defaultdict(list)
+        for row in rows:
+            by_input[row["input"] or ""].append(row["case_id"])
+        return cls({row["case_id"]: row for row in rows}, dict(by_input))
+
+    def match(self, attempt: SourceAttempt, input_text: str, key: str) -> tuple[str | None, str | None]:
+        """(case id, None) of the attempt's golden case, or (None, why it has none)."""
+        if attempt.case_key is not None and attempt.case_key in self.cases:
+            return attempt.case_key, None
+        found = self.by_input.get(input_text, []) if input_text else []
+        if len(found) == 1:
+            return found[0], None
+        keyed = f"its {key} {attempt.case_key!r} is no case of the dataset" if attempt.case_key is not None else f"it has no {key}"
+        if found:
+            return None, f"{keyed}, and its input is the input of {len(found)} cases ({', '.join(sorted(found)[:5])})"
+        return None, f"{keyed}, and no case has its input text ({len(input_text)} characters)"
+
+
+@dataclass
+class _Built:
+    """A trace built from one attempt, waiting for its attempt number."""
+
+    case_id: str
+    order: tuple[int, int]
+    record: int
+    source_file: str
+    trace: dict[str, Any]
+
+
+def _round(number: int, source: SourceRound, ids: DocIds) -> dict[str, Any]:
+    def ranked(docs: Sequence[SourceDoc]) -> list[dict[str, Any]]:
+        return [{"doc_id": ids.resolve(d), "score": d.score} for d in docs]
+
+    return {"round": number, "tool": source.tool, "variant": None, "query": source.query,
+            "candidates": ranked(source.candidates) if source.candidates is not None else None, "hits": ranked(source.hits)}
+
+
+def _context(attempt: SourceAttempt, ids: DocIds) -> list[dict[str, Any]] | None:
+    """The chunks that reached the model: the source's context, else the retrieved docs whose text is in the prompt."""
+    if attempt.context is not None:
+        docs = attempt.context
+    elif attempt.prompt is not None:
+        docs = [d for r in attempt.rounds for d in r.hits if d.text and d.text.strip() and d.text.strip() in attempt.prompt]
+    else:
+        return None
+    chunks: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        doc_id = ids.resolve(doc)
+        chunks.setdefault(doc_id, {"doc_id": doc_id, "text": ids.text_of(doc, doc_id), "tokens": None})
+    return list(chunks.values())
+
+
+def _steps(attempt: SourceAttempt) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    if attempt.messages is None:
+        return None, []
+    try:
+        return messages_to_steps(attempt.messages)
+    except UnreadableMessages as exc:
+        return None, [str(exc)]
+
+
+def build_trace(attempt: SourceAttempt, ids: DocIds) -> tuple[dict[str, Any], list[str]]:
+    """The trace of an attempt (no id or attempt number yet) and the tools it called."""
+    steps, defects = _steps(attempt)
+    defects = [*attempt.defects, *defects]
+    status, error = attempt.status, attempt.error
+    if defects:
+        status, error = "error", "; ".join(filter(None, [error, "import: " + "; ".join(defects)]))
+    input_text = attempt.input if attempt.input is not None else (first_user_text(steps) if steps else None)
+    trace = {
+        "status": status,
+        "error": error,
+        "input": input_text,
+        "retrieval": [_round(n, r, ids) for n, r in enumerate(attempt.rounds, start=1)] or None,
+        "context": _context(attempt, ids),
+        "answer": {"text": attempt.answer, "citations": []} if attempt.answer is not None else None,
+        "steps": steps,
+        "final_state": None,
+        "usage": usage_record(attempt.usage),
+    }
+    return trace, called_tools(steps or [])
+
+
+def source_case(attempt: SourceAttempt, case_id: str, input_text: str, trace: Mapping[str, Any], ids: DocIds
+                ) -> tuple[dict[str, Any] | None, str | None]:
+    """(the case the source's own gold states, None) or (None, why the attempt cannot be a case)."""
+    references = [ids.resolve(d) for d in attempt.reference_docs or []]
+    calls = attempt.reference_tool_calls or []
+    has_calls = any(s["kind"] == "tool_call" for s in trace["steps"] or [])
+    lanes = (["rag"] if references else []) + (["agent"] if calls or has_calls else [])
+    if not lanes:
+        if trace["retrieval"] or attempt.answer is not None:
+            return None, ("no golden case and no reference documents: nothing to score retrieval against; put the "
+                          "golden cases under cases/<dataset version> (or give the source's reference contexts)")
+        return None, "no golden case and nothing to score: no retrieval, answer, tool call or reference"
+    case: dict[str, Any] = {"case_id": case_id, "case_revision": 1, "lanes": lanes, "input": input_text}
+    if references:
+        case["required_doc_ids"] = list(dict.fromkeys(references))
+    if attempt.reference_answer:
+        case["reference_answer"] = attempt.reference_answer
+    if "agent" in lanes:
+        case["reference_tool_calls"] = calls
+        case["tool_match"] = attempt.tool_match or ("unordered" if calls else "goal_only")
+    problem = contract_problem(Case, case)
+    return (None, f"the source's gold breaks the case contract: {problem}") if problem else (case, None)
+
+
+def _case_id_of(attempt: SourceAttempt, input_text: str) -> str | None:
+    if attempt.case_key:
+        return attempt.case_key
+    return "q-" + hashlib.sha1(input_text.encode("utf-8")).hexdigest()[:10] if input_text else None
+
+
+def _versions(fmt: str, sources: Sequence[Path], run: ImportRun) -> tuple[str, str]:
+    dataset_version = run.dataset_version or f"{fmt}-{slug(Path(sources[0]).stem) if sources else 'import'}"
+    try:
+        validate_identifier(run.run_id, "run id")
+        validate_identifier(dataset_version, "dataset version")
+        for value, what in ((run.environment_version, "environment version"), (run.corpus_version, "corpus version")):
+            if value is not None:
+                validate_identifier(value, what)
+    except ValueError as exc:
+        raise ImporterError(str(exc)) from exc
+    return dataset_version, run.environment_version or dataset_version
+
+
+def _corpus(location: Location, version: str | None, keys: tuple[str, ...]) -> DocIds:
+    ids = DocIds(keys)
+    if version is None or not location.is_dir("corpus", version):
+        return ids
+    frame = loaders.load_corpus(location, version).frame.select("doc_id", "text")
+    for doc_id, text in frame.iter_rows():
+        ids.corpus_text[doc_id] = text or ""
+        if text:
+            ids.by_text.setdefault(text, doc_id)
+    return ids
+
+
+def _write_corpus(location: Location, run: ImportRun, ids: DocIds, summary: ImportSummary) -> str:
+    """The corpus version the run names, writing a new one when the source has documents the given one lacks."""
+    given = run.corpus_version
+    if not ids.new:
+        return given or DEFAULT_CORPUS_VERSION
+    exists = given is not None and location.is_dir("corpus", given)
+    version = f"{given}-{run.run_id}" if exists else (given or f"{run.run_id}-docs")
+    lines = b"".join(orjson.dumps({"doc_id": d, "text": t}) + b"\n" for d, t in ids.new.items())
+    if exists:
+        lines = b"".join(location.read_bytes("corpus", given, name).rstrip(b"\n") + b"\n"
+                         for name in location.files("corpus", given, suffixes=(".jsonl",))) + lines
+    if location.is_dir("corpus", version) and not run.overwrite:
+        raise ImporterError(f"corpus version {version} already exists at {location.uri_of('corpus', version)}; "
+                            "import with another --run or --corpus-version, or --force to replace what this import wrote")
+    location.write_bytes(lines, "corpus", version, "docs.jsonl")
+    origin = f"corpus version {given} plus " if exists else ""
+    summary.notes.append(f"corpus: wrote corpus/{version}/docs.jsonl ({origin}{len(ids.new)} documents from the source)")
+    return version
+
+
+def import_attempts(fmt: str, sources: Sequence[Path], attempts: Iterable[SourceAttempt | Unreadable], run: ImportRun,
+                    matching: Matching = Matching()) -> ImportSummary:
+    """Write the attempts of a source as a run under the data root; the summary of what was written and rejected."""
+    dataset_version, environment_version = _versions(fmt, sources, run)
+    location = open_location(run.data_root)
+    if location.exists("traces", run.run_id, "run.yaml") and not run.overwrite:
+        raise ImporterError(f"run {run.run_id!r} already exists at {location.uri_of('traces', run.run_id)}; "
+                            "choose another --run or pass --force to replace it")
+    try:
+        golden = Golden.load(location, dataset_version)
+        ids = _corpus(location, run.corpus_version, matching.doc_id_keys)
+    except InputError as exc:
+        raise ImporterError(str(exc)) from exc
+    label = ", ".join(str(s) for s in sources)
+    summary = ImportSummary(fmt, label, run.run_id, str(run.data_root), dataset_version, environment_version,
+                            run.corpus_version or DEFAULT_CORPUS_VERSION)
+    rejects: list[dict[str, Any]] = []
+    built: list[_Built] = []
+    cases: dict[str, dict[str, Any]] = {}
+    called: list[str] = []
+
+    def refuse(source_file: str, record: int, reason: str, **keys: Any) -> None:
+        rejects.append(import_reject(run.run_id, fmt, source_file, record, reason, **keys))
+
+    for attempt in attempts:
+        summary.records += 1
+        if isinstance(attempt, Unreadable):
+            refuse(attempt.source_file, attempt.record, attempt.reason, case_id=attempt.case_id, trace_id=attempt.trace_id)
+            continue
+        try:
+            trace, tools = build_trace(attempt, ids)
+        except ValueError as exc:
+            refuse(attempt.source_file, attempt.record, str(exc))
+            continue
+        input_text = trace["input"] or ""
+        if golden is not None:
+            case_id, why = golden.match(attempt, input_text, matching.case_key)
+        else:
+            case_id = _case_id_of(attempt, input_text)
+            why = None if case_id else f"no {matching.case_key} and no input text: the trace names no case"
+            if case_id:
+                case, why = source_case(attempt, case_id, input_text, trace, ids)
+                if case is not None and case_id in cases and not same_case(cases[case_id], case):
+                    why = f"its gold differs from an earlier record of case {case_id!r}"
+                elif case is not None:
+                    cases.setdefault(case_id, case)
+        if why is not None:
+            refuse(attempt.source_file, attempt.record, why, case_id=case_id)
+            continue
+        called += tools
+        revision = golden.cases[case_id]["case_revision"] if golden is not None else 1
+        trace = {"case_id": case_id, "case_revision": revision, **trace}
+        order = (attempt.started_ns if attempt.started_ns is not None else 2**63, attempt.record)
+        built.append(_Built(case_id, order, attempt.record, attempt.source_file, trace))
+
+    traces = _numbered(run.run_id, built, fmt, rejects)
+    summary.notes += _golden_notes(golden, cases, dataset_version, ids)
+    return _finish(summary, location, run, ids, list(cases.values()), traces, rejects, called, environment_version)
+
+
+def _numbered(run_id: str, built: list[_Built], fmt: str, rejects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Traces with attempt numbers 1..n per case in start-time order; one that breaks the trace contract is a reject."""
+    by_case: dict[str, list[_Built]] = defaultdict(list)
+    for item in built:
+        by_case[item.case_id].append(item)
+    traces = []
+    for case_id, items in by_case.items():
+        for attempt, item in enumerate(sorted(items, key=lambda i: i.order), start=1):
+            trace = {"trace_id": f"{run_id}:{case_id}#{attempt}", "attempt": attempt, **item.trace}
+            problem = contract_problem(Trace, trace)
+            if problem:
+                rejects.append(import_reject(run_id, fmt, item.source_file, item.record, problem, case_id=case_id,
+                                             trace_id=trace["trace_id"]))
+                continue
+            traces.append(trace)
+    return traces
+
+
+def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]], dataset_version: str, ids: DocIds) -> list[str]:
+    how = ", ".join(f"{len(found)} by {way}" for way, found in sorted(ids.how.items()))
+    notes = [f"document ids: {how}"] if how else []
+    if golden is not None:
+        return [f"golden cases: matched to the {len(golden.cases)} cases of cases/{dataset_version}; no case written", *notes]
+    rag = sum("rag" in c["lanes"] for c in cases.values())
+    agent = sum("agent" in c["lanes"] for c in cases.values())
+    goal_only = sum(c.get("tool_match") == "goal_only" for c in cases.values())
+    notes.append(f"no golden cases under cases/{dataset_version}: wrote {len(cases)} cases from the source's own gold "
+                 f"({rag} rag, {agent} agent)")
+    if goal_only:
+        notes.append(f"{goal_only} agent cases have no reference tool calls (goal_only): their tool calls are not "
+                     "compared with a reference")
+    return notes
+
+
+def _finish(summary: ImportSummary, location: Location, run: ImportRun, ids: DocIds, cases: list[dict[str, Any]],
+            traces: list[dict[str, Any]], rejects: list[dict[str, Any]], called: list[str], environment_version: str
+            ) -> ImportSummary:
+    rejects.sort(key=lambda r: (r["source_file"], r["line"]))
+    summary.rejects = rejects
+    if not traces:
+        summary.notes.append("nothing written: no record could be imported")
+        return summary
+    named = called + [c["name"] for case in cases for c in case.get("reference_tool_calls", [])]
+    registry, known, origin = resolve_registry(run.data_root, environment_version, run.tools, {}, named)
+    summary.notes.append(f"tool registry: {origin}")
+    summary.notes += filter(None, [unknown_tools_note(called, known)])
+    mode = import_mode(run.data_root, summary.dataset_version, run.mode, run.baseline_run_id)
+    summary.corpus_version = _write_corpus(location, run, ids, summary)
+    run_manifest = manifest(run.run_id, run.candidate or Path(summary.source.split(", ")[0]).stem, summary.dataset_version,
+                            environment_version, summary.corpus_version, run.model, mode, run.baseline_run_id)
+    files = RunFiles(run_manifest, cases, traces, registry, f"{summary.format}.jsonl", rejects)
+    summary.files = write_run(run.data_root, files, run.overwrite)
+    summary.mode, summary.cases, summary.traces = mode, len(cases), len(traces)
+    summary.incomplete = [{"trace_id": t["trace_id"], "reason": t["error"] or t["status"]} for t in traces if t["status"] != "ok"]
+    return summary
+
+
+__all__ = ["DOC_ID_KEYS", "DocIds", "ImportRun", "Matching", "build_trace", "digest_id", "import_attempts"]
