@@ -103,7 +103,8 @@ class DocIds:
                 doc_id, way = digest_id(doc.text), "content digest"
         if not doc_id:
             raise ValueError("a document with neither an id nor text")
-        self.how[way].add(doc_id)
+        if not any(doc_id in found for found in self.how.values()):  # each document counted once, the first way
+            self.how[way].add(doc_id)
         if doc.text and doc_id not in self.corpus_text:
             # later documents with only this text get this id too: the new corpus version holds it
             self.new.setdefault(doc_id, doc.text)
@@ -396,7 +397,8 @@ def _finish(summary: ImportSummary, location: Location, run: ImportRun, ids: Doc
     summary.corpus_version = _write_corpus(location, run, ids, summary)
     run_manifest = manifest(run.run_id, run.candidate or Path(summary.source.split(", ")[0]).stem, summary.dataset_version,
                             environment_version, summary.corpus_version, run.model, mode, run.baseline_run_id)
-    files = RunFiles(run_manifest, cases, traces, registry, f"{summary.format}.jsonl", rejects)
+    files = RunFiles(run_manifest, cases, traces, registry, f"{summary.format}.jsonl", rejects,
+                     traces_checked=True)
     summary.files = write_run(run.data_root, files, run.overwrite)
     summary.mode, summary.cases, summary.traces = mode, len(cases), len(traces)
     summary.incomplete = [{"trace_id": t["trace_id"], "reason": t["error"] or t["status"]} for t in traces if t["status"] != "ok"]

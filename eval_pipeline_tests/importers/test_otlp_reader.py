@@ -1,0 +1,82 @@
+"""The OTLP/JSON reader: spans recorded by the real SDK, read from the Collector's JSONL, one JSON document or a
+directory; ids in hex or base64; a trace split across lines converted once, when its last span is read."""
+
+from __future__ import annotations
+
+import json
+
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.trace import Status, StatusCode
+
+from eval_pipeline.importers.otlp import read_otlp
+from eval_pipeline.importers.source import Unreadable
+from eval_pipeline_tests.importers.fixtures.otlp_json import otlp_request, recording, write_otlp_jsonl
+
+
+def _record_two_traces():
+    """Two traces of three spans each, with attributes of every OTLP value kind and an error status."""
+    with recording() as (provider, exporter):
+        tracer = provider.get_tracer("test")
+        for n in range(2):
+            with tracer.start_as_current_span(f"root-{n}", attributes={"n": n, "ratio": 0.5, "ok": True, "tags": ["a", "b"]}) as root:
+                with tracer.start_as_current_span("child-a"):
+                    pass
+                with tracer.start_as_current_span("child-b") as child:
+                    child.add_event("note", {"text": "hello"})
+                if n == 1:
+                    root.set_status(Status(StatusCode.ERROR, "boom"))
+        return list(exporter.get_finished_spans())
+
+
+def _collect(paths):
+    seen = []
+
+    def convert(spans, name, record):
+        seen.append((name, record, [s.name for s in spans]))
+        return spans
+
+    return list(read_otlp(paths, convert)), seen
+
+
+def test_jsonl_batches_that_split_a_trace_give_each_trace_once_with_every_span_and_value(tmp_path):
+    spans = _record_two_traces()  # finished order: child-a, child-b, root-0, child-a, child-b, root-1
+    path = write_otlp_jsonl(tmp_path / "spans.jsonl", [spans[:2], spans[2:4], spans[4:]])
+    out, seen = _collect([path])
+    # trace 0 is complete on line 2 (its root), trace 1 on line 3; each is converted once, spans in start order
+    assert seen == [("spans.jsonl", 1, ["root-0", "child-a", "child-b"]), ("spans.jsonl", 2, ["root-1", "child-a", "child-b"])]
+    first, second = out
+    root = first[0]
+    assert root.parent_id is None and len(root.trace_id) == 32 and len(root.span_id) == 16
+    assert root.attributes == {"n": 0, "ratio": 0.5, "ok": True, "tags": ["a", "b"]}
+    assert [s.parent_id for s in first[1:]] == [root.span_id, root.span_id]
+    assert [(e.name, e.attributes) for e in first[2].events] == [("note", {"text": "hello"})]
+    assert (second[0].status, second[0].status_message, first[0].status) == ("ERROR", "boom", "UNSET")
+    assert root.end_ns >= root.start_ns > 0
+
+
+def test_one_pretty_printed_document_with_base64_ids_reads_like_the_collector_lines(tmp_path):
+    spans = _record_two_traces()
+    lines, _ = _collect([write_otlp_jsonl(tmp_path / "a.jsonl", [spans])])
+    # protobuf's generic JSON mapping: base64 ids, enum names
+    (tmp_path / "doc").mkdir()
+    (tmp_path / "doc" / "export.json").write_text(json.dumps(MessageToDict(encode_spans(spans)), indent=2))
+    document, seen = _collect([tmp_path / "doc"])
+    assert [[(s.trace_id, s.span_id, s.parent_id, s.status, s.attributes) for s in t] for t in document] == \
+        [[(s.trace_id, s.span_id, s.parent_id, s.status, s.attributes) for s in t] for t in lines]
+    assert [record for _, record, _ in seen] == [1, 1]
+
+
+def test_lines_that_are_not_otlp_are_unreadable_rows_and_the_good_lines_still_count(tmp_path):
+    spans = _record_two_traces()
+    good = json.dumps(otlp_request(spans))
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([good, "{not json", json.dumps({"resourceSpans": "nope"}), json.dumps({"resourceSpans": [
+        {"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "0102030405060708", "name": "bad-id"}]}]}]})]) + "\n")
+    out, _ = _collect([path])
+    unreadable = [(u.record, u.reason) for u in out if isinstance(u, Unreadable)]
+    assert [r for r, _ in unreadable] == [2, 3, 4]
+    assert unreadable[0][1].startswith("invalid JSON")
+    assert unreadable[1][1] == "not an ExportTraceServiceRequest: no resourceSpans list"
+    assert unreadable[2][1] == "span 'bad-id': id 'zz' is neither 32 hex digits nor 16 bytes in base64"
+    assert sum(not isinstance(t, Unreadable) for t in out) == 2
