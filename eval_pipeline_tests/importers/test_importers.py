@@ -306,3 +306,29 @@ def test_cli_help_names_formats(capsys):
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     assert "tau-bench" in text and "openai-messages" in text and "--run RUN_ID" in text
+
+
+def test_cli_help_documents_each_trace_format_and_the_matching_rules(capsys):
+    with pytest.raises(SystemExit):
+        cli(["import", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("otlp OpenTelemetry traces as OTLP/JSON", "OpenInference", "GenAI conventions", "langfuse Langfuse observations",
+                  "ragas a Ragas EvaluationDataset", "deepeval DeepEval test cases", "--case-key KEY", "--doc-id-key KEY",
+                  "--doc-path PATH", "doc_id, id, source", "new corpus version"):
+        assert words in text, words
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["import", "ragas", "a.jsonl", "b.jsonl"], "ragas reads one SOURCE file, got 2"),
+    (["import", "otlp", "x.jsonl", "--doc-path", "docs"], "--doc-path is an option of langfuse, not of otlp"),
+    (["import", "otlp"], "otlp needs a SOURCE file"),
+    (["import", "otlp", "missing.jsonl"], "no such file or directory: missing.jsonl"),
+    (["import", "deepeval", "x.json", "--tool-match", "unordered"], "options not read by deepeval: --tool-match"),
+    (["import", "tau-bench", "x.json", "--case-key", "id"], "options of otlp, langfuse, ragas and deepeval given to tau-bench: --case-key"),
+    (["import", "openai-messages", "a.jsonl", "b.jsonl"], "openai-messages reads one SOURCE file, got 2"),
+])
+def test_cli_refuses_options_a_format_does_not_read(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    assert cli([*argv, "--run", "r1", "--data", str(tmp_path / "data")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "data" / "traces").exists()
