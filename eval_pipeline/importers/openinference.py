@@ -128,14 +128,15 @@ def _message_text(fields: Mapping[str, Any]) -> str | None:
 
 
 def _tool_calls(fields: Mapping[str, Any], span: Span, position: int) -> list[dict[str, Any]]:
-    """The OpenAI-form tool calls of one output message; a call without an id gets one made of its span's."""
-    calls = []
-    for number, call in enumerate(_indexed(fields, "message.tool_calls")):
-        arguments = call.get("tool_call.function.arguments")
-        calls.append({"id": str(call.get("tool_call.id") or f"{span.span_id}-{position}-{number}"), "type": "function",
-                      "function": {"name": call.get("tool_call.function.name"),
-                                   "arguments": arguments if arguments is not None else "{}"}})
-    return calls
+    """The OpenAI-form tool calls of one output message (`tool_calls`, or the legacy `function_call_name`); a call
+    without an id gets one made of its span's."""
+    calls = [(c.get("tool_call.id"), c.get("tool_call.function.name"), c.get("tool_call.function.arguments"))
+             for c in _indexed(fields, "message.tool_calls")]
+    if not calls and fields.get("message.function_call_name"):
+        calls = [(None, fields["message.function_call_name"], fields.get("message.function_call_arguments_json"))]
+    return [{"id": str(call_id or f"{span.span_id}-{position}-{number}"), "type": "function",
+             "function": {"name": name, "arguments": arguments if arguments is not None else "{}"}}
+            for number, (call_id, name, arguments) in enumerate(calls)]
 
 
 def _tool_result(span: Span) -> tuple[str | None, str | None, bool]:
@@ -237,15 +238,27 @@ def _case_key(spans: Sequence[Span], root: Span, key: str) -> str | None:
     return None
 
 
+def _user_text(message: Any) -> str | None:
+    """The text of a user message in any form a root's input shows it: OpenAI `{role, content}`, a LangChain
+    message dump `{type: human, data: {content}}`, or a `[role, text]` pair."""
+    if isinstance(message, list) and len(message) == 2 and message[0] in ("user", "human"):
+        return message[1] if isinstance(message[1], str) else None
+    if not isinstance(message, Mapping):
+        return None
+    fields = message.get("data") if isinstance(message.get("data"), Mapping) else message
+    role = message.get("role", message.get("type"))
+    return fields.get("content") if role in ("user", "human") and isinstance(fields.get("content"), str) else None
+
+
 def _input(root: Span, llm_spans: Sequence[Span]) -> str | None:
-    """The user's input: the root's `input.value` text, else the first user message a model was given."""
+    """The user's input: the root's `input.value` text (or its last user message), else the first user message a
+    model was given."""
     text = _text_of(root.attributes.get("input.value"), _INPUT_KEYS)
     if text is None:
         value = _json(root.attributes.get("input.value"))
         messages = value.get("messages") if isinstance(value, Mapping) else value
         if isinstance(messages, list):
-            text = next((m.get("content") for m in reversed(messages) if isinstance(m, Mapping)
-                         and m.get("role") in ("user", "human") and isinstance(m.get("content"), str)), None)
+            text = next(filter(None, map(_user_text, reversed(messages))), None)
     if text is None:
         text = next((_message_text(m) for s in llm_spans for m in _indexed(s.attributes, "llm.input_messages")
                      if m.get("message.role") == "user" and _message_text(m)), None)

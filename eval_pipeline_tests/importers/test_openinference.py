@@ -11,9 +11,9 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
+from eval_pipeline.importers.attempts import ImportRun, Matching
 from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
-from eval_pipeline.importers.otlp import read_otlp
+from eval_pipeline.importers.otlp import import_otlp, read_otlp
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Span, SpanEvent
 from eval_pipeline_tests.importers.fixtures.openinference_apps import (
     CORPUS,
@@ -184,6 +184,24 @@ def test_without_llm_spans_the_root_output_is_the_answer_and_a_lone_reranker_is_
     assert openinference_attempt([], "f.jsonl", 2).reason == "a trace without spans"
 
 
+@pytest.mark.parametrize("value", [
+    '{"messages": [{"type": "human", "data": {"content": "hi", "type": "human"}}]}',  # LangChain message dumps
+    '{"messages": [["system", "be brief"], ["user", "hi"]]}',
+    '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]',
+    '{"question": {"text": "hi"}}',
+])
+def test_the_input_is_the_user_text_of_a_json_root_input(value: str) -> None:
+    assert openinference_attempt([_span("r", "CHAIN", {"input.value": value}, parent=None)], "f", 1).input == "hi"
+
+
+def test_a_legacy_function_call_is_a_tool_call() -> None:
+    llm = _span("l", "LLM", {"llm.output_messages.0.message.function_call_name": "lookup",
+                             "llm.output_messages.0.message.function_call_arguments_json": '{"id": 3}'}, start=1)
+    attempt = openinference_attempt([_span("r", "CHAIN", {"input.value": "q"}, parent=None), llm], "f", 1)
+    assert attempt.messages[1] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "l-0-0", "type": "function", "function": {"name": "lookup", "arguments": '{"id": 3}'}}]}
+
+
 # ---- end to end: a golden data root, the import, the pipeline ------------------------------------------------
 
 def _golden_root(root: Path) -> None:
@@ -218,7 +236,7 @@ def scored(otlp_file: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("golden")
     _golden_root(root)
     run = ImportRun(run_id="oi-1", data_root=root, dataset_version="golden-oi", environment_version="env-oi", corpus_version="kb-oi")
-    summary = import_attempts("otlp", [otlp_file], read_otlp([otlp_file], openinference_attempt), run, Matching())
+    summary = import_otlp([otlp_file], run, Matching())
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVAL_PIPELINE_DEID_KEY", "openinference-test-key-0123456789")
         code, warehouse, printed = evaluate(root, "oi-1")
