@@ -136,6 +136,12 @@ def test_a_reranker_reranks_the_round_before_it(attempts: dict[str, SourceAttemp
     assert {k: attempt.usage[k] for k in ("input_tokens", "output_tokens")} == {"input_tokens": 30, "output_tokens": 10}
 
 
+def test_the_case_key_may_name_any_attribute(raw_traces: list[list[Span]]) -> None:
+    reranked = [t for t in raw_traces if any(s.name == "cross_encoder" for s in t)]
+    assert [openinference_attempt(t, "f", 1, case_key="session.id").case_key for t in reranked] == ["s-1", "s-1"]
+    assert [openinference_attempt(t, "f", 1, case_key="ls_retriever_name").case_key for t in raw_traces[:3]] == ["keyword", "keyword", "keyword"]
+
+
 # ---- hand-built spans: the shapes the recorded apps do not produce ------------------------------------------
 
 def _span(span_id: str, kind: str, attrs: dict, *, parent: str | None = "r", start: int = 0, **fields) -> Span:
