@@ -3,7 +3,8 @@ openinference-instrumentation-*) read into one `SourceAttempt`.
 
 What is read (the mapping table is in docs/importers.md):
 - the root span (no parent in the trace; the earliest when several): `input.value` is the input (from a JSON
-  object, its `input`/`question`/`query`/... text), its duration the latency, status ERROR the attempt's error;
+  object, its `input`/`question`/`query`/... text or its last user message), its `output.value` the answer when
+  no model output holds text, its duration the latency, status ERROR the attempt's error (the exception event's);
 - RETRIEVER spans, in start order, are the retrieval rounds: `retrieval.documents.N.document.{id,content,score,
   metadata}` the hits, `input.value` the query, the span name the tool; a RERANKER span reranks the latest round
   before it: `reranker.output_documents` become its hits, `reranker.input_documents` (else its former hits) its
