@@ -89,6 +89,21 @@ class DocIds:
     by_text: dict[str, str] = field(default_factory=dict)  # text -> first doc_id with it
     new: dict[str, str] = field(default_factory=dict)  # doc_id -> text, not in the corpus version
     how: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # the ids that came each way
+    fresh: list[tuple[str, str]] = field(default_factory=list)  # (id, text) new since the last kept attempt
+
+    def keep(self) -> None:
+        """The documents of the attempt just built belong to the run."""
+        self.fresh.clear()
+
+    def drop(self) -> None:
+        """Forget the documents only a rejected attempt brought: they are not written to the corpus version."""
+        for doc_id, text in self.fresh:
+            self.new.pop(doc_id, None)
+            if self.by_text.get(text) == doc_id:
+                del self.by_text[text]
+            for found in self.how.values():
+                found.discard(doc_id)
+        self.fresh.clear()
 
     def resolve(self, doc: SourceDoc) -> str:
         """The doc's id by the rules of this module; a text the corpus lacks is remembered for the new version."""
@@ -105,10 +120,11 @@ class DocIds:
             raise ValueError("a document with neither an id nor text")
         if not any(doc_id in found for found in self.how.values()):  # each document counted once, the first way
             self.how[way].add(doc_id)
-        if doc.text and doc_id not in self.corpus_text:
+        if doc.text and doc_id not in self.corpus_text and doc_id not in self.new:
             # later documents with only this text get this id too: the new corpus version holds it
-            self.new.setdefault(doc_id, doc.text)
+            self.new[doc_id] = doc.text
             self.by_text.setdefault(doc.text, doc_id)
+            self.fresh.append((doc_id, doc.text))
         return doc_id
 
     def text_of(self, doc: SourceDoc, doc_id: str) -> str:
@@ -319,6 +335,7 @@ def import_attempts(fmt: str, sources: Sequence[Path], attempts: Iterable[Source
         try:
             trace, tools = build_trace(attempt, ids)
         except ValueError as exc:
+            ids.drop()
             refuse(attempt.source_file, attempt.record, str(exc))
             continue
         input_text = trace["input"] or ""
@@ -334,8 +351,10 @@ def import_attempts(fmt: str, sources: Sequence[Path], attempts: Iterable[Source
                 elif case is not None:
                     cases.setdefault(case_id, case)
         if why is not None:
+            ids.drop()
             refuse(attempt.source_file, attempt.record, why, case_id=case_id)
             continue
+        ids.keep()
         called += tools
         revision = golden.cases[case_id]["case_revision"] if golden is not None else 1
         trace = {"case_id": case_id, "case_revision": revision, **trace}

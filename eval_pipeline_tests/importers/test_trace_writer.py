@@ -118,6 +118,9 @@ def test_without_golden_cases_the_source_gold_becomes_cases_and_a_rag_trace_with
     assert [(r["line"], r["reason"].split(":")[0]) for r in summary.rejects] == [
         (3, "no golden case and no reference documents")]
     assert summary.corpus_version == "r2-docs"
+    # the rejected trace's document is not in the new corpus version
+    written = [json.loads(line)["doc_id"] for line in (tmp_path / "corpus" / "r2-docs" / "docs.jsonl").read_text().splitlines()]
+    assert written == [digest_id(WINDOW)]
     assert "no golden cases under cases/ragas-traces: wrote 2 cases from the source's own gold (1 rag, 1 agent)" in summary.notes
 
 
