@@ -67,8 +67,9 @@ class TraceSpans:
         return f"{self.trace_id[:12]}{self.count:04x}"
 
     def add(self, span_id: str, parent: str | None, name: str, window: tuple[float, float], attrs: dict[str, Any],
-            error: str | None = None) -> None:
-        """A span over the fraction `window` of the trace's duration; None-valued attributes are left out."""
+            error: str | None = None, error_type: str = "Exception") -> None:
+        """A span over the fraction `window` of the trace's duration; None-valued attributes are left out; a span
+        with an error gets status ERROR and an exception event of `error_type`."""
         span: dict[str, Any] = {"traceId": self.trace_id, "spanId": span_id, "name": name, "kind": SPAN_INTERNAL,
                                 "startTimeUnixNano": str(self.start + int(window[0] * self.duration)),
                                 "endTimeUnixNano": str(self.start + int(window[1] * self.duration)),
@@ -78,7 +79,7 @@ class TraceSpans:
         if error is not None:
             span["status"] = {"code": STATUS_ERROR, "message": error}
             span["events"] = [{"timeUnixNano": span["endTimeUnixNano"], "name": "exception",
-                               "attributes": [attribute("exception.type", "ToolException"), attribute("exception.message", error)]}]
+                               "attributes": [attribute("exception.type", error_type), attribute("exception.message", error)]}]
         self.spans.append(span)
 
 
@@ -118,8 +119,10 @@ def _root(trace: dict[str, Any], answer: str | None) -> dict[str, Any]:
             "metadata": json.dumps({"case_id": trace["case_id"]})}
 
 
-def _root_error(trace: dict[str, Any]) -> str | None:
-    return None if trace["status"] == "ok" else (trace.get("error") or trace["status"])
+def _root_error(trace: dict[str, Any]) -> tuple[str | None, str]:
+    """(the root's error message or None, its exception type)."""
+    error = None if trace["status"] == "ok" else (trace.get("error") or trace["status"])
+    return error, "TimeoutError" if trace["status"] == "timeout" else "Exception"
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -154,7 +157,7 @@ def rag_spans(trace: dict[str, Any], corpus: dict[str, str], out: TraceSpans) ->
             _llm((usage.get("input_tokens", 0), usage.get("output_tokens", 0)), usage.get("cost_usd"), inputs,
                  {"role": "assistant", "content": answer}))
     out.add(out.span_id(), root, "StrOutputParser", (0.98, 0.99), {KIND: "CHAIN", "output.value": answer})
-    out.add(root, None, "RetrievalQA", (0.0, 1.0), _root(trace, answer), _root_error(trace))
+    out.add(root, None, "RetrievalQA", (0.0, 1.0), _root(trace, answer), *_root_error(trace))
 
 
 def agent_spans(trace: dict[str, Any], out: TraceSpans) -> None:
@@ -186,11 +189,11 @@ def agent_spans(trace: dict[str, Any], out: TraceSpans) -> None:
         tools, tool = out.span_id(), out.span_id()
         out.add(tool, tools, step["tool"], (at + 0.55 * slot, at + 0.95 * slot),
                 {KIND: "TOOL", "tool.name": step["tool"], "tool_call.id": call["id"], "input.value": json.dumps(step["args"]),
-                 "output.value": result}, (step.get("error") or "the tool failed") if step["status"] == "error" else None)
+                 "output.value": result}, (step.get("error") or "the tool failed") if step["status"] == "error" else None, "ToolException")
         out.add(tools, root, "tools", (at + 0.5 * slot, at + slot), {KIND: "CHAIN"})
         conversation = [*conversation, output, {"role": "tool", "tool_call_id": call["id"],
                                                 "content": result if result is not None else f"Error: {step.get('error')}"}]
-    out.add(root, None, "LangGraph", (0.0, 1.0), _root(trace, answer), _root_error(trace))
+    out.add(root, None, "LangGraph", (0.0, 1.0), _root(trace, answer), *_root_error(trace))
 
 
 def trace_spans(trace: dict[str, Any], index: int, corpus: dict[str, str]) -> list[dict[str, Any]]:
