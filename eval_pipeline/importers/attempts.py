@@ -34,6 +34,7 @@ from eval_pipeline.importers.common import (
     contract_problem,
     import_mode,
     import_reject,
+    json_line,
     manifest,
     resolve_registry,
     same_case,
@@ -163,15 +164,15 @@ class Golden:
         return None, f"{keyed}, and no case has its input text ({len(input_text)} characters)"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Built:
-    """A trace built from one attempt, waiting for its attempt number."""
+    """A trace built from one attempt and held to the trace contract, encoded without its trace id and attempt
+    number (bytes, not dicts: 100k traces stay small), waiting for its attempt number."""
 
     case_id: str
     order: tuple[int, int]
-    record: int
-    source_file: str
-    trace: dict[str, Any]
+    body: bytes  # the trace's JSON object without trace_id and attempt
+    incomplete: str | None  # why the trace is not ok, None when it is
 
 
 def _round(number: int, source: SourceRound, ids: DocIds) -> dict[str, Any]:
@@ -354,34 +355,45 @@ def import_attempts(fmt: str, sources: Sequence[Path], attempts: Iterable[Source
             ids.drop()
             refuse(attempt.source_file, attempt.record, why, case_id=case_id)
             continue
-        ids.keep()
-        called += tools
         revision = golden.cases[case_id]["case_revision"] if golden is not None else 1
         trace = {"case_id": case_id, "case_revision": revision, **trace}
+        # the contract is checked with attempt 1: the number given later changes nothing the contract checks
+        problem = contract_problem(Trace, {"trace_id": _trace_id(run.run_id, case_id, 1), "attempt": 1, **trace})
+        if problem is not None:
+            ids.drop()
+            refuse(attempt.source_file, attempt.record, problem, case_id=case_id)
+            continue
+        ids.keep()
+        called += tools
         order = (attempt.started_ns if attempt.started_ns is not None else 2**63, attempt.record)
-        built.append(_Built(case_id, order, attempt.record, attempt.source_file, trace))
+        incomplete = None if trace["status"] == "ok" else (trace["error"] or trace["status"])
+        built.append(_Built(case_id, order, json_line(trace), incomplete))
 
-    traces = _numbered(run.run_id, built, fmt, rejects)
     summary.notes += _golden_notes(golden, cases, dataset_version, ids)
-    return _finish(summary, location, run, ids, list(cases.values()), traces, rejects, called, environment_version)
+    return _finish(summary, location, run, ids, list(cases.values()), built, rejects, called, environment_version)
 
 
-def _numbered(run_id: str, built: list[_Built], fmt: str, rejects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Traces with attempt numbers 1..n per case in start-time order; one that breaks the trace contract is a reject."""
+def _trace_id(run_id: str, case_id: str, attempt: int) -> str:
+    return f"{run_id}:{case_id}#{attempt}"
+
+
+def _numbered(run_id: str, built: list[_Built]) -> tuple[list[bytes], list[dict[str, str]]]:
+    """The trace lines with attempt numbers 1..n per case in start-time order, and the traces that are not ok."""
     by_case: dict[str, list[_Built]] = defaultdict(list)
     for item in built:
         by_case[item.case_id].append(item)
-    traces = []
+    lines: list[bytes] = []
+    incomplete: list[dict[str, str]] = []
     for case_id, items in by_case.items():
-        for attempt, item in enumerate(sorted(items, key=lambda i: i.order), start=1):
-            trace = {"trace_id": f"{run_id}:{case_id}#{attempt}", "attempt": attempt, **item.trace}
-            problem = contract_problem(Trace, trace)
-            if problem:
-                rejects.append(import_reject(run_id, fmt, item.source_file, item.record, problem, case_id=case_id,
-                                             trace_id=trace["trace_id"]))
-                continue
-            traces.append(trace)
-    return traces
+        items.sort(key=lambda i: i.order)
+        for attempt, item in enumerate(items, start=1):
+            trace_id = _trace_id(run_id, case_id, attempt)
+            # splice the id and number in front of the encoded trace's other fields
+            lines.append(b'{"trace_id":' + orjson.dumps(trace_id) + b',"attempt":' + str(attempt).encode() + b"," + item.body[1:])
+            if item.incomplete is not None:
+                incomplete.append({"trace_id": trace_id, "reason": item.incomplete})
+    built.clear()
+    return lines, incomplete
 
 
 def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]], dataset_version: str, ids: DocIds) -> list[str]:
@@ -401,11 +413,11 @@ def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]],
 
 
 def _finish(summary: ImportSummary, location: Location, run: ImportRun, ids: DocIds, cases: list[dict[str, Any]],
-            traces: list[dict[str, Any]], rejects: list[dict[str, Any]], called: list[str], environment_version: str
+            built: list[_Built], rejects: list[dict[str, Any]], called: list[str], environment_version: str
             ) -> ImportSummary:
     rejects.sort(key=lambda r: (r["source_file"], r["line"]))
     summary.rejects = rejects
-    if not traces:
+    if not built:
         summary.notes.append("nothing written: no record could be imported")
         return summary
     named = called + [c["name"] for case in cases for c in case.get("reference_tool_calls", [])]
@@ -416,11 +428,11 @@ def _finish(summary: ImportSummary, location: Location, run: ImportRun, ids: Doc
     summary.corpus_version = _write_corpus(location, run, ids, summary)
     run_manifest = manifest(run.run_id, run.candidate or Path(summary.source.split(", ")[0]).stem, summary.dataset_version,
                             environment_version, summary.corpus_version, run.model, mode, run.baseline_run_id)
-    files = RunFiles(run_manifest, cases, traces, registry, f"{summary.format}.jsonl", rejects,
-                     traces_checked=True)
+    lines, incomplete = _numbered(run.run_id, built)
+    files = RunFiles(run_manifest, cases, [], registry, f"{summary.format}.jsonl", rejects, encoded_traces=lines)
     summary.files = write_run(run.data_root, files, run.overwrite)
-    summary.mode, summary.cases, summary.traces = mode, len(cases), len(traces)
-    summary.incomplete = [{"trace_id": t["trace_id"], "reason": t["error"] or t["status"]} for t in traces if t["status"] != "ok"]
+    summary.mode, summary.cases, summary.traces = mode, len(cases), len(lines)
+    summary.incomplete = incomplete
     return summary
 
 

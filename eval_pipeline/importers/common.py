@@ -39,6 +39,9 @@ class ImporterError(Exception):
     """The import cannot run (missing source, a run that already exists, a conflicting case); the message says why."""
 
 
+SHOWN = 10  # incomplete traces and rejects listed by name in the summary; the rest are counted
+
+
 @dataclass
 class ImportSummary:
     """What an import wrote, what it rejected and which traces it marked incomplete."""
@@ -69,8 +72,12 @@ class ImportSummary:
             f"corpus_version {self.corpus_version}",
         ]
         out += [f"  wrote {name}" for name in self.files]
-        out += [f"  incomplete {row['trace_id']}: {row['reason']}" for row in self.incomplete]
-        out += [f"  rejected {row['source_file']} record {row['line']}: {row['reason']}" for row in self.rejects]
+        out += [f"  incomplete {row['trace_id']}: {row['reason']}" for row in self.incomplete[:SHOWN]]
+        if len(self.incomplete) > SHOWN:
+            out.append(f"  ... and {len(self.incomplete) - SHOWN} more incomplete traces (status and error in the traces)")
+        out += [f"  rejected {row['source_file']} record {row['line']}: {row['reason']}" for row in self.rejects[:SHOWN]]
+        if len(self.rejects) > SHOWN:
+            out.append(f"  ... and {len(self.rejects) - SHOWN} more rejected records (all in traces/{self.run_id}/{REJECTS_FILE})")
         out += [f"  note: {note}" for note in self.notes]
         return out
 
@@ -240,7 +247,9 @@ class RunFiles:
     registry: dict[str, Any]
     trace_file: str
     rejects: list[dict[str, Any]]
-    traces_checked: bool = False  # every trace already held its contract (an importer that makes rejects of the others)
+    # trace lines already encoded and held to the trace contract, written instead of `traces` (an importer that
+    # makes rejects of the traces that break it and keeps the others as bytes, not dicts, to stay small)
+    encoded_traces: list[bytes] | None = None
 
 
 def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -> list[str]:
@@ -253,7 +262,7 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
     _validated(ToolRegistry, files.registry, "tool registry")
     for case in files.cases:
         _validated(Case, case, f"case {case.get('case_id')}")
-    for trace in [] if files.traces_checked else files.traces:
+    for trace in files.traces:
         _validated(Trace, trace, f"trace {trace.get('trace_id')}")
 
     if location.exists("traces", run_id, "run.yaml") and not overwrite:
@@ -287,7 +296,8 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
     if not location.is_dir("corpus", corpus_version):
         # agent-only runs still name a corpus version; an empty one lets the pipeline load it like any other
         put("", "corpus", corpus_version, "docs.jsonl")
-    location.write_bytes(b"".join(map(_json_line, files.traces)), "traces", run_id, files.trace_file)
+    lines = files.encoded_traces if files.encoded_traces is not None else map(json_line, files.traces)
+    location.write_bytes(b"".join(lines), "traces", run_id, files.trace_file)
     written.append(f"traces/{run_id}/{files.trace_file}")
     if files.rejects:
         put(json.dumps(files.rejects, indent=2, ensure_ascii=False) + "\n", "traces", run_id, REJECTS_FILE)
@@ -295,7 +305,7 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
     return written
 
 
-def _json_line(value: Any) -> bytes:
+def json_line(value: Any) -> bytes:
     """One JSONL line; orjson for speed, json for what orjson refuses (integers beyond 64 bits)."""
     try:
         return orjson.dumps(value) + b"\n"

@@ -6,6 +6,11 @@ base64 (protobuf's generic JSON mapping); enums numbers or names. Spans are stre
 as all of its spans have been read (a first cheap pass counts them), so memory holds the traces still open, never
 every span of the file. Each trace is read in the dialect its spans speak: OpenInference (`openinference.span.kind`)
 or the OpenTelemetry GenAI semantic conventions (`gen_ai.*` attributes or events).
+
+Log records (`ExportLogsServiceRequest` lines, in the same files or others given with them) that name a span are
+that span's events: instrumentations before GenAI conventions 1.37 emit their message events as log records. Log
+records without a trace id belong to no trace and are not read; one without a span id (or naming a span the trace
+lacks) is an event of the trace's root span.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import binascii
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +28,13 @@ import orjson
 
 from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
 from eval_pipeline.importers.common import ImporterError, ImportSummary
+from eval_pipeline.importers.genai import genai_attempt, is_genai
+from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
 from eval_pipeline.importers.source import SourceAttempt, Span, SpanEvent, Unreadable
 
 FORMAT = "otlp"
 _TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([^"]*)"')
+_HEX = re.compile(r"[0-9a-fA-F]+")
 _STATUS = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
 
 Converter = Callable[..., "SourceAttempt | Unreadable"]
@@ -41,7 +50,7 @@ def hex_id(value: Any, size: int) -> str | None:
         return None
     if not isinstance(value, str):
         raise OtlpError(f"an id is a {type(value).__name__}, not a string")
-    if len(value) == 2 * size and all(c in "0123456789abcdefABCDEF" for c in value):
+    if len(value) == 2 * size and _HEX.fullmatch(value):
         return value.lower()
     try:
         raw = base64.b64decode(value, validate=True)
@@ -56,6 +65,8 @@ def any_value(value: Any) -> Any:
     """An OTLP AnyValue as a Python value (intValue arrives as a string in OTLP/JSON)."""
     if not isinstance(value, dict) or not value:
         return None
+    if "stringValue" in value:  # most attributes: skip the generic path
+        return value["stringValue"]
     kind, inner = next(iter(value.items()))
     if kind == "stringValue":
         return inner
@@ -78,7 +89,12 @@ def attributes(pairs: Any) -> dict[str, Any]:
     """OTLP key/value pairs as a dict."""
     if not isinstance(pairs, list):
         return {}
-    return {p["key"]: any_value(p.get("value")) for p in pairs if isinstance(p, dict) and isinstance(p.get("key"), str)}
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        if isinstance(pair, dict) and isinstance(key := pair.get("key"), str):
+            value = pair.get("value")
+            found[key] = value["stringValue"] if type(value) is dict and "stringValue" in value else any_value(value)
+    return found
 
 
 def decode_span(raw: dict[str, Any], scope: str | None) -> Span:
@@ -106,6 +122,30 @@ def request_spans(request: Any) -> Iterator[tuple[str, dict[str, Any], str | Non
                 if not isinstance(span, dict):
                     raise OtlpError("a span is not an object")
                 yield str(span.get("traceId", "")), span, scope
+
+
+def log_event(record: dict[str, Any]) -> SpanEvent:
+    """A log record read as the event of its span: the event name (`eventName`, else the `event.name` attribute),
+    its time (else the time it was observed), attributes with the body's fields spread in (a body that is no
+    object is the attribute `body`)."""
+    fields = attributes(record.get("attributes"))
+    body = any_value(record.get("body"))
+    name = record.get("eventName") or fields.pop("event.name", "")
+    time_ns = int(record.get("timeUnixNano") or record.get("observedTimeUnixNano") or 0)
+    return SpanEvent(str(name), time_ns, {**fields, **(body if isinstance(body, dict) else {} if body is None else {"body": body})})
+
+
+def request_logs(request: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(raw trace id, raw log record) of every log record of one ExportLogsServiceRequest that names a trace."""
+    if not isinstance(request.get("resourceLogs", []), list):
+        raise OtlpError("not an ExportLogsServiceRequest: resourceLogs is no list")
+    for resource in request.get("resourceLogs", []):
+        for scope_logs in (resource or {}).get("scopeLogs") or []:
+            for record in (scope_logs or {}).get("logRecords") or []:
+                if not isinstance(record, dict):
+                    raise OtlpError("a log record is not an object")
+                if record.get("traceId"):
+                    yield str(record["traceId"]), record
 
 
 def source_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -158,21 +198,38 @@ def _span_counts(files: Iterable[Path]) -> Counter[bytes]:
     return counts
 
 
+@dataclass
+class _OpenTrace:
+    """The spans of one trace read so far, and events (from log records) of spans not read yet."""
+
+    source_file: str
+    record: int
+    spans: list[Span] = field(default_factory=list)
+    events: dict[str, list[SpanEvent]] = field(default_factory=dict)  # span id -> its log events
+
+
 def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, int], SourceAttempt | Unreadable]
               ) -> Iterator[SourceAttempt | Unreadable]:
-    """Every OTel trace of the files converted by `convert(spans, file name, record)` in the order its last span is
-    read, and an Unreadable for each line or span that is not OTLP/JSON."""
+    """Every OTel trace of the files converted by `convert(spans, file name, record)` in the order its last span or
+    log record is read, and an Unreadable for each line, span or log record that is not OTLP/JSON."""
     files = source_files(paths)
     counts = _span_counts(files)
-    open_traces: dict[str, tuple[list[Span], str, int]] = {}
+    open_traces: dict[str, _OpenTrace] = {}
     seen: Counter[str] = Counter()
+
+    def arrived(raw_id: str, trace_id: str) -> SourceAttempt | Unreadable | None:
+        seen[raw_id] += 1
+        if seen[raw_id] >= counts.get(raw_id.encode(), 0):
+            return _finish(trace_id, open_traces.pop(trace_id), convert)
+        return None
+
     for path in files:
         for number, request, problem in _documents(path):
             if problem is not None:
                 yield Unreadable(path.name, number, problem)
                 continue
             try:
-                spans = list(request_spans(request))
+                spans, logs = list(request_spans(request)), list(request_logs(request))
             except OtlpError as exc:
                 yield Unreadable(path.name, number, str(exc))
                 continue
@@ -182,27 +239,44 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
                 except (OtlpError, ValueError, TypeError, KeyError) as exc:
                     yield Unreadable(path.name, number, f"span {raw.get('name', '')!r}: {exc}")
                     continue
-                spans_of, _, _ = open_traces.setdefault(span.trace_id, ([], path.name, number))
-                spans_of.append(span)
-                seen[raw_id] += 1
-                if seen[raw_id] >= counts.get(raw_id.encode(), 0):
-                    yield _finish(open_traces.pop(span.trace_id), convert)
-    for group in list(open_traces.values()):
-        yield _finish(group, convert)
+                trace = open_traces.setdefault(span.trace_id, _OpenTrace(path.name, number))
+                if not trace.spans:  # a trace is named by the line of its first span, not of a log record
+                    trace.source_file, trace.record = path.name, number
+                trace.spans.append(span)
+                if (done := arrived(raw_id, span.trace_id)) is not None:
+                    yield done
+            for raw_id, raw in logs:
+                try:
+                    trace_id, span_id = hex_id(raw_id, 16), hex_id(raw.get("spanId"), 8)
+                    event = log_event(raw)
+                except (OtlpError, ValueError, TypeError, KeyError) as exc:
+                    yield Unreadable(path.name, number, f"log record: {exc}")
+                    continue
+                trace = open_traces.setdefault(trace_id, _OpenTrace(path.name, number))
+                trace.events.setdefault(span_id or "", []).append(event)
+                if (done := arrived(raw_id, trace_id)) is not None:
+                    yield done
+    for trace_id, trace in list(open_traces.items()):
+        yield _finish(trace_id, trace, convert)
 
 
-def _finish(group: tuple[list[Span], str, int], convert: Callable[[list[Span], str, int], SourceAttempt | Unreadable]
+def _finish(trace_id: str, trace: _OpenTrace, convert: Callable[[list[Span], str, int], SourceAttempt | Unreadable]
             ) -> SourceAttempt | Unreadable:
-    spans, name, number = group
+    spans = trace.spans
+    if not spans:
+        return Unreadable(trace.source_file, trace.record, f"OTel trace {trace_id} has log records but no spans")
+    by_id = {s.span_id: s for s in spans}
+    for span_id, events in trace.events.items():
+        # a log record without a span id, or naming a span the trace lacks, is an event of the trace's root
+        owner = by_id.get(span_id) or next((s for s in spans if s.parent_id not in by_id), spans[0])
+        owner.events.extend(events)
+        owner.events.sort(key=lambda e: e.time_ns)
     spans.sort(key=lambda s: (s.start_ns, s.span_id))
-    return convert(spans, name, number)
+    return convert(spans, trace.source_file, trace.record)
 
 
 def convert_trace(spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id") -> SourceAttempt | Unreadable:
     """One OTel trace read in the dialect its spans speak (OpenInference first, then the GenAI conventions)."""
-    from eval_pipeline.importers.genai import genai_attempt, is_genai
-    from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
-
     if is_openinference(spans):
         return openinference_attempt(spans, source_file, record, case_key=case_key)
     if is_genai(spans):
@@ -225,4 +299,5 @@ def import_otlp(sources: Sequence[str | Path], run: ImportRun, matching: Matchin
     return import_attempts(FORMAT, given, traces, run, matching)
 
 
-__all__ = ["FORMAT", "convert_trace", "import_otlp", "OtlpError", "any_value", "attributes", "decode_span", "hex_id", "read_otlp", "request_spans", "source_files"]
+__all__ = ["FORMAT", "OtlpError", "any_value", "attributes", "convert_trace", "decode_span", "hex_id", "import_otlp", "log_event",
+           "read_otlp", "request_logs", "request_spans", "source_files"]

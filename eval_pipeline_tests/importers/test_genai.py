@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
+from eval_pipeline.importers.attempts import ImportRun, Matching
 from eval_pipeline.importers.genai import genai_attempt, is_genai
-from eval_pipeline.importers.otlp import convert_trace, read_otlp
+from eval_pipeline.importers.otlp import import_otlp, read_otlp
 from eval_pipeline.importers.source import (
     SourceAttempt,
     SourceDoc,
@@ -29,7 +29,6 @@ from eval_pipeline_tests.importers.fixtures.genai_apps import (
     rag_app,
     reply,
     scripted_client,
-    with_log_events,
     write_logs,
     write_traces,
 )
@@ -86,8 +85,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _traces(files: dict[str, Path], name: str) -> list[list[Span]]:
-    traces = list(read_otlp([files[name]], lambda spans, file, record: spans))
-    return with_log_events(traces, files["logs"]) if name == "events" else traces
+    """The spans of each trace of one file; the event form's log records read with it as its spans' events."""
+    given = [files[name], files["logs"]] if name == "events" else [files[name]]
+    return list(read_otlp(given, lambda spans, file, record: spans))
 
 
 def _read(files: dict[str, Path], name: str) -> dict[str, SourceAttempt | Unreadable]:
@@ -251,17 +251,12 @@ def _golden_root(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def scored(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    """Both forms imported as one run (the current form as `import otlp` reads it, the event form with its log
-    records as span events) and scored."""
+    """Both forms imported as one run by `import otlp`, the event form's log records given beside its spans, and scored."""
     root = tmp_path_factory.mktemp("golden")
     _golden_root(root)
     run = ImportRun(run_id="ga-1", data_root=root, dataset_version="golden-ga", environment_version="env-ga", corpus_version="kb-ga")
-    attempts = [*read_otlp([files["current"]], lambda spans, name, record: convert_trace(spans, name, record)),
-                *(genai_attempt(spans, files["events"].name, 1) for spans in _traces(files, "events"))]
-    summary = import_attempts("otlp", [files["current"], files["events"]], attempts, run, Matching())
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("EVAL_PIPELINE_DEID_KEY", "genai-test-key-0123456789abcdef")
-        code, warehouse, printed = evaluate(root, "ga-1")
+    summary = import_otlp([files["current"], files["events"], files["logs"]], run, Matching())
+    code, warehouse, printed = evaluate(root, "ga-1")
     return summary, code, warehouse, printed
 
 

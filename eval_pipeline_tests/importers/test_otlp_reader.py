@@ -80,3 +80,43 @@ def test_lines_that_are_not_otlp_are_unreadable_rows_and_the_good_lines_still_co
     assert unreadable[1][1] == "not an ExportTraceServiceRequest: no resourceSpans list"
     assert unreadable[2][1] == "span 'bad-id': id 'zz' is neither 32 hex digits nor 16 bytes in base64"
     assert sum(not isinstance(t, Unreadable) for t in out) == 2
+
+
+def test_log_records_are_the_events_of_their_spans_in_whichever_file_and_order_they_arrive(tmp_path):
+    """Logs exported before the spans, in another file: each record is its span's event (name, time, attributes
+    with the body's fields), one without a span id is the root's; a trace known only from logs is unreadable."""
+    from opentelemetry import trace as trace_api
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    from eval_pipeline_tests.importers.fixtures.otlp_json import hex_ids
+
+    logs = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    logger = logger_provider.get_logger("test")
+    with recording() as (provider, exporter):
+        tracer = provider.get_tracer("test")
+        with tracer.start_as_current_span("root") as root:
+            with tracer.start_as_current_span("chat"):
+                logger.emit(event_name="gen_ai.user.message", body={"content": "hi"}, attributes={"gen_ai.system": "openai"})
+                logger.emit(body="plain text", attributes={"event.name": "gen_ai.choice"})
+            unparented = trace_api.set_span_in_context(trace_api.NonRecordingSpan(trace_api.SpanContext(
+                root.get_span_context().trace_id, 0, False)))
+            logger.emit(event_name="orphan", context=unparented)
+        lonely = trace_api.set_span_in_context(trace_api.NonRecordingSpan(trace_api.SpanContext(0xABC, 0xDEF, False)))
+        logger.emit(event_name="lonely", context=lonely)
+        spans = list(exporter.get_finished_spans())
+    logger_provider.shutdown()
+    log_file = tmp_path / "a-logs.jsonl"
+    log_file.write_text(json.dumps(hex_ids(MessageToDict(encode_logs(logs.get_finished_logs())))) + "\n", encoding="utf-8")
+    out, seen = _collect([log_file, write_otlp_jsonl(tmp_path / "b-spans.jsonl", [spans])])
+    lonely_trace, traced = out  # the logs-only trace is given up at the end, the other when its last span is read
+    assert isinstance(lonely_trace, Unreadable) and "has log records but no spans" in lonely_trace.reason
+    assert seen == [("b-spans.jsonl", 1, ["root", "chat"])]
+    root_span, chat = traced
+    assert [(e.name, e.attributes) for e in chat.events] == [
+        ("gen_ai.user.message", {"gen_ai.system": "openai", "content": "hi"}), ("gen_ai.choice", {"body": "plain text"})]
+    assert [e.name for e in root_span.events] == ["orphan"]
+    assert all(e.time_ns > 0 for e in chat.events)
