@@ -184,11 +184,13 @@ def _round(number: int, source: SourceRound, ids: DocIds) -> dict[str, Any]:
 
 
 def _context(attempt: SourceAttempt, ids: DocIds) -> list[dict[str, Any]] | None:
-    """The chunks that reached the model: the source's context, else the retrieved docs whose text is in the prompt."""
+    """The chunks that reached the model: the source's context, else the retrieved docs whose text (the source's,
+    else the corpus version's for a hit given by id alone) is in the prompt."""
     if attempt.context is not None:
         docs = attempt.context
     elif attempt.prompt is not None:
-        docs = [d for r in attempt.rounds for d in r.hits if d.text and d.text.strip() and d.text.strip() in attempt.prompt]
+        prompt = attempt.prompt
+        docs = [d for r in attempt.rounds for d in r.hits if (text := ids.text_of(d, ids.resolve(d)).strip()) and text in prompt]
     else:
         return None
     chunks: dict[str, dict[str, Any]] = {}
@@ -397,8 +399,14 @@ def _numbered(run_id: str, built: list[_Built]) -> tuple[list[bytes], list[dict[
 
 
 def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]], dataset_version: str, ids: DocIds) -> list[str]:
-    how = ", ".join(f"{len(found)} by {way}" for way, found in sorted(ids.how.items()))
+    how = ", ".join(f"{len(found)} by {way}" for way, found in sorted(ids.how.items()) if found)
     notes = [f"document ids: {how}"] if how else []
+    textless = sorted(doc_id for found in ids.how.values() for doc_id in found
+                      if doc_id not in ids.corpus_text and doc_id not in ids.new)
+    if textless:
+        notes.append(f"{len(textless)} retrieved documents have no text in the source or the corpus version "
+                     f"({', '.join(textless[:3])}{', ...' if len(textless) > 3 else ''}): import with --corpus-version "
+                     "naming the corpus that holds them, or context and grounding cannot read them")
     if golden is not None:
         return [f"golden cases: matched to the {len(golden.cases)} cases of cases/{dataset_version}; no case written", *notes]
     rag = sum("rag" in c["lanes"] for c in cases.values())

@@ -151,3 +151,28 @@ def test_defects_and_error_status_make_an_incomplete_trace_never_a_dropped_one(t
         ("r1:invoices#1", "import: message 1: tool message answers tool_call_id 'nope', which no earlier call has open"),
         ("r1:refund-window#1", "upstream timeout"),
     ]
+
+
+def test_a_hit_given_by_id_alone_reached_the_model_when_its_corpus_text_is_in_the_prompt(tmp_path):
+    """GenAI retrieval documents may carry only an id and a score: the corpus version's text decides the context."""
+    root = golden_root(tmp_path)
+    source = SourceAttempt("traces.json", 1, input="How long is the refund window?", answer="30 days.",
+                           rounds=[SourceRound(hits=[SourceDoc(id="kb/refunds", score=0.8), SourceDoc(id="kb/invoices", score=0.2)])],
+                           prompt=f"Context:\n{WINDOW}\nQuestion: How long is the refund window?")
+    summary = import_attempts("otlp", SOURCE, [source], ImportRun(run_id="r1", data_root=root, dataset_version="gold", corpus_version="kb"))
+    (trace,) = written_traces(root, "r1")
+    assert trace["context"] == [{"doc_id": "kb/refunds", "text": WINDOW, "tokens": None}]
+    assert summary.corpus_version == "kb"  # nothing new: the corpus version is used as it is
+
+
+def test_documents_known_by_id_alone_without_a_corpus_are_named_in_the_summary(tmp_path):
+    root = golden_root(tmp_path)
+    source = SourceAttempt("traces.json", 1, input="How long is the refund window?", answer="30 days.",
+                           rounds=[SourceRound(hits=[SourceDoc(id="kb/refunds", score=0.8), SourceDoc(id="kb/elsewhere")])])
+    stranger = attempt(2, "Who are you?", SourceDoc(text="Gift cards never expire."))  # rejected: its document is forgotten
+    summary = import_attempts("otlp", SOURCE, [source, stranger], ImportRun(run_id="r1", data_root=root, dataset_version="gold"))
+    assert summary.traces == 1 and len(summary.rejects) == 1
+    assert not any("0 by" in note or "corpus:" in note for note in summary.notes), summary.notes
+    assert ("2 retrieved documents have no text in the source or the corpus version (kb/elsewhere, kb/refunds): import "
+            "with --corpus-version naming the corpus that holds them, or context and grounding cannot read them") in summary.notes
+    assert "document ids: 2 by source id" in summary.notes
