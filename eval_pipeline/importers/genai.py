@@ -24,6 +24,8 @@ from eval_pipeline.importers.source import (
     Span,
     SpanEvent,
     Unreadable,
+    root_span,
+    span_case_key,
 )
 
 CHAT_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -259,28 +261,6 @@ class _Conversation:
         self.messages.append(_tool_message(span, call_id))
 
 
-def _root(spans: Sequence[Span]) -> Span:
-    """The trace's root: the earliest span whose parent is not in the trace."""
-    ids = {s.span_id for s in spans}
-    roots = [s for s in spans if s.parent_id is None or s.parent_id not in ids]
-    return min(roots or spans, key=lambda s: (s.start_ns, s.span_id))
-
-
-def find_case_key(spans: Sequence[Span], root: Span, key: str) -> str | None:
-    """The case key: in the root span first, then any span; a key of the `metadata` attribute (a JSON object),
-    else an attribute `<key>` or `eval.<key>`."""
-    for span in [root, *spans]:
-        a = span.attributes
-        try:
-            metadata = _json(a.get("metadata"), "metadata")
-        except UnreadableGenAI:
-            metadata = None
-        for value in (metadata.get(key) if isinstance(metadata, dict) else None, a.get(key), a.get(f"eval.{key}")):
-            if value not in (None, ""):
-                return str(value)
-    return None
-
-
 def _operation(span: Span) -> str | None:
     operation = span.attributes.get("gen_ai.operation.name")
     if operation is None and any(e.name == CHOICE_EVENT or e.name in MESSAGE_EVENTS for e in span.events):
@@ -336,7 +316,7 @@ def _usage(root: Span, chats: Sequence[_Chat]) -> dict[str, Any]:
 
 def genai_attempt(spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id") -> SourceAttempt | Unreadable:
     """One OTel trace (spans in start order) in the GenAI conventions as an attempt, or why it cannot be read."""
-    root = _root(spans)
+    root = root_span(spans)
     try:
         read = _read(spans, root)
     except UnreadableGenAI as exc:
@@ -352,11 +332,11 @@ def genai_attempt(spans: list[Span], source_file: str, record: int, *, case_key:
                           trace_id=root.trace_id)
     return SourceAttempt(
         source_file=source_file, record=record, key=root.trace_id, started_ns=root.start_ns,
-        case_key=find_case_key(spans, root, case_key), input=question, rounds=read.rounds,
+        case_key=span_case_key(spans, root, case_key), input=question, rounds=read.rounds,
         prompt=_prompt(read.chats[-1]) if read.chats else None, answer=answer, messages=read.messages or None,
         usage=_usage(root, read.chats), status="error" if failed else "ok",
         error=(root.status_message or root.attributes.get("error.type") or "the root span's status is ERROR") if failed else None,
     )
 
 
-__all__ = ["CHAT_OPERATIONS", "UnreadableGenAI", "find_case_key", "genai_attempt", "is_genai"]
+__all__ = ["CHAT_OPERATIONS", "UnreadableGenAI", "genai_attempt", "is_genai"]

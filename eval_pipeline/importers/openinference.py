@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Span, Unreadable
+from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Span, Unreadable, root_span, span_case_key
 
 KIND = "openinference.span.kind"
 # keys of a JSON input object that hold the user's text, most specific first
@@ -222,23 +222,6 @@ def _conversation(user: str | None, llm_spans: Sequence[Span], tools: _ToolResul
 
 # ---- the attempt ------------------------------------------------------------------------------------------
 
-def _root(spans: Sequence[Span]) -> Span:
-    ids = {s.span_id for s in spans}
-    roots = [s for s in spans if s.parent_id is None or s.parent_id not in ids]
-    return min(roots or spans, key=lambda s: (s.start_ns, s.span_id))
-
-
-def _case_key(spans: Sequence[Span], root: Span, key: str) -> str | None:
-    """The value of the case key: in the root first, then any span (metadata JSON key, `<key>`, `eval.<key>`)."""
-    for span in [root, *spans]:
-        metadata = _json(span.attributes.get("metadata"))
-        for value in (metadata.get(key) if isinstance(metadata, Mapping) else None,
-                      span.attributes.get(key), span.attributes.get(f"eval.{key}")):
-            if value not in (None, ""):
-                return str(value)
-    return None
-
-
 def _user_text(message: Any) -> str | None:
     """The text of a user message in any form a root's input shows it: OpenAI `{role, content}`, a LangChain
     message dump `{type: human, data: {content}}`, or a `[role, text]` pair."""
@@ -295,7 +278,7 @@ def openinference_attempt(spans: list[Span], source_file: str, record: int, *, c
     """One OTel trace of OpenInference spans (sorted by start) as one attempt."""
     if not spans:
         return Unreadable(source_file, record, "a trace without spans")
-    root = _root(spans)
+    root = root_span(spans)
     llm_spans = _outer_llm_spans(spans)
     user = _input(root, llm_spans)
     messages, answer = _conversation(user, llm_spans, _ToolResults(spans, llm_spans))
@@ -309,7 +292,7 @@ def openinference_attempt(spans: list[Span], source_file: str, record: int, *, c
         prompt = "\n".join(t for t in texts if t) or None
     failed = root.status == "ERROR"
     return SourceAttempt(source_file=source_file, record=record, key=root.trace_id, started_ns=root.start_ns,
-                         case_key=_case_key(spans, root, case_key), input=user, rounds=_rounds(spans), prompt=prompt,
+                         case_key=span_case_key(spans, root, case_key), input=user, rounds=_rounds(spans), prompt=prompt,
                          answer=answer, messages=messages, usage=_usage(root, llm_spans),
                          status="error" if failed else "ok", error=_error(root) if failed else None)
 

@@ -8,7 +8,8 @@ way for every format: document ids, golden-case matching, attempt numbers, cases
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -103,4 +104,28 @@ class SpanEvent:
     attributes: dict[str, Any]
 
 
-__all__ = ["SourceAttempt", "SourceDoc", "SourceRound", "Span", "SpanEvent", "Unreadable"]
+def root_span(spans: Sequence[Span]) -> Span:
+    """A trace's root: the earliest span whose parent is not in the trace."""
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if s.parent_id is None or s.parent_id not in ids]
+    return min(roots or spans, key=lambda s: (s.start_ns, s.span_id))
+
+
+def span_case_key(spans: Sequence[Span], root: Span, key: str) -> str | None:
+    """The case key a trace carries: in the root span first, then any span; a key of the `metadata` attribute (a
+    JSON object, as OpenInference writes it), else the attribute `<key>` or `eval.<key>`."""
+    for span in [root, *spans]:
+        found = span.attributes
+        metadata = found.get("metadata")
+        if isinstance(metadata, str) and metadata.startswith("{"):
+            try:
+                metadata = json.loads(metadata)
+            except ValueError:
+                metadata = None
+        for value in (metadata.get(key) if isinstance(metadata, Mapping) else None, found.get(key), found.get(f"eval.{key}")):
+            if value not in (None, ""):
+                return str(value)
+    return None
+
+
+__all__ = ["SourceAttempt", "SourceDoc", "SourceRound", "Span", "SpanEvent", "Unreadable", "root_span", "span_case_key"]
