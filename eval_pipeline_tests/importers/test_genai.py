@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from eval_pipeline.importers.attempts import ImportRun, Matching
 from eval_pipeline.importers.genai import genai_attempt, is_genai
@@ -32,7 +31,7 @@ from eval_pipeline_tests.importers.fixtures.genai_apps import (
     write_logs,
     write_traces,
 )
-from eval_pipeline_tests.importers.fixtures.pipeline_run import evaluate
+from eval_pipeline_tests.importers.fixtures.pipeline_run import evaluate, golden_root, refund_case
 
 CORPUS = {
     "kb-refunds": "Refunds are issued within 14 days of the return.",
@@ -224,36 +223,22 @@ def test_a_tool_span_no_model_output_dispatched_is_its_own_call_and_bad_json_is_
 
 # ---- end to end: a golden data root, the import, the pipeline ------------------------------------------------
 
-def _golden_root(root: Path) -> None:
-    for folder in ("cases/golden-ga", "corpus/kb-ga", "tools/env-ga"):
-        (root / folder).mkdir(parents=True)
-    (root / "corpus/kb-ga/docs.jsonl").write_text("".join(json.dumps({"doc_id": k, "text": v}) + "\n" for k, v in CORPUS.items()))
-    rag = {"lanes": ["rag"], "expected_answer_contains": ["14 days"]}
-    agent = {"lanes": ["agent"], "allowed_tools": list(TOOLS), "tool_match": "unordered"}
-    cases = {
-        "cur-rag": {"input": "How long do refunds take?", "required_doc_ids": ["kb-refunds"], **rag},
-        "cur-miss": {"input": "Is shipping free for defective items?", "required_doc_ids": ["kb-warranty"], "lanes": ["rag"]},
-        "cur-broken": {"input": "How long does shipping take?", "required_doc_ids": ["kb-shipping"], "lanes": ["rag"]},
-        "old-rag": {"input": "When are refunds issued?", "required_doc_ids": ["kb-refunds"], **rag},
-        **{case_id: {"input": f"Refund 20 on order {order}", **agent, "reference_tool_calls": [
-            {"name": "lookup_order", "args": {"order_id": order}}, {"name": "issue_refund", "args": {"order_id": order, "amount": 20.0}}]}
-           for case_id, order in (("cur-agent", "A1"), ("cur-overpay", "A2"), ("old-agent", "A3"))},
-    }
-    for case_id, fields in cases.items():
-        (root / "cases/golden-ga" / f"{case_id}.yaml").write_text(yaml.safe_dump({"case_id": case_id, "case_revision": 1, **fields}))
-    string = {"type": "string"}
-    (root / "tools/env-ga/tools.yaml").write_text(yaml.safe_dump({"environment_version": "env-ga", "tools": [
-        {"name": "lookup_order", "description": "Look up an order.", "read_only": True, "destructive": False,
-         "args": {"type": "object", "properties": {"order_id": string}, "required": ["order_id"]}},
-        {"name": "issue_refund", "description": "Refund an order.", "read_only": False, "destructive": True,
-         "args": {"type": "object", "properties": {"order_id": string, "amount": {"type": "number"}}, "required": ["order_id", "amount"]}}]}))
-
+_RAG = {"lanes": ["rag"], "expected_answer_contains": ["14 days"]}
+GOLDEN = {
+    "cur-rag": {"input": "How long do refunds take?", "required_doc_ids": ["kb-refunds"], **_RAG},
+    "cur-miss": {"input": "Is shipping free for defective items?", "required_doc_ids": ["kb-warranty"], "lanes": ["rag"]},
+    "cur-broken": {"input": "How long does shipping take?", "required_doc_ids": ["kb-shipping"], "lanes": ["rag"]},
+    "old-rag": {"input": "When are refunds issued?", "required_doc_ids": ["kb-refunds"], **_RAG},
+    "cur-agent": refund_case("A1"),
+    "cur-overpay": refund_case("A2"),
+    "old-agent": refund_case("A3"),
+}
 
 @pytest.fixture(scope="module")
 def scored(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     """Both forms imported as one run by `import otlp`, the event form's log records given beside its spans, and scored."""
     root = tmp_path_factory.mktemp("golden")
-    _golden_root(root)
+    golden_root(root, "ga", CORPUS, GOLDEN)
     run = ImportRun(run_id="ga-1", data_root=root, dataset_version="golden-ga", environment_version="env-ga", corpus_version="kb-ga")
     summary = import_otlp([files["current"], files["events"], files["logs"]], run, Matching())
     code, warehouse, printed = evaluate(root, "ga-1")

@@ -15,12 +15,11 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
-import yaml
 
 from eval_pipeline.importers.attempts import ImportRun
 from eval_pipeline.importers.langfuse import import_langfuse, read_langfuse
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Unreadable
-from eval_pipeline_tests.importers.fixtures.pipeline_run import evaluate
+from eval_pipeline_tests.importers.fixtures.pipeline_run import SUPPORT_CASES, evaluate, golden_root
 
 CORPUS = {
     "kb-refunds": "Refunds are issued within 14 days of the return arriving at our warehouse.",
@@ -301,40 +300,13 @@ def test_unreadable_rows_are_rejects_and_their_trace_says_so(tmp_path: Path) -> 
 
 # ---- end to end: a golden data root, the import, the pipeline ------------------------------------------------------
 
-def _golden_root(root: Path) -> None:
-    def case(case_id: str, **fields) -> None:
-        (root / "cases" / "golden-lf" / f"{case_id}.yaml").write_text(yaml.safe_dump({"case_id": case_id, "case_revision": 1, **fields}))
-
-    for folder in ("cases/golden-lf", "corpus/kb-lf", "tools/env-lf"):
-        (root / folder).mkdir(parents=True)
-    (root / "corpus/kb-lf/docs.jsonl").write_text("".join(json.dumps({"doc_id": k, "text": v}) + "\n" for k, v in CORPUS.items()))
-    case("rag-refunds", lanes=["rag"], input="How long do refunds take?", required_doc_ids=["kb-refunds"],
-         expected_answer_contains=["14 days"])
-    case("rag-warranty", lanes=["rag"], input="Is shipping free for defective items?", required_doc_ids=["kb-warranty"],
-         expected_answer_contains=["two years"])
-    case("rag-broken", lanes=["rag"], input="How long does shipping take?", required_doc_ids=["kb-shipping"])
-    agent = {"lanes": ["agent"], "allowed_tools": ["lookup_order", "issue_refund"], "tool_match": "unordered"}
-    for case_id, order in (("agent-refund", "A1"), ("agent-overpay", "A2")):
-        case(case_id, input=f"Refund 20 on order {order}", **agent, reference_tool_calls=[
-            {"name": "lookup_order", "args": {"order_id": order}}, {"name": "issue_refund", "args": {"order_id": order, "amount": 20.0}}])
-    order_id = {"type": "string"}
-    (root / "tools/env-lf/tools.yaml").write_text(yaml.safe_dump({"environment_version": "env-lf", "tools": [
-        {"name": "lookup_order", "description": "Look up an order.", "read_only": True, "destructive": False,
-         "args": {"type": "object", "properties": {"order_id": order_id}, "required": ["order_id"], "additionalProperties": False}},
-        {"name": "issue_refund", "description": "Refund an order.", "read_only": False, "destructive": True,
-         "args": {"type": "object", "properties": {"order_id": order_id, "amount": {"type": "number"}},
-                  "required": ["order_id", "amount"], "additionalProperties": False}}]}))
-
-
 @pytest.fixture(scope="module")
 def scored(exports: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("golden")
-    _golden_root(root)
+    golden_root(root, "lf", CORPUS, SUPPORT_CASES)
     run = ImportRun(run_id="lf-1", data_root=root, dataset_version="golden-lf", environment_version="env-lf", corpus_version="kb-lf")
     summary = import_langfuse(exports["parquet"], run)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("EVAL_PIPELINE_DEID_KEY", "langfuse-test-key-0123456789abcdef")
-        code, warehouse, printed = evaluate(root, "lf-1")
+    code, warehouse, printed = evaluate(root, "lf-1")
     return summary, code, warehouse, printed
 
 

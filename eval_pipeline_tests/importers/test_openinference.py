@@ -4,11 +4,9 @@ retrieve-rerank-answer app), read field by field, then imported into a golden da
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
 from langchain_core.messages import AIMessage
 
 from eval_pipeline.importers.attempts import ImportRun, Matching
@@ -24,7 +22,7 @@ from eval_pipeline_tests.importers.fixtures.openinference_apps import (
     usage,
     write_traces,
 )
-from eval_pipeline_tests.importers.fixtures.pipeline_run import evaluate
+from eval_pipeline_tests.importers.fixtures.pipeline_run import SUPPORT_CASES, evaluate, golden_root
 
 REFUNDS, SHIPPING = CORPUS["kb-refunds"], CORPUS["kb-shipping"]
 SYSTEM = "Answer from the context only.\nContext:\n"
@@ -210,42 +208,21 @@ def test_a_legacy_function_call_is_a_tool_call() -> None:
 
 # ---- end to end: a golden data root, the import, the pipeline ------------------------------------------------
 
-def _golden_root(root: Path) -> None:
-    def case(case_id: str, **fields) -> None:
-        (root / "cases" / "golden-oi" / f"{case_id}.yaml").write_text(yaml.safe_dump({"case_id": case_id, "case_revision": 1, **fields}))
-
-    for folder in ("cases/golden-oi", "corpus/kb-oi", "tools/env-oi"):
-        (root / folder).mkdir(parents=True)
-    (root / "corpus/kb-oi/docs.jsonl").write_text("".join(json.dumps({"doc_id": k, "text": v}) + "\n" for k, v in CORPUS.items()))
-    rag = {"lanes": ["rag"], "expected_answer_contains": ["14 days"]}
-    case("rag-refunds", input="How long do refunds take?", required_doc_ids=["kb-refunds"], **rag)
-    case("rag-rerank", input="When are refunds issued?", required_doc_ids=["kb-refunds"], **rag)
-    case("rag-demoted", input="When is a refund issued?", required_doc_ids=["kb-refunds"], **rag)
-    case("rag-warranty", lanes=["rag"], input="Is shipping free for defective items?", required_doc_ids=["kb-warranty"],
-         expected_answer_contains=["two years"])
-    case("rag-broken", lanes=["rag"], input="How long does shipping take?", required_doc_ids=["kb-shipping"])
-    agent = {"lanes": ["agent"], "allowed_tools": ["lookup_order", "issue_refund"], "tool_match": "unordered"}
-    for case_id, order in (("agent-refund", "A1"), ("agent-overpay", "A2")):
-        case(case_id, input=f"Refund 20 on order {order}", **agent, reference_tool_calls=[
-            {"name": "lookup_order", "args": {"order_id": order}}, {"name": "issue_refund", "args": {"order_id": order, "amount": 20.0}}])
-    order_id = {"type": "string"}
-    (root / "tools/env-oi/tools.yaml").write_text(yaml.safe_dump({"environment_version": "env-oi", "tools": [
-        {"name": "lookup_order", "description": "Look up an order.", "read_only": True, "destructive": False,
-         "args": {"type": "object", "properties": {"order_id": order_id}, "required": ["order_id"], "additionalProperties": False}},
-        {"name": "issue_refund", "description": "Refund an order.", "read_only": False, "destructive": True,
-         "args": {"type": "object", "properties": {"order_id": order_id, "amount": {"type": "number"}},
-                  "required": ["order_id", "amount"], "additionalProperties": False}}]}))
+_RAG = {"lanes": ["rag"], "expected_answer_contains": ["14 days"]}
+GOLDEN = {
+    **SUPPORT_CASES,
+    "rag-rerank": {"input": "When are refunds issued?", "required_doc_ids": ["kb-refunds"], **_RAG},
+    "rag-demoted": {"input": "When is a refund issued?", "required_doc_ids": ["kb-refunds"], **_RAG},
+}
 
 
 @pytest.fixture(scope="module")
 def scored(otlp_file: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("golden")
-    _golden_root(root)
+    golden_root(root, "oi", CORPUS, GOLDEN)
     run = ImportRun(run_id="oi-1", data_root=root, dataset_version="golden-oi", environment_version="env-oi", corpus_version="kb-oi")
     summary = import_otlp([otlp_file], run, Matching())
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("EVAL_PIPELINE_DEID_KEY", "openinference-test-key-0123456789")
-        code, warehouse, printed = evaluate(root, "oi-1")
+    code, warehouse, printed = evaluate(root, "oi-1")
     return summary, code, warehouse, printed
 
 
