@@ -296,8 +296,8 @@ def _usage(row: Row) -> dict[str, Any] | None:
 
 def deepeval_attempt(row: Row, source_file: str, record: int, case_key: str = "case_id") -> SourceAttempt:
     """One DeepEval test case (or golden) as an attempt."""
-    if row.get("scenario"):
-        raise BadRow("a conversational golden (scenario, turns): import deepeval reads single-turn test cases")
+    if row.get("scenario") or (row.get("turns") and row.get("input") is None):
+        raise BadRow("a conversational golden or test case (scenario, turns): import deepeval reads single-turn test cases")
     row = _deepeval_fields(row)
     input_text = row.get("input")
     if input_text is None:

@@ -129,9 +129,27 @@ def _event_message(role: str, fields: Mapping[str, Any]) -> dict[str, Any]:
         message["tool_call_id"] = fields.get("id")
     calls = _json(fields.get("tool_calls"), f"gen_ai.{role}.message tool_calls")
     if isinstance(calls, list) and calls:
-        message["tool_calls"] = [_call(c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
-                                 for c in calls if isinstance(c, dict)]
+        message["tool_calls"] = [_event_call(c, role) for c in calls if isinstance(c, dict)]
     return message
+
+
+def _event_call(call: Mapping[str, Any], role: str) -> dict[str, Any]:
+    """One tool call of a message event: `{id, type, function: {name, arguments}}`."""
+    function = call.get("function") or {}
+    if not isinstance(function, dict):
+        raise UnreadableGenAI(f"a tool call of a gen_ai.{role}.message has a function that is a {type(function).__name__}, not an object")
+    return _call(call.get("id"), function.get("name"), function.get("arguments"))
+
+
+def _choice_index(value: Any) -> int:
+    """The index of a gen_ai.choice event (0 when absent)."""
+    if value in (None, ""):
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    raise UnreadableGenAI(f"a gen_ai.choice index is {value!r}, not an integer")
 
 
 @dataclass(slots=True)
@@ -158,7 +176,7 @@ def _chat(span: Span) -> _Chat:
         elif event.name == CHOICE_EVENT:
             fields = _event_fields(event)
             message = _json(fields.get("message"), "gen_ai.choice message")
-            choices.append((int(fields.get("index") or 0), _event_message("assistant", message if isinstance(message, dict) else {})))
+            choices.append((_choice_index(fields.get("index")), _event_message("assistant", message if isinstance(message, dict) else {})))
     output = outputs[0] if outputs else (min(choices, key=lambda c: c[0])[1] if choices else None)
     tokens = {}
     for name, keys in (("input_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),

@@ -184,7 +184,11 @@ def _frame(path: Path) -> pl.DataFrame:
     """The file's rows as a frame: `__row`, `__trace`, and either `__line` (JSON) or the export's columns."""
     name, data = _raw_bytes(path)
     source: Any = io.BytesIO(data) if data is not None else path
-    head = data[:4096] if data is not None else path.open("rb").read(4096)
+    if data is not None:
+        head = data[:4096]
+    else:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
     suffix = Path(name).suffix.lower()
     try:
         if head.startswith(b"PAR1") or suffix in (".parquet", ".pq"):

@@ -55,6 +55,26 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     return [items[i] for i in sorted(items)]
 
 
+class _Lists:
+    """The flattened list attributes of a trace's spans (`<a>.<b>.N.<rest>`, as `retrieval.documents.0.document.id`),
+    grouped in one pass over each span's attributes the first time the span is asked about."""
+
+    def __init__(self) -> None:
+        self._by_span: dict[int, dict[str, dict[int, dict[str, Any]]]] = {}
+
+    def of(self, span: Span, prefix: str) -> list[dict[str, Any]]:
+        """The items of the list `prefix` (two dotted segments) on the span, each as {rest: value}, in index order."""
+        grouped = self._by_span.get(id(span))
+        if grouped is None:
+            grouped = self._by_span[id(span)] = {}
+            for key, value in span.attributes.items():
+                parts = key.split(".", 3)
+                if len(parts) == 4 and parts[2].isdigit() and parts[3]:
+                    grouped.setdefault(f"{parts[0]}.{parts[1]}", {}).setdefault(int(parts[2]), {})[parts[3]] = value
+        items = grouped.get(prefix)
+        return [items[i] for i in sorted(items)] if items else []
+
+
 def _json(value: Any) -> Any:
     """A JSON-encoded attribute decoded; the value itself when it is not JSON text."""
     if isinstance(value, str) and value[:1] in ("{", "[", '"'):
@@ -93,25 +113,21 @@ def _document(fields: Mapping[str, Any]) -> SourceDoc:
                      metadata=metadata if isinstance(metadata, Mapping) else None)
 
 
-def _documents(attrs: Mapping[str, Any], prefix: str) -> list[SourceDoc]:
-    return [_document(fields) for fields in _indexed(attrs, prefix)]
-
-
-def _rounds(spans: Sequence[Span]) -> list[SourceRound]:
+def _rounds(spans: Sequence[Span], lists: _Lists) -> list[SourceRound]:
     """Retrieval rounds in span start order, each reranked by the RERANKER spans that follow it."""
     rounds: list[SourceRound] = []
     for span in spans:
         attrs, kind = span.attributes, _kind(span)
         if kind == "RETRIEVER":
-            rounds.append(SourceRound(hits=_documents(attrs, "retrieval.documents"), tool=span.name,
+            rounds.append(SourceRound(hits=[_document(f) for f in lists.of(span, "retrieval.documents")], tool=span.name,
                                       query=_text_of(attrs.get("input.value"), _INPUT_KEYS)))
-        elif kind == "RERANKER" and any(k.startswith("reranker.output_documents.") for k in attrs):
-            reranked = _documents(attrs, "reranker.input_documents")
+        elif kind == "RERANKER" and (output := lists.of(span, "reranker.output_documents")):
+            reranked = [_document(f) for f in lists.of(span, "reranker.input_documents")]
             if not rounds:  # a reranker over documents no traced retriever returned: a round of its own
                 rounds.append(SourceRound(hits=[], tool=span.name, query=attrs.get("reranker.query")))
             latest = rounds[-1]
             latest.candidates = reranked or latest.candidates or latest.hits
-            latest.hits = _documents(attrs, "reranker.output_documents")
+            latest.hits = [_document(f) for f in output]
     return rounds
 
 
@@ -160,13 +176,13 @@ def _tool_result(span: Span) -> tuple[str | None, str | None, bool]:
 class _ToolResults:
     """The TOOL spans of a trace, each answering one dispatched call (by id, else by name in order)."""
 
-    def __init__(self, spans: Sequence[Span], llm_spans: Sequence[Span]) -> None:
+    def __init__(self, spans: Sequence[Span], llm_spans: Sequence[Span], lists: _Lists) -> None:
         self.tools = [(span.attributes.get("tool.name") or span.name, *_tool_result(span))
                       for span in spans if _kind(span) == "TOOL"]
         self.used: set[int] = set()
         # results the model was given, for calls whose tool was not traced
         self.given = {m.get("message.tool_call_id"): _message_text(m) for s in llm_spans
-                      for m in _indexed(s.attributes, "llm.input_messages")
+                      for m in lists.of(s, "llm.input_messages")
                       if m.get("message.role") == "tool" and m.get("message.tool_call_id")}
 
     def message(self, call: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -200,13 +216,14 @@ def _outer_llm_spans(spans: Sequence[Span]) -> list[Span]:
     return [s for s in spans if _kind(s) == "LLM" and not nested(s)]
 
 
-def _conversation(user: str | None, llm_spans: Sequence[Span], tools: _ToolResults) -> tuple[list[dict[str, Any]], str | None]:
+def _conversation(user: str | None, llm_spans: Sequence[Span], tools: _ToolResults, lists: _Lists
+                  ) -> tuple[list[dict[str, Any]], str | None]:
     """(OpenAI chat messages, the last assistant text): the user's input, every assistant turn with its calls
     and their results."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": user}] if user is not None else []
     answer = None
     for span in llm_spans:
-        for position, fields in enumerate(_indexed(span.attributes, "llm.output_messages")):
+        for position, fields in enumerate(lists.of(span, "llm.output_messages")):
             text, calls = _message_text(fields), _tool_calls(fields, span, position)
             if text is None and not calls:
                 continue
@@ -234,7 +251,7 @@ def _user_text(message: Any) -> str | None:
     return fields.get("content") if role in ("user", "human") and isinstance(fields.get("content"), str) else None
 
 
-def _input(root: Span, llm_spans: Sequence[Span]) -> str | None:
+def _input(root: Span, llm_spans: Sequence[Span], lists: _Lists) -> str | None:
     """The user's input: the root's `input.value` text (or its last user message), else the first user message a
     model was given."""
     text = _text_of(root.attributes.get("input.value"), _INPUT_KEYS)
@@ -244,7 +261,7 @@ def _input(root: Span, llm_spans: Sequence[Span]) -> str | None:
         if isinstance(messages, list):
             text = next(filter(None, map(_user_text, reversed(messages))), None)
     if text is None:
-        text = next((_message_text(m) for s in llm_spans for m in _indexed(s.attributes, "llm.input_messages")
+        text = next((_message_text(m) for s in llm_spans for m in lists.of(s, "llm.input_messages")
                      if m.get("message.role") == "user" and _message_text(m)), None)
     return text
 
@@ -280,19 +297,20 @@ def openinference_attempt(spans: list[Span], source_file: str, record: int, *, c
         return Unreadable(source_file, record, "a trace without spans")
     root = root_span(spans)
     llm_spans = _outer_llm_spans(spans)
-    user = _input(root, llm_spans)
-    messages, answer = _conversation(user, llm_spans, _ToolResults(spans, llm_spans))
+    lists = _Lists()
+    user = _input(root, llm_spans, lists)
+    messages, answer = _conversation(user, llm_spans, _ToolResults(spans, llm_spans, lists), lists)
     if answer is None:
         answer = _text_of(root.attributes.get("output.value"), _ANSWER_KEYS)
         if answer is not None:
             messages.append({"role": "assistant", "content": answer})
     prompt = None
     if llm_spans:
-        texts = [_message_text(m) for m in _indexed(llm_spans[-1].attributes, "llm.input_messages")]
+        texts = [_message_text(m) for m in lists.of(llm_spans[-1], "llm.input_messages")]
         prompt = "\n".join(t for t in texts if t) or None
     failed = root.status == "ERROR"
     return SourceAttempt(source_file=source_file, record=record, key=root.trace_id, started_ns=root.start_ns,
-                         case_key=span_case_key(spans, root, case_key), input=user, rounds=_rounds(spans), prompt=prompt,
+                         case_key=span_case_key(spans, root, case_key), input=user, rounds=_rounds(spans, lists), prompt=prompt,
                          answer=answer, messages=messages, usage=_usage(root, llm_spans),
                          status="error" if failed else "ok", error=_error(root) if failed else None)
 

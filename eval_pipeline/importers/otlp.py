@@ -277,10 +277,15 @@ def _finish(trace_id: str, trace: _OpenTrace, convert: Callable[[list[Span], str
 
 def convert_trace(spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id") -> SourceAttempt | Unreadable:
     """One OTel trace read in the dialect its spans speak (OpenInference first, then the GenAI conventions)."""
-    if is_openinference(spans):
-        return openinference_attempt(spans, source_file, record, case_key=case_key)
-    if is_genai(spans):
-        return genai_attempt(spans, source_file, record, case_key=case_key)
+    try:
+        if is_openinference(spans):
+            return openinference_attempt(spans, source_file, record, case_key=case_key)
+        if is_genai(spans):
+            return genai_attempt(spans, source_file, record, case_key=case_key)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+        # a value of a shape the dialect reader does not expect: this trace is a reject, the import goes on
+        return Unreadable(source_file, record, f"OTel trace {spans[0].trace_id} could not be read: {type(exc).__name__}: {exc}",
+                          trace_id=spans[0].trace_id)
     names = ", ".join(sorted({s.name for s in spans})[:5])
     return Unreadable(source_file, record, f"OTel trace {spans[0].trace_id} has {len(spans)} spans ({names}) and none in "
                       "OpenInference (openinference.span.kind) or GenAI (gen_ai.*) form")

@@ -323,6 +323,7 @@ def test_deepeval_rows_it_cannot_read_are_rejects_with_reasons(tmp_path):
     rows = [
         deepeval_golden(actual_output="no input"),
         {"scenario": "A user asks for a refund", "turns": [], "expected_outcome": "refunded"},
+        {"turns": [{"role": "user", "content": "Refund me"}], "name": "conversational test case"},
         deepeval_golden(input=["q"]),
         deepeval_golden(input="Q", retrieval_context=[1, 2]),
         deepeval_golden(input="Q", tools_called=[{"input_parameters": {}}]),
@@ -334,14 +335,15 @@ def test_deepeval_rows_it_cannot_read_are_rejects_with_reasons(tmp_path):
     reasons = [(r.record, r.reason) for r in read_deepeval(deepeval_save_as_json(tmp_path / "bad.json", rows))]
     assert reasons == [
         (1, "no input"),
-        (2, "a conversational golden (scenario, turns): import deepeval reads single-turn test cases"),
-        (3, "input is a list, not a string"),
-        (4, "retrieval_context is not a list of strings"),
-        (5, "tools_called is not a list of tool calls with names"),
-        (6, "expected_tools arguments are a list, not an object"),
-        (7, "additional_metadata is not an object"),
-        (8, "case_id is a dict, not a string"),
-        (9, "the row is a str, not an object"),
+        (2, "a conversational golden or test case (scenario, turns): import deepeval reads single-turn test cases"),
+        (3, "a conversational golden or test case (scenario, turns): import deepeval reads single-turn test cases"),
+        (4, "input is a list, not a string"),
+        (5, "retrieval_context is not a list of strings"),
+        (6, "tools_called is not a list of tool calls with names"),
+        (7, "expected_tools arguments are a list, not an object"),
+        (8, "additional_metadata is not an object"),
+        (9, "case_id is a dict, not a string"),
+        (10, "the row is a str, not an object"),
     ]
 
 

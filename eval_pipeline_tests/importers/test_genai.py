@@ -221,6 +221,21 @@ def test_a_tool_span_no_model_output_dispatched_is_its_own_call_and_bad_json_is_
     assert not is_genai([_span("root", {"http.method": "GET"}, parent=None)])
 
 
+
+def test_event_values_of_the_wrong_shape_make_a_reject_with_the_reason_not_a_crash() -> None:
+    """A choice index that is no integer, a tool call whose function is text: the trace is a reject naming the value."""
+    def chat(event: SpanEvent) -> Span:
+        return _span("root", {"gen_ai.operation.name": "chat"}, parent=None, events=[event])
+
+    index = genai_attempt([chat(SpanEvent("gen_ai.choice", 1, {"index": "first", "message": {"content": "a"}}))], "f.jsonl", 1)
+    assert isinstance(index, Unreadable) and index.reason == f"OTel trace {'t' * 32}: a gen_ai.choice index is 'first', not an integer"
+    calls = SpanEvent("gen_ai.assistant.message", 1, {"tool_calls": [{"id": "c1", "function": "lookup_order"}]})
+    call = genai_attempt([chat(calls)], "f.jsonl", 2)
+    assert isinstance(call, Unreadable) and call.reason.endswith(
+        "a tool call of a gen_ai.assistant.message has a function that is a str, not an object")
+    fine = genai_attempt([chat(SpanEvent("gen_ai.choice", 1, {"index": "0", "message": {"content": "a"}}))], "f.jsonl", 3)
+    assert fine.answer == "a"
+
 # ---- end to end: a golden data root, the import, the pipeline ------------------------------------------------
 
 _RAG = {"lanes": ["rag"], "expected_answer_contains": ["14 days"]}
