@@ -180,10 +180,18 @@ class _ToolResults:
         self.tools = [(span.attributes.get("tool.name") or span.name, *_tool_result(span))
                       for span in spans if _kind(span) == "TOOL"]
         self.used: set[int] = set()
-        # results the model was given, for calls whose tool was not traced
-        self.given = {m.get("message.tool_call_id"): _message_text(m) for s in llm_spans
-                      for m in lists.of(s, "llm.input_messages")
-                      if m.get("message.role") == "tool" and m.get("message.tool_call_id")}
+        self._llm_spans, self._lists = llm_spans, lists
+        self._given: dict[Any, str | None] | None = None
+
+    @property
+    def given(self) -> dict[Any, str | None]:
+        """Results the model was given, for calls whose tool was not traced (read only when such a call exists:
+        every model call's input repeats the conversation so far)."""
+        if self._given is None:
+            self._given = {m.get("message.tool_call_id"): _message_text(m) for s in self._llm_spans
+                           for m in self._lists.of(s, "llm.input_messages")
+                           if m.get("message.role") == "tool" and m.get("message.tool_call_id")}
+        return self._given
 
     def message(self, call: Mapping[str, Any]) -> dict[str, Any] | None:
         """The tool message answering a call, or None when nothing in the trace answers it."""
