@@ -407,24 +407,30 @@ def _trace_id(run_id: str, case_id: str, attempt: int) -> str:
     return f"{run_id}:{case_id}#{attempt}"
 
 
-def _numbered(run_id: str, built: _Built) -> tuple[list[bytes], list[dict[str, str]]]:
-    """The trace lines with attempt numbers 1..n per case in start-time order, and the traces that are not ok."""
+def _numbered(run_id: str, built: _Built) -> tuple[list[tuple[str, int, int]], list[dict[str, str]]]:
+    """(trace id, attempt, position) of every trace, attempts 1..n per case in start-time order, and the traces
+    that are not ok."""
     by_case: dict[str, list[int]] = defaultdict(list)
     for position, case_id in enumerate(built.case_ids):
         by_case[case_id].append(position)
-    lines: list[bytes] = []
+    order: list[tuple[str, int, int]] = []
     incomplete: list[dict[str, str]] = []
     for case_id, positions in by_case.items():
         positions.sort(key=lambda i: (built.started[i], built.records[i]))
         for attempt, position in enumerate(positions, start=1):
             trace_id = _trace_id(run_id, case_id, attempt)
-            # splice the id and number in front of the encoded trace's other fields
-            lines.append(b'{"trace_id":' + orjson.dumps(trace_id) + b',"attempt":' + str(attempt).encode() + b","
-                         + built.bodies[position][1:])
+            order.append((trace_id, attempt, position))
             if position in built.incomplete:
                 incomplete.append({"trace_id": trace_id, "reason": built.incomplete[position]})
-    built.bodies.clear()
-    return lines, incomplete
+    return order, incomplete
+
+
+def _lines(built: _Built, order: Sequence[tuple[str, int, int]]) -> Iterator[bytes]:
+    """The trace lines in `order`, the id and attempt number spliced in front of each encoded trace's fields; each
+    body is let go once written."""
+    for trace_id, attempt, position in order:
+        body, built.bodies[position] = built.bodies[position], b""
+        yield b'{"trace_id":' + orjson.dumps(trace_id) + b',"attempt":' + str(attempt).encode() + b"," + body[1:]
 
 
 def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]], dataset_version: str, ids: DocIds) -> list[str]:
@@ -465,10 +471,10 @@ def _finish(summary: ImportSummary, location: Location, run: ImportRun, ids: Doc
     summary.corpus_version = _write_corpus(location, run, ids, summary)
     run_manifest = manifest(run.run_id, run.candidate or Path(summary.source.split(", ")[0]).stem, summary.dataset_version,
                             environment_version, summary.corpus_version, run.model, mode, run.baseline_run_id)
-    lines, incomplete = _numbered(run.run_id, built)
-    files = RunFiles(run_manifest, cases, [], registry, f"{summary.format}.jsonl", rejects, encoded_traces=lines)
+    order, incomplete = _numbered(run.run_id, built)
+    files = RunFiles(run_manifest, cases, [], registry, f"{summary.format}.jsonl", rejects, encoded_traces=_lines(built, order))
     summary.files = write_run(run.data_root, files, run.overwrite)
-    summary.mode, summary.cases, summary.traces = mode, len(cases), len(lines)
+    summary.mode, summary.cases, summary.traces = mode, len(cases), len(order)
     summary.incomplete = incomplete
     return summary
 

@@ -6,7 +6,7 @@ import copy
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -249,7 +249,7 @@ class RunFiles:
     rejects: list[dict[str, Any]]
     # trace lines already encoded and held to the trace contract, written instead of `traces` (an importer that
     # makes rejects of the traces that break it and keeps the others as bytes, not dicts, to stay small)
-    encoded_traces: list[bytes] | None = None
+    encoded_traces: Iterable[bytes] | None = None
 
 
 def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -> list[str]:
@@ -297,12 +297,26 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
         # agent-only runs still name a corpus version; an empty one lets the pipeline load it like any other
         put("", "corpus", corpus_version, "docs.jsonl")
     lines = files.encoded_traces if files.encoded_traces is not None else map(json_line, files.traces)
-    location.write_bytes(b"".join(lines), "traces", run_id, files.trace_file)
+    location.write_chunks(_batched(lines), "traces", run_id, files.trace_file)
     written.append(f"traces/{run_id}/{files.trace_file}")
     if files.rejects:
         put(json.dumps(files.rejects, indent=2, ensure_ascii=False) + "\n", "traces", run_id, REJECTS_FILE)
     put(_yaml(manifest), "traces", run_id, "run.yaml")
     return written
+
+
+def _batched(lines: Iterable[bytes], size: int = 1 << 20) -> Iterator[bytes]:
+    """Lines joined into chunks of about `size` bytes (fewer, larger writes)."""
+    batch: list[bytes] = []
+    held = 0
+    for line in lines:
+        batch.append(line)
+        held += len(line)
+        if held >= size:
+            yield b"".join(batch)
+            batch, held = [], 0
+    if batch:
+        yield b"".join(batch)
 
 
 def json_line(value: Any) -> bytes:

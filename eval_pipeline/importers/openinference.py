@@ -56,23 +56,18 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
 
 
 class _Lists:
-    """The flattened list attributes of a trace's spans (`<a>.<b>.N.<rest>`, as `retrieval.documents.0.document.id`),
-    grouped in one pass over each span's attributes the first time the span is asked about."""
+    """The flattened list attributes of a trace's spans (`retrieval.documents.0.document.id`), each list read once
+    per span however often it is asked for."""
 
     def __init__(self) -> None:
-        self._by_span: dict[int, dict[str, dict[int, dict[str, Any]]]] = {}
+        self._read: dict[tuple[int, str], list[dict[str, Any]]] = {}
 
     def of(self, span: Span, prefix: str) -> list[dict[str, Any]]:
-        """The items of the list `prefix` (two dotted segments) on the span, each as {rest: value}, in index order."""
-        grouped = self._by_span.get(id(span))
-        if grouped is None:
-            grouped = self._by_span[id(span)] = {}
-            for key, value in span.attributes.items():
-                parts = key.split(".", 3)
-                if len(parts) == 4 and parts[2].isdigit() and parts[3]:
-                    grouped.setdefault(f"{parts[0]}.{parts[1]}", {}).setdefault(int(parts[2]), {})[parts[3]] = value
-        items = grouped.get(prefix)
-        return [items[i] for i in sorted(items)] if items else []
+        """The items of the list `prefix` on the span, each as {rest: value}, in index order."""
+        found = self._read.get((id(span), prefix))
+        if found is None:
+            found = self._read[(id(span), prefix)] = _indexed(span.attributes, prefix)
+        return found
 
 
 def _json(value: Any) -> Any:

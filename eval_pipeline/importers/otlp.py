@@ -89,6 +89,10 @@ def attributes(pairs: Any) -> dict[str, Any]:
     """OTLP key/value pairs as a dict."""
     if not isinstance(pairs, list):
         return {}
+    try:  # the common shape in one comprehension; anything odd takes the checked path below
+        return {p["key"]: (v["stringValue"] if "stringValue" in (v := p["value"]) else any_value(v)) for p in pairs}
+    except (KeyError, TypeError):
+        pass
     found: dict[str, Any] = {}
     for pair in pairs:
         if isinstance(pair, dict) and isinstance(key := pair.get("key"), str):

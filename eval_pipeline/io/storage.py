@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -147,11 +147,16 @@ class Location:
         return self.read_bytes(*parts).decode("utf-8")
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
+        self.write_chunks([data], *parts)
+
+    def write_chunks(self, chunks: Iterable[bytes], *parts: str) -> None:
+        """Write a file from chunks as they come (a large file never held whole)."""
         path = self.join(*parts)
         parent = path.rsplit("/", 1)[0]
         self.fs.create_dir(parent, recursive=True)
         with self.fs.open_output_stream(path) as stream:
-            stream.write(data)
+            for chunk in chunks:
+                stream.write(chunk)
 
 
 def open_location(location: str | os.PathLike) -> Location:
