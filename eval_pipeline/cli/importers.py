@@ -44,8 +44,9 @@ formats:
                    file exporter), one JSON document, or a directory of such files; several SOURCEs allowed.
                    Spans in the OpenInference form (Phoenix, openinference-instrumentation-*: RETRIEVER,
                    RERANKER, LLM, TOOL spans) or the OpenTelemetry GenAI conventions (gen_ai.* attributes, and
-                   the older gen_ai.* events). One OTel trace is one attempt: retrieval rounds from retriever
-                   spans, the answer from the last model output, tool calls with their tool spans' results.
+                   the older gen_ai.* events; give the logs files beside the spans where they came as OTLP log
+                   records). One OTel trace is one attempt: retrieval rounds from retriever spans, the answer
+                   from the last model output, tool calls with their tool spans' results.
   langfuse         Langfuse observations (JSONL, CSV or Parquet, as its export and API write them), grouped
                    by trace: RETRIEVER outputs become retrieval rounds (--doc-path names the documents' field
                    when the output has another shape), GENERATIONs the answer and tool calls, TOOLs results.
