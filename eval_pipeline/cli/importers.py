@@ -7,7 +7,8 @@ import sys
 
 from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.importers import IMPORTERS, TRACE_IMPORTERS, ImporterError
-from eval_pipeline.importers.attempts import DOC_ID_KEYS, ImportRun, Matching
+from eval_pipeline.importers.attempts import ImportRun, Matching
+from eval_pipeline.importers.doc_ids import DOC_ID_KEYS
 from eval_pipeline.importers.bfcl import MAX_EXPANSION as BFCL_MAX_EXPANSION
 from eval_pipeline.importers.common import DEFAULT_CORPUS_VERSION, REJECTS_FILE
 from eval_pipeline.io.storage import InputError

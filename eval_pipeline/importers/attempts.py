@@ -20,13 +20,13 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from eval_pipeline.contracts.identifiers import validate_identifier
+from eval_pipeline.contracts.identifiers import identifier_problem, validate_identifier
 from eval_pipeline.contracts.models import Case, Trace
 from eval_pipeline.importers.common import (
     DEFAULT_CORPUS_VERSION,
@@ -45,12 +45,12 @@ from eval_pipeline.importers.common import (
     usage_record,
     write_run,
 )
+from eval_pipeline.importers.doc_ids import DOC_ID_KEYS, DocIds, plan_corpus
 from eval_pipeline.importers.openai_messages import UnreadableMessages, called_tools, first_user_text, messages_to_steps
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Unreadable
 from eval_pipeline.io import loaders
 from eval_pipeline.io.storage import InputError, Location, open_location
 
-DOC_ID_KEYS = ("doc_id", "id", "source")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,63 +76,6 @@ class Matching:
 
     case_key: str = "case_id"
     doc_id_keys: tuple[str, ...] = DOC_ID_KEYS
-
-
-def digest_id(text: str) -> str:
-    """The id of a document known only by its text: the same text, the same id, in every run."""
-    return "doc-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-@dataclass
-class DocIds:
-    """Document ids settled against one corpus version, and the texts that version lacks."""
-
-    keys: tuple[str, ...]
-    corpus_text: dict[str, str] = field(default_factory=dict)  # doc_id -> text of the corpus version
-    by_text: dict[str, str] = field(default_factory=dict)  # text -> first doc_id with it
-    new: dict[str, str] = field(default_factory=dict)  # doc_id -> text, not in the corpus version
-    how: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # the ids that came each way
-    fresh: list[tuple[str, str]] = field(default_factory=list)  # (id, text) new since the last kept attempt
-
-    def keep(self) -> None:
-        """The documents of the attempt just built belong to the run."""
-        self.fresh.clear()
-
-    def drop(self) -> None:
-        """Forget the documents only a rejected attempt brought: they are not written to the corpus version."""
-        for doc_id, text in self.fresh:
-            self.new.pop(doc_id, None)
-            if self.by_text.get(text) == doc_id:
-                del self.by_text[text]
-            for found in self.how.values():
-                found.discard(doc_id)
-        self.fresh.clear()
-
-    def resolve(self, doc: SourceDoc) -> str:
-        """The doc's id by the rules of this module; a text the corpus lacks is remembered for the new version."""
-        doc_id, way = doc.id, "source id"
-        if not doc_id and doc.metadata:
-            found = next((doc.metadata[k] for k in self.keys if isinstance(doc.metadata.get(k), str | int)
-                          and not isinstance(doc.metadata.get(k), bool) and str(doc.metadata[k])), None)
-            doc_id, way = (str(found), "metadata key") if found is not None else (None, way)
-        if not doc_id and doc.text:
-            doc_id, way = self.by_text.get(doc.text), "matching text"
-            if doc_id is None:
-                doc_id, way = digest_id(doc.text), "content digest"
-        if not doc_id:
-            raise ValueError("a document with neither an id nor text")
-        if not any(doc_id in found for found in self.how.values()):  # each document counted once, the first way
-            self.how[way].add(doc_id)
-        if doc.text and doc_id not in self.corpus_text and doc_id not in self.new:
-            # later documents with only this text get this id too: the new corpus version holds it
-            self.new[doc_id] = doc.text
-            self.by_text.setdefault(doc.text, doc_id)
-            self.fresh.append((doc_id, doc.text))
-        return doc_id
-
-    def text_of(self, doc: SourceDoc, doc_id: str) -> str:
-        """The text a context chunk holds: the source's, else the corpus version's."""
-        return doc.text or self.corpus_text.get(doc_id) or self.new.get(doc_id, "")
 
 
 @dataclass
@@ -175,15 +118,18 @@ class _Built:
         self.case_ids: list[str] = []
         self.started: list[int] = []
         self.records: list[int] = []
+        self.source_files: list[str] = []
         self.bodies: list[bytes] = []  # each trace's JSON object without trace_id and attempt
         self.incomplete: dict[int, str] = {}  # position -> why the trace is not ok
 
-    def add(self, case_id: str, started_ns: int | None, record: int, body: bytes, incomplete: str | None) -> None:
+    def add(self, case_id: str, started_ns: int | None, record: int, source_file: str, body: bytes, incomplete: str | None
+            ) -> None:
         if incomplete is not None:
             self.incomplete[len(self.bodies)] = incomplete
         self.case_ids.append(case_id)
         self.started.append(started_ns if started_ns is not None else 2**63)
         self.records.append(record)
+        self.source_files.append(source_file)
         self.bodies.append(body)
 
     def __len__(self) -> int:
@@ -248,15 +194,19 @@ def build_trace(attempt: SourceAttempt, ids: DocIds) -> tuple[dict[str, Any], li
 
 def source_case(attempt: SourceAttempt, case_id: str, input_text: str, trace: Mapping[str, Any], ids: DocIds
                 ) -> tuple[dict[str, Any] | None, str | None]:
-    """(the case the source's own gold states, None) or (None, why the attempt cannot be a case)."""
+    """(the case the source's own gold states, None) or (None, why the attempt states no case: another attempt of
+    the case may); ValueError when the gold breaks the case contract."""
     references = [ids.resolve(d) for d in attempt.reference_docs or []]
     calls = attempt.reference_tool_calls or []
     has_calls = any(s["kind"] == "tool_call" for s in trace["steps"] or [])
     lanes = (["rag"] if references else []) + (["agent"] if calls or has_calls else [])
     if not lanes:
-        if trace["retrieval"] or attempt.answer is not None:
+        if trace["retrieval"]:
             return None, ("no golden case and no reference documents: nothing to score retrieval against; put the "
                           "golden cases under cases/<dataset version> (or give the source's reference contexts)")
+        if attempt.answer is not None:
+            return None, ("no golden case and no reference documents or tool calls: a RAG case needs the documents "
+                          "that answer it; put the golden cases under cases/<dataset version>")
         return None, "no golden case and nothing to score: no retrieval, answer, tool call or reference"
     case: dict[str, Any] = {"case_id": case_id, "case_revision": 1, "lanes": lanes, "input": input_text}
     if references:
@@ -267,7 +217,9 @@ def source_case(attempt: SourceAttempt, case_id: str, input_text: str, trace: Ma
         case["reference_tool_calls"] = calls
         case["tool_match"] = attempt.tool_match or ("unordered" if calls else "goal_only")
     problem = contract_problem(Case, case)
-    return (None, f"the source's gold breaks the case contract: {problem}") if problem else (case, None)
+    if problem:
+        raise ValueError(f"the source's gold breaks the case contract: {problem}")
+    return case, None
 
 
 def _case_id_of(attempt: SourceAttempt, input_text: str) -> str | None:
@@ -289,38 +241,6 @@ def _versions(fmt: str, sources: Sequence[Path], run: ImportRun) -> tuple[str, s
     return dataset_version, run.environment_version or dataset_version
 
 
-def _corpus(location: Location, version: str | None, keys: tuple[str, ...]) -> DocIds:
-    ids = DocIds(keys)
-    if version is None or not location.is_dir("corpus", version):
-        return ids
-    frame = loaders.load_corpus(location, version).frame.select("doc_id", "text")
-    for doc_id, text in frame.iter_rows():
-        ids.corpus_text[doc_id] = text or ""
-        if text:
-            ids.by_text.setdefault(text, doc_id)
-    return ids
-
-
-def _write_corpus(location: Location, run: ImportRun, ids: DocIds, summary: ImportSummary) -> str:
-    """The corpus version the run names, writing a new one when the source has documents the given one lacks."""
-    given = run.corpus_version
-    if not ids.new:
-        return given or DEFAULT_CORPUS_VERSION
-    exists = given is not None and location.is_dir("corpus", given)
-    version = f"{given}-{run.run_id}" if exists else (given or f"{run.run_id}-docs")
-    lines = b"".join(orjson.dumps({"doc_id": d, "text": t}) + b"\n" for d, t in ids.new.items())
-    if exists:
-        lines = b"".join(location.read_bytes("corpus", given, name).rstrip(b"\n") + b"\n"
-                         for name in location.files("corpus", given, suffixes=(".jsonl",))) + lines
-    if location.is_dir("corpus", version) and not run.overwrite:
-        raise ImporterError(f"corpus version {version} already exists at {location.uri_of('corpus', version)}; "
-                            "import with another --run or --corpus-version, or --force to replace what this import wrote")
-    location.write_bytes(lines, "corpus", version, "docs.jsonl")
-    origin = f"corpus version {given} plus " if exists else ""
-    summary.notes.append(f"corpus: wrote corpus/{version}/docs.jsonl ({origin}{len(ids.new)} documents from the source)")
-    return version
-
-
 @contextmanager
 def _rare_collections() -> Iterator[None]:
     """The cyclic garbage collector rarely, while attempts are read and built. Their objects are freed by reference
@@ -334,6 +254,102 @@ def _rare_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+@dataclass(slots=True)
+class _Waiting:
+    """An attempt with no gold of its own and no golden case: written if another attempt states its case."""
+
+    case_id: str
+    started_ns: int | None
+    record: int
+    source_file: str
+    body: bytes
+    incomplete: str | None
+    tools: list[str]
+    docs: set[str]
+    why: str
+
+
+class _Writer:
+    """One import: attempts taken one by one into built traces, cases and rejects."""
+
+    def __init__(self, fmt: str, run: ImportRun, matching: Matching, golden: Golden | None, ids: DocIds,
+                 summary: ImportSummary) -> None:
+        self.fmt, self.run, self.matching, self.golden, self.ids, self.summary = fmt, run, matching, golden, ids, summary
+        self.rejects: list[dict[str, Any]] = []
+        self.built = _Built()
+        self.cases: dict[str, dict[str, Any]] = {}
+        self.called: list[str] = []
+        self.used: set[str] = set()  # ids of the documents written traces and cases name
+        self.waiting: list[_Waiting] = []
+
+    def refuse(self, source_file: str, record: int, reason: str, **keys: Any) -> None:
+        self.rejects.append(import_reject(self.run.run_id, self.fmt, source_file, record, reason, **keys))
+
+    def _case_of(self, attempt: SourceAttempt, trace: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None, str | None]:
+        """(case id, the case the attempt's own gold states, why it has none)."""
+        input_text = trace["input"] or ""
+        if self.golden is not None:
+            case_id, why = self.golden.match(attempt, input_text, self.matching.case_key)
+            return case_id, None, why
+        case_id = _case_id_of(attempt, input_text)
+        if case_id is None:
+            return None, None, f"no {self.matching.case_key} and no input text: the trace names no case"
+        case, why = source_case(attempt, case_id, input_text, trace, self.ids)
+        if case is not None and case_id in self.cases and not same_case(self.cases[case_id], case):
+            raise ValueError(f"its gold differs from an earlier record of case {case_id!r}")
+        return case_id, case, why
+
+    def take(self, attempt: SourceAttempt | Unreadable) -> None:
+        """Build one attempt's trace, or make it a reject with its reason."""
+        self.summary.records += 1
+        if isinstance(attempt, Unreadable):
+            self.refuse(attempt.source_file, attempt.record, attempt.reason, case_id=attempt.case_id, trace_id=attempt.trace_id)
+            return
+        case_id: str | None = None
+        try:
+            trace, tools = build_trace(attempt, self.ids)
+            case_id, case, why = self._case_of(attempt, trace)
+        except ValueError as exc:
+            self.ids.take_touched()
+            self.refuse(attempt.source_file, attempt.record, str(exc), case_id=case_id)
+            return
+        docs = self.ids.take_touched()
+        if case_id is None or (why is not None and self.golden is not None):
+            self.refuse(attempt.source_file, attempt.record, str(why), case_id=case_id)
+            return
+        revision = self.golden.cases[case_id]["case_revision"] if self.golden is not None else 1
+        trace = {"case_id": case_id, "case_revision": revision, **trace}
+        # the contract is checked with attempt 1: the number given later changes nothing the contract checks
+        problem = contract_problem(Trace, {"trace_id": _trace_id(self.run.run_id, case_id, 1), "attempt": 1, **trace})
+        if problem is not None:
+            self.refuse(attempt.source_file, attempt.record, problem, case_id=case_id)
+            return
+        incomplete = None if trace["status"] == "ok" else (trace["error"] or trace["status"])
+        if why is not None:  # no gold of its own: another attempt of its case may state the case
+            self.waiting.append(_Waiting(case_id, attempt.started_ns, attempt.record, attempt.source_file, json_line(trace),
+                                         incomplete, tools, docs, why))
+            return
+        if case is not None:
+            self.cases.setdefault(case_id, case)
+        self._add(case_id, attempt.started_ns, attempt.record, attempt.source_file, json_line(trace), incomplete, tools, docs)
+
+    def _add(self, case_id: str, started_ns: int | None, record: int, source_file: str, body: bytes, incomplete: str | None,
+             tools: list[str], docs: set[str]) -> None:
+        self.built.add(case_id, started_ns, record, source_file, body, incomplete)
+        self.called += tools
+        self.used |= docs
+
+    def settle(self) -> None:
+        """The waiting attempts whose case another attempt stated are written; the others are rejects."""
+        for item in self.waiting:
+            if item.case_id in self.cases:
+                self._add(item.case_id, item.started_ns, item.record, item.source_file, item.body, item.incomplete, item.tools,
+                          item.docs)
+            else:
+                self.refuse(item.source_file, item.record, item.why, case_id=item.case_id)
+        self.waiting.clear()
+
+
 def import_attempts(fmt: str, sources: Sequence[Path], attempts: Iterable[SourceAttempt | Unreadable], run: ImportRun,
                     matching: Matching = Matching()) -> ImportSummary:
     """Write the attempts of a source as a run under the data root; the summary of what was written and rejected."""
@@ -344,72 +360,29 @@ def import_attempts(fmt: str, sources: Sequence[Path], attempts: Iterable[Source
                             "choose another --run or pass --force to replace it")
     try:
         golden = Golden.load(location, dataset_version)
-        ids = _corpus(location, run.corpus_version, matching.doc_id_keys)
+        ids = DocIds.of_corpus(location, run.corpus_version, matching.doc_id_keys)
     except InputError as exc:
         raise ImporterError(str(exc)) from exc
     label = ", ".join(str(s) for s in sources)
     summary = ImportSummary(fmt, label, run.run_id, str(run.data_root), dataset_version, environment_version,
                             run.corpus_version or DEFAULT_CORPUS_VERSION)
-    rejects: list[dict[str, Any]] = []
-    built = _Built()
-    cases: dict[str, dict[str, Any]] = {}
-    called: list[str] = []
-
-    def refuse(source_file: str, record: int, reason: str, **keys: Any) -> None:
-        rejects.append(import_reject(run.run_id, fmt, source_file, record, reason, **keys))
-
+    writer = _Writer(fmt, run, matching, golden, ids, summary)
     with _rare_collections():
         for attempt in attempts:
-            summary.records += 1
-            if isinstance(attempt, Unreadable):
-                refuse(attempt.source_file, attempt.record, attempt.reason, case_id=attempt.case_id, trace_id=attempt.trace_id)
-                continue
-            try:
-                trace, tools = build_trace(attempt, ids)
-            except ValueError as exc:
-                ids.drop()
-                refuse(attempt.source_file, attempt.record, str(exc))
-                continue
-            input_text = trace["input"] or ""
-            if golden is not None:
-                case_id, why = golden.match(attempt, input_text, matching.case_key)
-            else:
-                case_id = _case_id_of(attempt, input_text)
-                why = None if case_id else f"no {matching.case_key} and no input text: the trace names no case"
-                if case_id:
-                    case, why = source_case(attempt, case_id, input_text, trace, ids)
-                    if case is not None and case_id in cases and not same_case(cases[case_id], case):
-                        why = f"its gold differs from an earlier record of case {case_id!r}"
-                    elif case is not None:
-                        cases.setdefault(case_id, case)
-            if why is not None:
-                ids.drop()
-                refuse(attempt.source_file, attempt.record, why, case_id=case_id)
-                continue
-            revision = golden.cases[case_id]["case_revision"] if golden is not None else 1
-            trace = {"case_id": case_id, "case_revision": revision, **trace}
-            # the contract is checked with attempt 1: the number given later changes nothing the contract checks
-            problem = contract_problem(Trace, {"trace_id": _trace_id(run.run_id, case_id, 1), "attempt": 1, **trace})
-            if problem is not None:
-                ids.drop()
-                refuse(attempt.source_file, attempt.record, problem, case_id=case_id)
-                continue
-            ids.keep()
-            called += tools
-            incomplete = None if trace["status"] == "ok" else (trace["error"] or trace["status"])
-            built.add(case_id, attempt.started_ns, attempt.record, json_line(trace), incomplete)
-
-    summary.notes += _golden_notes(golden, cases, dataset_version, ids)
-    return _finish(summary, location, run, ids, list(cases.values()), built, rejects, called, environment_version)
+            writer.take(attempt)
+        writer.settle()
+    summary.notes += _golden_notes(golden, writer.cases, dataset_version) + ids.notes(writer.used)
+    return _finish(summary, location, run, writer, environment_version)
 
 
 def _trace_id(run_id: str, case_id: str, attempt: int) -> str:
     return f"{run_id}:{case_id}#{attempt}"
 
 
-def _numbered(run_id: str, built: _Built) -> tuple[list[tuple[str, int, int]], list[dict[str, str]]]:
+def _numbered(run_id: str, writer: _Writer) -> tuple[list[tuple[str, int, int]], list[dict[str, str]]]:
     """(trace id, attempt, position) of every trace, attempts 1..n per case in start-time order, and the traces
-    that are not ok."""
+    that are not ok; a trace whose id breaks the identifier rules (a long case id, many attempts) is a reject."""
+    built = writer.built
     by_case: dict[str, list[int]] = defaultdict(list)
     for position, case_id in enumerate(built.case_ids):
         by_case[case_id].append(position)
@@ -419,6 +392,11 @@ def _numbered(run_id: str, built: _Built) -> tuple[list[tuple[str, int, int]], l
         positions.sort(key=lambda i: (built.started[i], built.records[i]))
         for attempt, position in enumerate(positions, start=1):
             trace_id = _trace_id(run_id, case_id, attempt)
+            problem = identifier_problem(trace_id) if attempt > 1 else None  # attempt 1 was checked with its trace
+            if problem is not None:
+                writer.refuse(built.source_files[position], built.records[position], f"trace id {trace_id!r} {problem}",
+                              case_id=case_id)
+                continue
             order.append((trace_id, attempt, position))
             if position in built.incomplete:
                 incomplete.append({"trace_id": trace_id, "reason": built.incomplete[position]})
@@ -433,15 +411,8 @@ def _lines(built: _Built, order: Sequence[tuple[str, int, int]]) -> Iterator[byt
         yield b'{"trace_id":' + orjson.dumps(trace_id) + b',"attempt":' + str(attempt).encode() + b"," + body[1:]
 
 
-def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]], dataset_version: str, ids: DocIds) -> list[str]:
-    how = ", ".join(f"{len(found)} by {way}" for way, found in sorted(ids.how.items()) if found)
-    notes = [f"document ids: {how}"] if how else []
-    textless = sorted(doc_id for found in ids.how.values() for doc_id in found
-                      if doc_id not in ids.corpus_text and doc_id not in ids.new)
-    if textless:
-        notes.append(f"{len(textless)} retrieved documents have no text in the source or the corpus version "
-                     f"({', '.join(textless[:3])}{', ...' if len(textless) > 3 else ''}): import with --corpus-version "
-                     "naming the corpus that holds them, or context and grounding cannot read them")
+def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]], dataset_version: str) -> list[str]:
+    notes: list[str] = []
     if golden is not None:
         return [f"golden cases: matched to the {len(golden.cases)} cases of cases/{dataset_version}; no case written", *notes]
     rag = sum("rag" in c["lanes"] for c in cases.values())
@@ -455,28 +426,32 @@ def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]],
     return notes
 
 
-def _finish(summary: ImportSummary, location: Location, run: ImportRun, ids: DocIds, cases: list[dict[str, Any]],
-            built: _Built, rejects: list[dict[str, Any]], called: list[str], environment_version: str
+def _finish(summary: ImportSummary, location: Location, run: ImportRun, writer: _Writer, environment_version: str
             ) -> ImportSummary:
-    rejects.sort(key=lambda r: (r["source_file"], r["line"]))
-    summary.rejects = rejects
-    if not built:
+    cases = list(writer.cases.values())
+    order, incomplete = _numbered(run.run_id, writer)
+    writer.rejects.sort(key=lambda r: (r["source_file"], r["line"]))
+    summary.rejects = writer.rejects
+    if not order:
         summary.notes.append("nothing written: no record could be imported")
         return summary
-    named = called + [c["name"] for case in cases for c in case.get("reference_tool_calls", [])]
+    named = writer.called + [c["name"] for case in cases for c in case.get("reference_tool_calls", [])]
     registry, known, origin = resolve_registry(run.data_root, environment_version, run.tools, {}, named)
     summary.notes.append(f"tool registry: {origin}")
-    summary.notes += filter(None, [unknown_tools_note(called, known)])
+    summary.notes += filter(None, [unknown_tools_note(writer.called, known)])
     mode = import_mode(run.data_root, summary.dataset_version, run.mode, run.baseline_run_id)
-    summary.corpus_version = _write_corpus(location, run, ids, summary)
+    corpus = plan_corpus(location, run.corpus_version, run.run_id, writer.ids.new_texts(writer.used), overwrite=run.overwrite,
+                         default=DEFAULT_CORPUS_VERSION)
+    summary.corpus_version = corpus.version
     run_manifest = manifest(run.run_id, run.candidate or Path(summary.source.split(", ")[0]).stem, summary.dataset_version,
-                            environment_version, summary.corpus_version, run.model, mode, run.baseline_run_id)
-    order, incomplete = _numbered(run.run_id, built)
-    files = RunFiles(run_manifest, cases, [], registry, f"{summary.format}.jsonl", rejects, encoded_traces=_lines(built, order))
+                            environment_version, corpus.version, run.model, mode, run.baseline_run_id)
+    files = RunFiles(run_manifest, cases, [], registry, f"{summary.format}.jsonl", writer.rejects,
+                     encoded_traces=_lines(writer.built, order), corpus_lines=corpus.lines)
     summary.files = write_run(run.data_root, files, run.overwrite)
+    summary.notes += filter(None, [corpus.note])
     summary.mode, summary.cases, summary.traces = mode, len(cases), len(order)
     summary.incomplete = incomplete
     return summary
 
 
-__all__ = ["DOC_ID_KEYS", "DocIds", "ImportRun", "Matching", "build_trace", "digest_id", "import_attempts"]
+__all__ = ["ImportRun", "Matching", "build_trace", "import_attempts", "source_case"]

@@ -250,6 +250,8 @@ class RunFiles:
     # trace lines already encoded and held to the trace contract, written instead of `traces` (an importer that
     # makes rejects of the traces that break it and keeps the others as bytes, not dicts, to stay small)
     encoded_traces: Iterable[bytes] | None = None
+    # docs.jsonl of the new corpus version the run names, holding texts the source brought (written with the run)
+    corpus_lines: bytes | None = None
 
 
 def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -> list[str]:
@@ -289,11 +291,16 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
     if overwrite:
         for name in location.files("traces", run_id, suffixes=(".jsonl",)):
             location.fs.delete_file(location.join("traces", run_id, name))
+        if location.exists("traces", run_id, REJECTS_FILE):  # the rejects of the run replaced, not of this import
+            location.fs.delete_file(location.join("traces", run_id, REJECTS_FILE))
     for name, text in case_files:
         put(text, "cases", dataset_version, name)
     if not location.exists("tools", environment_version, "tools.yaml"):
         put(_yaml(files.registry), "tools", environment_version, "tools.yaml")
-    if not location.is_dir("corpus", corpus_version):
+    if files.corpus_lines is not None:
+        location.write_bytes(files.corpus_lines, "corpus", corpus_version, "docs.jsonl")
+        written.append(f"corpus/{corpus_version}/docs.jsonl")
+    elif not location.is_dir("corpus", corpus_version):
         # agent-only runs still name a corpus version; an empty one lets the pipeline load it like any other
         put("", "corpus", corpus_version, "docs.jsonl")
     lines = files.encoded_traces if files.encoded_traces is not None else map(json_line, files.traces)

@@ -191,15 +191,15 @@ def _documents(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
                 yield number, None, f"invalid JSON: {exc}"
 
 
-def _span_counts(files: Iterable[Path]) -> Counter[bytes]:
+def _span_counts(files: Iterable[Path]) -> dict[str, int]:
     """How many times each raw trace id appears in the files (a cheap scan, no JSON decoding); an upper bound of
-    each trace's span count, used only to convert a trace as soon as all of its spans are in."""
+    each trace's span and log record count, used only to convert a trace as soon as all of its spans are in."""
     counts: Counter[bytes] = Counter()
     for path in files:
         with path.open("rb") as handle:
             for line in handle:
                 counts.update(_TRACE_ID.findall(line))
-    return counts
+    return {raw.decode("utf-8", "replace"): count for raw, count in counts.items()}
 
 
 @dataclass
@@ -217,15 +217,22 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
     """Every OTel trace of the files converted by `convert(spans, file name, record)` in the order its last span or
     log record is read, and an Unreadable for each line, span or log record that is not OTLP/JSON."""
     files = source_files(paths)
-    counts = _span_counts(files)
+    remaining = _span_counts(files)  # raw trace id -> spans and log records not read yet
     open_traces: dict[str, _OpenTrace] = {}
-    seen: Counter[str] = Counter()
 
     def arrived(raw_id: str, trace_id: str) -> SourceAttempt | Unreadable | None:
-        seen[raw_id] += 1
-        if seen[raw_id] >= counts.get(raw_id.encode(), 0):
-            return _finish(trace_id, open_traces.pop(trace_id), convert)
-        return None
+        left = remaining.get(raw_id, 0) - 1
+        if left > 0:
+            remaining[raw_id] = left
+            return None
+        remaining.pop(raw_id, None)
+        return _finish(trace_id, open_traces.pop(trace_id), convert)
+
+    def opened(trace_id: str, source_file: str, record: int) -> _OpenTrace:
+        trace = open_traces.get(trace_id)
+        if trace is None:
+            trace = open_traces[trace_id] = _OpenTrace(source_file, record)
+        return trace
 
     for path in files:
         for number, request, problem in _documents(path):
@@ -243,7 +250,7 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
                 except (OtlpError, ValueError, TypeError, KeyError) as exc:
                     yield Unreadable(path.name, number, f"span {raw.get('name', '')!r}: {exc}")
                     continue
-                trace = open_traces.setdefault(span.trace_id, _OpenTrace(path.name, number))
+                trace = opened(span.trace_id, path.name, number)
                 if not trace.spans:  # a trace is named by the line of its first span, not of a log record
                     trace.source_file, trace.record = path.name, number
                 trace.spans.append(span)
@@ -256,7 +263,7 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
                 except (OtlpError, ValueError, TypeError, KeyError) as exc:
                     yield Unreadable(path.name, number, f"log record: {exc}")
                     continue
-                trace = open_traces.setdefault(trace_id, _OpenTrace(path.name, number))
+                trace = opened(trace_id, path.name, number)
                 trace.events.setdefault(span_id or "", []).append(event)
                 if (done := arrived(raw_id, trace_id)) is not None:
                     yield done

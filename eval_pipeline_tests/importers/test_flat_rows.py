@@ -14,7 +14,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, digest_id
+from eval_pipeline.importers.attempts import ImportRun, Matching
+from eval_pipeline.importers.doc_ids import digest_id
 from eval_pipeline.importers.common import ImporterError
 from eval_pipeline.importers.flat_rows import (
     import_deepeval,

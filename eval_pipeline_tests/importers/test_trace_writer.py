@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, digest_id, import_attempts
+from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
+from eval_pipeline.importers.doc_ids import digest_id
 from eval_pipeline.importers.common import ImporterError
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Unreadable
 from eval_pipeline_tests.importers.fixtures.importing import written_traces
@@ -176,3 +177,68 @@ def test_documents_known_by_id_alone_without_a_corpus_are_named_in_the_summary(t
     assert ("2 retrieved documents have no text in the source or the corpus version (kb/elsewhere, kb/refunds): import "
             "with --corpus-version naming the corpus that holds them, or context and grounding cannot read them") in summary.notes
     assert "document ids: 2 by source id" in summary.notes
+
+
+def test_without_golden_cases_a_failed_attempt_of_a_case_another_attempt_states_is_written_as_incomplete(tmp_path):
+    """Attempts of one case: a timed-out one before the one whose gold states the case, and one after it; a lone
+    failed attempt of another case states nothing and is a reject with its reason."""
+    def timed_out(record: int, started: int, key: str) -> SourceAttempt:
+        return SourceAttempt("traces.json", record, started_ns=started, case_key=key, status="timeout", error="harness timeout")
+
+    stated = attempt(2, "How long is the refund window?", SourceDoc(text=WINDOW), started=20, key="c1")
+    stated.reference_docs = [SourceDoc(text=WINDOW)]
+    source = [timed_out(1, 10, "c1"), stated, timed_out(3, 30, "c1"), timed_out(4, 40, "lonely")]
+    summary = import_attempts("ragas", SOURCE, source, ImportRun(run_id="r3", data_root=tmp_path))
+    assert (summary.cases, summary.traces) == (1, 3)
+    assert [(t["trace_id"], t["status"]) for t in written_traces(tmp_path, "r3")] == [
+        ("r3:c1#1", "timeout"), ("r3:c1#2", "ok"), ("r3:c1#3", "timeout")]
+    assert [(r["line"], r["case_id"], r["reason"]) for r in summary.rejects] == [
+        (4, "lonely", "no golden case and nothing to score: no retrieval, answer, tool call or reference")]
+
+
+def test_a_bad_reference_or_gold_is_a_reject_and_nothing_is_written_when_the_run_cannot_be(tmp_path):
+    """An empty reference context is a reject, not a crash; two case ids that would share a file refuse the run
+    before anything (the new corpus version included) is written."""
+    empty = attempt(1, "How long is the refund window?", SourceDoc(text=WINDOW), key="a b")
+    empty.reference_docs = [SourceDoc(text="")]
+    ok = attempt(2, "How long is the refund window?", SourceDoc(text=WINDOW), key="a b")
+    ok.reference_docs = [SourceDoc(text=WINDOW)]
+    clash = attempt(3, "When are invoices issued?", SourceDoc(text=OTHER), key="a-b")
+    clash.reference_docs = [SourceDoc(text=OTHER)]
+    with pytest.raises(ImporterError, match="would both be written to a-b.yaml"):
+        import_attempts("ragas", SOURCE, [empty, ok, clash], ImportRun(run_id="r4", data_root=tmp_path))
+    assert not (tmp_path / "corpus").exists() and not (tmp_path / "traces").exists()
+    summary = import_attempts("ragas", SOURCE, [empty, ok], ImportRun(run_id="r4", data_root=tmp_path))
+    assert summary.traces == 1
+    assert [(r["line"], r["reason"]) for r in summary.rejects] == [(1, "a document with neither an id nor text")]
+
+
+def test_chunks_sharing_a_metadata_source_keep_their_own_texts_and_the_summary_says_why(tmp_path):
+    """LangChain's `source` names the file every chunk came from: the second chunk's text must not be lost."""
+    first = SourceDoc(text="Refunds take 14 days.", metadata={"source": "policy.pdf"})
+    second = SourceDoc(text="Shipping takes 3 days.", metadata={"source": "policy.pdf"})
+    traced = attempt(1, "How long is shipping?", first, second, key="c1")
+    traced.reference_docs = [SourceDoc(text="Shipping takes 3 days.")]
+    summary = import_attempts("ragas", SOURCE, [traced], ImportRun(run_id="r5", data_root=tmp_path))
+    (trace,) = written_traces(tmp_path, "r5")
+    shipping = digest_id("Shipping takes 3 days.")
+    assert [h["doc_id"] for h in trace["retrieval"][0]["hits"]] == ["policy.pdf", shipping]
+    case = yaml.safe_load((tmp_path / "cases" / "ragas-traces" / "c1.yaml").read_text())
+    assert case["required_doc_ids"] == [shipping]  # the reference meets the retrieved chunk
+    corpus = {json.loads(line)["doc_id"]: json.loads(line)["text"] for line in (tmp_path / "corpus" / "r5-docs" / "docs.jsonl").read_text().splitlines()}
+    assert corpus == {"policy.pdf": "Refunds take 14 days.", shipping: "Shipping takes 3 days."}
+    assert ("1 metadata values name documents with different texts (policy.pdf): those documents have ids from their "
+            "text; give --doc-id-key the key that names one chunk") in summary.notes
+
+
+def test_force_replaces_the_rejects_of_the_run_and_an_unknown_corpus_version_is_named(tmp_path):
+    root = golden_root(tmp_path)
+    run = ImportRun(run_id="r6", data_root=root, dataset_version="gold", corpus_version="kbb")
+    stranger = attempt(2, "Who are you?", SourceDoc(text=OTHER))
+    summary = import_attempts("otlp", SOURCE, [attempt(1, "How long is the refund window?", SourceDoc(text=WINDOW)), stranger], run)
+    assert len(summary.rejects) == 1 and (root / "traces" / "r6" / "import_rejects.json").exists()
+    assert ("corpus: wrote corpus/kbb/docs.jsonl (corpus version kbb did not exist (versions under corpus/: kb), so it "
+            "holds only 1 documents from the source)") in summary.notes
+    again = import_attempts("otlp", SOURCE, [attempt(1, "How long is the refund window?", SourceDoc(text=WINDOW))],
+                            ImportRun(**{**run.__dict__, "overwrite": True}))
+    assert again.rejects == [] and not (root / "traces" / "r6" / "import_rejects.json").exists()
