@@ -17,7 +17,8 @@ DESCRIPTION = """\
 Import traces recorded by another tool as one evaluation run under the data root, so that
 `eval-pipeline run` scores them like any other run. Writes cases/<dataset_version>/<case_id>.yaml,
 tools/<environment_version>/tools.yaml (unless it exists), corpus/<corpus_version>/docs.jsonl (empty, unless
-the version exists), traces/<RUN_ID>/run.yaml and traces/<RUN_ID>/<source>.jsonl. A source is read by its
+the version exists; for otlp, langfuse, ragas and deepeval a new version with the source's texts, below),
+traces/<RUN_ID>/run.yaml and traces/<RUN_ID>/<source>.jsonl (<format>.jsonl for the trace importers). A source is read by its
 content, whatever its name: a JSON array, one (pretty-printed) JSON object, or JSONL. Records that cannot be
 read are listed in traces/<RUN_ID>/{rejects}; records with defective messages (a tool result answering no
 open call, arguments that are not a JSON object) become traces with harness status `error`, which the
@@ -51,10 +52,10 @@ formats:
   langfuse         Langfuse observations (JSONL, CSV or Parquet, as its export and API write them), grouped
                    by trace: RETRIEVER outputs become retrieval rounds (--doc-path names the documents' field
                    when the output has another shape), GENERATIONs the answer and tool calls, TOOLs results.
-  ragas            a Ragas EvaluationDataset (JSONL or CSV): single-turn rows (user_input,
+  ragas            a Ragas EvaluationDataset (JSONL, a JSON array, or CSV): single-turn rows (user_input,
                    retrieved_contexts, response, reference, reference_contexts ...) and multi-turn rows
                    (messages with tool_calls, reference_tool_calls). Rows carry their own gold.
-  deepeval         DeepEval test cases (JSON as EvaluationDataset.save_as writes it, or JSONL): input,
+  deepeval         DeepEval test cases (JSON, JSONL or CSV as EvaluationDataset.save_as writes them): input,
                    actual_output, expected_output, context, retrieval_context, tools_called,
                    expected_tools. Rows carry their own gold.
 
@@ -63,15 +64,18 @@ For otlp, langfuse, ragas and deepeval:
   {keys}), the corpus document with exactly the same text (--corpus-version), else doc-<content
   digest> (the same text, the same id in every run). Texts the corpus version lacks are written to a
   new corpus version, <corpus version>-<RUN_ID> (or <RUN_ID>-docs without --corpus-version); no version
-  is overwritten.
+  is overwritten. A metadata value naming chunks with different texts (a file name) is not an id: those
+  documents get their ids from their text.
   when DATA/cases/<dataset version> exists, each trace meets its golden case by --case-key (default
   case_id: OpenInference metadata, the span attribute case_id or eval.case_id, Langfuse metadata, a row
   field) or else by its exact input text; a trace that meets none is rejected with its reason and no
   case is written. Without golden cases the cases are written from the source's own gold (Ragas and
   DeepEval references); a RAG trace without any is rejected up front (nothing to score retrieval
-  against). Repeated attempts of one case are numbered in start-time order.
+  against), unless another attempt of its case states the case. Repeated attempts of one case are numbered
+  in start-time order.
 
-exit status: 0 imported (rejects, if any, are listed), 1 no record could be imported, 2 the import could not run.
+exit status: 0 imported (rejects, if any, are listed), 1 no record could be imported, 2 the import could not run
+(a missing file, a run or corpus version that exists without --force, an unknown option).
 """.format(rejects=REJECTS_FILE, keys=", ".join(DOC_ID_KEYS))
 
 

@@ -398,6 +398,9 @@ def _attempts(name: str, records: list[tuple[int, Any]], bad: list[tuple[int, st
                 yield convert(row, name, number, case_key)
             except BadRow as exc:
                 yield Unreadable(name, number, str(exc))
+            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+                # a value of a shape this reader does not expect: this row is a reject, the import goes on
+                yield Unreadable(name, number, f"the row could not be read: {type(exc).__name__}: {exc}")
 
 
 def read_ragas(path: str | Path, *, case_key: str = "case_id") -> Iterator[SourceAttempt | Unreadable]:

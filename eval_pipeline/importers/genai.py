@@ -325,7 +325,7 @@ def _read(spans: Sequence[Span], root: Span) -> _Read:
 
 def _usage(root: Span, chats: Sequence[_Chat]) -> dict[str, Any]:
     """Tokens summed over the model calls; latency from the root span."""
-    usage: dict[str, Any] = {"latency_ms": (root.end_ns - root.start_ns) / 1e6}
+    usage: dict[str, Any] = {"latency_ms": (root.end_ns - root.start_ns) / 1e6} if root.end_ns > root.start_ns else {}
     for chat in chats:
         for name, count in chat.tokens.items():
             usage[name] = usage.get(name, 0) + count
@@ -352,7 +352,7 @@ def genai_attempt(spans: list[Span], source_file: str, record: int, *, case_key:
         source_file=source_file, record=record, key=root.trace_id, started_ns=root.start_ns,
         case_key=span_case_key(spans, root, case_key), input=question, rounds=read.rounds,
         prompt=_prompt(read.chats[-1]) if read.chats else None, answer=answer, messages=read.messages or None,
-        usage=_usage(root, read.chats), status="error" if failed else "ok",
+        usage=_usage(root, read.chats) or None, status="error" if failed else "ok",
         error=(root.status_message or root.attributes.get("error.type") or "the root span's status is ERROR") if failed else None,
     )
 

@@ -395,7 +395,12 @@ def read_langfuse(path: str | Path, *, case_key: str = "case_id", doc_path: str 
         if isinstance(item, Unreadable):
             yield item
         elif item.observations or not item.defects:  # a trace whose every row was unreadable is already reported
-            yield convert_trace(item, path.name, case_key=case_key, doc_path=doc_path)
+            try:
+                yield convert_trace(item, path.name, case_key=case_key, doc_path=doc_path)
+            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+                # a value of a shape this reader does not expect: this trace is a reject, the import goes on
+                yield Unreadable(path.name, item.record, f"trace {item.key} could not be read: {type(exc).__name__}: {exc}",
+                                 trace_id=item.key)
 
 
 def import_langfuse(source: str | Path, run: ImportRun, matching: Matching = Matching(), *, doc_path: str | None = None

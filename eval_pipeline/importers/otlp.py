@@ -141,7 +141,7 @@ def log_event(record: dict[str, Any]) -> SpanEvent:
 
 def request_logs(request: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """(raw trace id, raw log record) of every log record of one ExportLogsServiceRequest that names a trace."""
-    if not isinstance(request.get("resourceLogs", []), list):
+    if not isinstance(request, dict) or not isinstance(request.get("resourceLogs", []), list):
         raise OtlpError("not an ExportLogsServiceRequest: resourceLogs is no list")
     for resource in request.get("resourceLogs", []):
         for scope_logs in (resource or {}).get("scopeLogs") or []:
@@ -153,35 +153,48 @@ def request_logs(request: Any) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def source_files(paths: Sequence[str | Path]) -> list[Path]:
-    """The files to read: each file given, and every file under each directory given (sorted, hidden ones skipped)."""
+    """The files to read, each once: each file given, and every file under each directory given (sorted, hidden
+    ones skipped)."""
     found: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
             found += sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
         else:
             found.append(path)
-    return found
+    # a file given twice (itself and its folder, say) is read once
+    return list({p.resolve(): p for p in reversed(found)}.values())[::-1]
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _is_one_document(path: Path) -> bool:
+    """Whether the file is one (pretty-printed) JSON document rather than JSONL: neither of its first two non-blank
+    lines is JSON on its own. A JSONL file whose first line is broken stays JSONL (that line is a reject)."""
+    with path.open("rb") as handle:
+        lines = []
+        for line in handle:
+            if line.strip():
+                lines.append(line)
+                if len(lines) == 2:
+                    break
+    return bool(lines) and not any(map(_parses, lines))
 
 
 def _documents(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
     """(line, request or None, why not) of a file: JSONL of requests, or one JSON document spanning the file."""
-    with path.open("rb") as handle:
-        first = b""
-        for first in handle:
-            if first.strip():
-                break
+    if _is_one_document(path):
         try:
-            orjson.loads(first)
-        except orjson.JSONDecodeError:
-            # not one request a line: the whole file is one JSON document
-            handle.seek(0)
-            data = handle.read()
-            try:
-                yield 1, orjson.loads(data), None
-            except orjson.JSONDecodeError as exc:
-                yield 1, None, f"neither JSONL nor one JSON document: {exc}"
-            return
-        handle.seek(0)
+            yield 1, orjson.loads(path.read_bytes()), None
+        except orjson.JSONDecodeError as exc:
+            yield 1, None, f"neither JSONL nor one JSON document: {exc}"
+        return
+    with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -241,13 +254,13 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
                 continue
             try:
                 spans, logs = list(request_spans(request)), list(request_logs(request))
-            except OtlpError as exc:
-                yield Unreadable(path.name, number, str(exc))
+            except (OtlpError, AttributeError, TypeError) as exc:
+                yield Unreadable(path.name, number, f"not an OTLP request: {exc}" if not isinstance(exc, OtlpError) else str(exc))
                 continue
             for raw_id, raw, scope in spans:
                 try:
                     span = decode_span(raw, scope)
-                except (OtlpError, ValueError, TypeError, KeyError) as exc:
+                except (OtlpError, ValueError, TypeError, KeyError, AttributeError) as exc:
                     yield Unreadable(path.name, number, f"span {raw.get('name', '')!r}: {exc}")
                     continue
                 trace = opened(span.trace_id, path.name, number)
@@ -260,7 +273,7 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
                 try:
                     trace_id, span_id = hex_id(raw_id, 16), hex_id(raw.get("spanId"), 8)
                     event = log_event(raw)
-                except (OtlpError, ValueError, TypeError, KeyError) as exc:
+                except (OtlpError, ValueError, TypeError, KeyError, AttributeError) as exc:
                     yield Unreadable(path.name, number, f"log record: {exc}")
                     continue
                 trace = opened(trace_id, path.name, number)
@@ -276,7 +289,11 @@ def _finish(trace_id: str, trace: _OpenTrace, convert: Callable[[list[Span], str
     spans = trace.spans
     if not spans:
         return Unreadable(trace.source_file, trace.record, f"OTel trace {trace_id} has log records but no spans")
-    by_id = {s.span_id: s for s in spans}
+    by_id: dict[str, Span] = {}
+    for span in spans:  # a span exported twice (a retried export) counts once
+        by_id.setdefault(span.span_id, span)
+    if len(by_id) < len(spans):
+        spans = list(by_id.values())
     for span_id, events in trace.events.items():
         # a log record without a span id, or naming a span the trace lacks, is an event of the trace's root
         owner = by_id.get(span_id) or next((s for s in spans if s.parent_id not in by_id), spans[0])

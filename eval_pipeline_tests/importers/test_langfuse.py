@@ -298,6 +298,16 @@ def test_unreadable_rows_are_rejects_and_their_trace_says_so(tmp_path: Path) -> 
     assert (attempt.key, attempt.answer, attempt.defects) == ("t1", "fine", ["row 4 could not be read: observation bad: 'yesterday' is not a timestamp"])
 
 
+
+def test_values_of_a_shape_the_reader_does_not_expect_make_their_trace_a_reject_not_a_crash(tmp_path: Path) -> None:
+    good = _obs("t1", "g", "GENERATION", "llm", 0, 10, output="fine")
+    odd = [_obs("t2", "a", "GENERATION", "llm", 0, 10, output="x") | {"input": {"kwargs": ["x"]}},
+           _obs("t3", "b", "GENERATION", "llm", 0, 10, output={"content": "x", "additional_kwargs": "oops"})]
+    read = _read(tmp_path, [good, *odd])
+    assert [(u.record, u.trace_id, u.reason.split(":")[0]) for u in read if isinstance(u, Unreadable)] == [
+        (2, "t2", "trace t2 could not be read"), (3, "t3", "trace t3 could not be read")]
+    assert [a.key for a in read if isinstance(a, SourceAttempt)] == ["t1"]
+
 # ---- end to end: a golden data root, the import, the pipeline ------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -120,3 +120,29 @@ def test_log_records_are_the_events_of_their_spans_in_whichever_file_and_order_t
         ("gen_ai.user.message", {"gen_ai.system": "openai", "content": "hi"}), ("gen_ai.choice", {"body": "plain text"})]
     assert [e.name for e in root_span.events] == ["orphan"]
     assert all(e.time_ns > 0 for e in chat.events)
+
+
+def test_a_broken_first_line_odd_shapes_and_repeated_exports_lose_nothing_and_count_nothing_twice(tmp_path):
+    """A JSONL file whose first line is broken is still JSONL; values of the wrong shape are rejects of their line or
+    span; a file given twice (and inside a folder given) is read once; a span exported twice counts once."""
+    spans = _record_two_traces()
+    request = otlp_request(spans)
+    retried = json.loads(json.dumps(request))
+    retried["resourceSpans"][0]["scopeSpans"][0]["spans"] = retried["resourceSpans"][0]["scopeSpans"][0]["spans"][:1]
+    bad_status = json.loads(json.dumps(request))
+    bad_status["resourceSpans"][0]["scopeSpans"][0]["spans"] = [
+        {**span, "status": "ERROR", "attributes": [{"key": "tags", "value": {"arrayValue": ["not", "values"]}}]}
+        for span in bad_status["resourceSpans"][0]["scopeSpans"][0]["spans"][:1]]
+    bad_status["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "ab" * 16
+    folder = tmp_path / "export"
+    folder.mkdir()
+    path = folder / "spans.jsonl"
+    path.write_text("\n".join(["{broken", json.dumps(request), json.dumps(retried), json.dumps({"resourceSpans": ["x"]}),
+                               json.dumps(bad_status)]) + "\n")
+    out, seen = _collect([path, folder])
+    unreadable = [(u.record, u.reason) for u in out if isinstance(u, Unreadable)]
+    assert [(record, reason.split(":")[0]) for record, reason in unreadable] == [
+        (1, "invalid JSON"), (4, "not an OTLP request"), (5, "span 'child-a'")]
+    # the two traces once each, every span once: trace 0 is complete once its span exported again on line 3 is in
+    assert [(name, record, names) for name, record, names in seen] == [
+        ("spans.jsonl", 2, ["root-1", "child-a", "child-b"]), ("spans.jsonl", 2, ["root-0", "child-a", "child-b"])]
