@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,12 @@ from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempt
 from eval_pipeline.importers.common import ImporterError, ImportSummary
 from eval_pipeline.importers.genai import genai_attempt, is_genai
 from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
+from eval_pipeline.importers.reader_process import read_in_child
 from eval_pipeline.importers.source import SourceAttempt, Span, SpanEvent, Unreadable
 
 FORMAT = "otlp"
+# from this size on, the files are read in a second process while this one writes (starting it takes about a second)
+READER_PROCESS_BYTES = 64 << 20
 _TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([^"]*)"')
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _STATUS = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
@@ -319,8 +323,15 @@ def convert_trace(spans: list[Span], source_file: str, record: int, *, case_key:
                       "OpenInference (openinference.span.kind) or GenAI (gen_ai.*) form")
 
 
-def import_otlp(sources: Sequence[str | Path], run: ImportRun, matching: Matching = Matching()) -> ImportSummary:
-    """Import OTLP/JSON files (or directories of them) as one run: one attempt per OTel trace."""
+def converted(files: Sequence[Path], case_key: str) -> Iterator[SourceAttempt | Unreadable]:
+    """Every OTel trace of the files as an attempt (or why it cannot be one), in the order `read_otlp` gives them."""
+    return read_otlp(files, partial(convert_trace, case_key=case_key))
+
+
+def import_otlp(sources: Sequence[str | Path], run: ImportRun, matching: Matching = Matching(), *,
+                reader_process: bool | None = None) -> ImportSummary:
+    """Import OTLP/JSON files (or directories of them) as one run: one attempt per OTel trace. The files are read in
+    a second process when `reader_process` is True, or when it is None and they hold READER_PROCESS_BYTES or more."""
     given = [Path(s) for s in sources]
     missing = [str(p) for p in given if not p.exists()]
     if missing:
@@ -328,9 +339,11 @@ def import_otlp(sources: Sequence[str | Path], run: ImportRun, matching: Matchin
     files = source_files(given)
     if not files:
         raise ImporterError(f"no files under {', '.join(map(str, given))}")
-    traces = read_otlp(files, lambda spans, name, record: convert_trace(spans, name, record, case_key=matching.case_key))
+    if reader_process is None:
+        reader_process = sum(f.stat().st_size for f in files) >= READER_PROCESS_BYTES
+    traces = read_in_child(converted, files, matching.case_key) if reader_process else converted(files, matching.case_key)
     return import_attempts(FORMAT, given, traces, run, matching)
 
 
-__all__ = ["FORMAT", "OtlpError", "any_value", "attributes", "convert_trace", "decode_span", "hex_id", "import_otlp", "log_event",
+__all__ = ["FORMAT", "READER_PROCESS_BYTES", "OtlpError", "any_value", "attributes", "convert_trace", "converted", "decode_span", "hex_id", "import_otlp", "log_event",
            "read_otlp", "request_logs", "request_spans", "source_files"]

@@ -259,3 +259,16 @@ def test_imported_traces_are_scored_in_their_lanes(scored) -> None:
         "agent-overpay": ("fail", "tool_arguments", ('invalid calls: issue_refund({"amount":99,"order_id":"A2"}) '
                                                      "(args match no reference call of issue_refund: amount 99, expected 20)")),
     }
+
+
+def test_read_in_a_second_process_the_import_is_byte_for_byte_the_same(otlp_file: Path, tmp_path: Path) -> None:
+    """Large exports are read in a child process while this one writes: the run it writes is the same."""
+    written = {}
+    for child in (False, True):
+        root = tmp_path / str(child)
+        golden_root(root, "oi", CORPUS, GOLDEN)
+        run = ImportRun(run_id="oi-1", data_root=root, dataset_version="golden-oi", environment_version="env-oi", corpus_version="kb-oi")
+        summary = import_otlp([otlp_file], run, Matching(), reader_process=child)
+        written[child] = (summary.traces, summary.rejects, (root / "traces" / "oi-1" / "otlp.jsonl").read_bytes(),
+                          sorted(p.name for p in (root / "corpus").iterdir()))
+    assert written[True] == written[False] and written[True][0] == 7
