@@ -412,9 +412,11 @@ def _lines(built: _Built, order: Sequence[tuple[str, int, int]]) -> Iterator[byt
 
 
 def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]], dataset_version: str) -> list[str]:
-    notes: list[str] = []
     if golden is not None:
-        return [f"golden cases: matched to the {len(golden.cases)} cases of cases/{dataset_version}; no case written", *notes]
+        return [f"golden cases: matched to the {len(golden.cases)} cases of cases/{dataset_version}; no case written"]
+    if not cases:
+        return [f"no golden cases under cases/{dataset_version}, and no record states a case of its own"]
+    notes: list[str] = []
     rag = sum("rag" in c["lanes"] for c in cases.values())
     agent = sum("agent" in c["lanes"] for c in cases.values())
     goal_only = sum(c.get("tool_match") == "goal_only" for c in cases.values())

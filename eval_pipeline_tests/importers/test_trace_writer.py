@@ -194,6 +194,9 @@ def test_without_golden_cases_a_failed_attempt_of_a_case_another_attempt_states_
         ("r3:c1#1", "timeout"), ("r3:c1#2", "ok"), ("r3:c1#3", "timeout")]
     assert [(r["line"], r["case_id"], r["reason"]) for r in summary.rejects] == [
         (4, "lonely", "no golden case and nothing to score: no retrieval, answer, tool call or reference")]
+    alone = import_attempts("ragas", SOURCE, [timed_out(1, 10, "lonely")], ImportRun(run_id="r3b", data_root=tmp_path / "alone"))
+    assert alone.traces == 0 and alone.notes == ["no golden cases under cases/ragas-traces, and no record states a case of its own",
+                                                 "nothing written: no record could be imported"]
 
 
 def test_a_bad_reference_or_gold_is_a_reject_and_nothing_is_written_when_the_run_cannot_be(tmp_path):
