@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -339,8 +340,8 @@ def import_otlp(sources: Sequence[str | Path], run: ImportRun, matching: Matchin
     files = source_files(given)
     if not files:
         raise ImporterError(f"no files under {', '.join(map(str, given))}")
-    if reader_process is None:
-        reader_process = sum(f.stat().st_size for f in files) >= READER_PROCESS_BYTES
+    if reader_process is None:  # an embedded interpreter may have no executable to start a second one with
+        reader_process = bool(sys.executable) and sum(f.stat().st_size for f in files) >= READER_PROCESS_BYTES
     traces = read_in_child(converted, files, matching.case_key) if reader_process else converted(files, matching.case_key)
     return import_attempts(FORMAT, given, traces, run, matching)
 
