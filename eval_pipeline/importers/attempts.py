@@ -30,6 +30,7 @@ from eval_pipeline.contracts.identifiers import identifier_problem, validate_ide
 from eval_pipeline.contracts.models import Case, Trace
 from eval_pipeline.importers.common import (
     DEFAULT_CORPUS_VERSION,
+    RARE_COLLECTIONS,
     ImporterError,
     ImportSummary,
     RunFiles,
@@ -247,7 +248,7 @@ def _rare_collections() -> Iterator[None]:
     counting as each attempt is written; with the default thresholds the collector walked every live object about
     thirty times in a 10k-trace import, 15 to 25 % of its time, and found almost nothing."""
     before = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 1000)
+    gc.set_threshold(*RARE_COLLECTIONS)
     try:
         yield
     finally:

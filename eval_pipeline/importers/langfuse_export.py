@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from eval_pipeline.importers.common import ImporterError
+from eval_pipeline.importers.common import ImporterError, parses_as_json
 from eval_pipeline.importers.source import Unreadable
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
@@ -201,7 +201,7 @@ def _frame(path: Path) -> pl.DataFrame:
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise ImporterError(f"{path}: cannot read it as a Langfuse export ({exc})") from exc
     filled = lines.drop_nulls().filter(lines.drop_nulls().str.strip_chars() != "")
-    if stripped.startswith(b"[") or filled.len() <= 1 or not _parses(filled[0]):
+    if stripped.startswith(b"[") or filled.len() <= 1 or not parses_as_json(filled[0]):
         # one JSON document (an array, an API page, a trace download, pretty-printed or not)
         text = data if data is not None else path.read_bytes()
         try:
@@ -210,14 +210,6 @@ def _frame(path: Path) -> pl.DataFrame:
             raise ImporterError(f"{path}: neither JSONL nor one JSON document ({exc})") from exc
         lines = pl.Series("line", [orjson.dumps(r).decode() for r in rows], dtype=pl.String)
     return _lines_frame(lines)
-
-
-def _parses(line: str) -> bool:
-    try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return True
 
 
 def _row(values: dict[str, Any]) -> dict[str, Any] | str:

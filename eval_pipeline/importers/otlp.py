@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
-from eval_pipeline.importers.common import ImporterError, ImportSummary
+from eval_pipeline.importers.common import ImporterError, ImportSummary, parses_as_json
 from eval_pipeline.importers.genai import genai_attempt, is_genai
 from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
 from eval_pipeline.importers.reader_process import read_in_child
@@ -170,14 +170,6 @@ def source_files(paths: Sequence[str | Path]) -> list[Path]:
     return list({p.resolve(): p for p in reversed(found)}.values())[::-1]
 
 
-def _parses(line: bytes) -> bool:
-    try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return True
-
-
 def _is_one_document(path: Path) -> bool:
     """Whether the file is one (pretty-printed) JSON document rather than JSONL: neither of its first two non-blank
     lines is JSON on its own. A JSONL file whose first line is broken stays JSONL (that line is a reject)."""
@@ -188,7 +180,7 @@ def _is_one_document(path: Path) -> bool:
                 lines.append(line)
                 if len(lines) == 2:
                     break
-    return bool(lines) and not any(map(_parses, lines))
+    return bool(lines) and not any(map(parses_as_json, lines))
 
 
 def _documents(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:

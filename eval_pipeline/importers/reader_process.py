@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from eval_pipeline.importers.common import ImporterError
+from eval_pipeline.importers.common import RARE_COLLECTIONS, ImporterError
 
 BATCH = 256  # items a message: fewer, larger pickles
 _SIZE = struct.Struct("<Q")
@@ -42,7 +42,7 @@ def _receive(stream: IO[bytes]) -> tuple[str, Any] | None:
 def serve(source: IO[bytes], out: IO[bytes]) -> None:
     """The child: read (reader, args) from `source`, send what the reader yields to `out`."""
     # the reader frees what it reads by reference counting; the cyclic collector would only walk it (as the writer's)
-    gc.set_threshold(100_000, 50, 1000)
+    gc.set_threshold(*RARE_COLLECTIONS)
     try:
         reader, args = pickle.loads(source.read())
         batch: list[Any] = []
