@@ -24,6 +24,10 @@ from eval_pipeline.quality.contracts import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
 
 
+# `eval-pipeline run`'s exit status (docs/gates.md#exit-codes-and-checks): a blocked release is a completed evaluation.
+EXIT_COMPLETED, EXIT_INCOMPLETE = 0, 1
+
+
 class RunnerError(Exception):
     """The run cannot start: the message says why, for the user."""
 
@@ -107,7 +111,8 @@ def run_pipeline(
     executor: str = "in_process",
     max_concurrent: int = 2,
 ) -> int:
-    """Evaluate runs; 0 when every step and check succeeded (a blocked release included), 1 otherwise (RunnerError for unusable input)."""
+    """Evaluate runs; 0 when every step ran and every blocking check passed, whatever the release decision; 1 when a
+    step or a blocking check failed; RunnerError (exit 2) for unusable input."""
     from eval_pipeline.defs.partitions import runs_partitions
     from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env
     from eval_pipeline.reporting.summary import print_summary
@@ -133,7 +138,7 @@ def run_pipeline(
     if instance is None:
         home = ensure_dagster_home()
         instance = dg.DagsterInstance.get()
-        print(f"Dagster instance: {home}", file=sys.stderr)
+        print(home.announcement(), file=sys.stderr)
     for abandoned in fail_abandoned_runs(instance):
         print(f"Dagster run {abandoned} of an eval-pipeline process that was killed marked failed", file=sys.stderr)
     new_partitions = [r for r in ordered if not instance.has_dynamic_partition(runs_partitions.name, r)]
@@ -154,26 +159,26 @@ def run_pipeline(
                             tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
             success, dagster_run = result.success, result.run_id
         took = time.perf_counter() - started
-        state = "ok"
+        failed_checks = failed_blocking_checks(instance, dagster_run)
+        for line in failed_checks:
+            print(f"run {run_id}: {line}", file=out)
         if not success:
-            if only_the_release_is_blocked(instance, dagster_run):
-                blocked_runs.append(run_id)
-                state = "ok, release blocked"
-            else:
-                failed_runs.append(run_id)
-                state = "FAILED"
-            for line in failed_blocking_checks(instance, dagster_run):
-                print(f"run {run_id}: {line}", file=out)
+            failed_runs.append(run_id)
+            state = "FAILED"
+        elif release_is_blocked(instance, dagster_run):
+            blocked_runs.append(run_id)
+            state = "ok, release blocked"
+        else:
+            state = "ok"
         print(f"run {run_id}: {state} in {took:.1f}s (Dagster run {dagster_run})", file=sys.stderr)
     print_summary(config, ordered, out)
     if blocked_runs:
         print(f"\nrelease blocked for {', '.join(blocked_runs)}: the evaluation completed and a release gate failed "
-              "(its Dagster run is marked failed by the blocking check gate_report.release_is_not_blocked; "
-              "`eval-pipeline gate` exits 1)", file=out)
+              "(the check release_is_not_blocked is red in the UI; `eval-pipeline gate` exits 1)", file=out)
     if failed_runs:
         print(f"\n{len(failed_runs)} run(s) had a failed step or a failed blocking check: {', '.join(failed_runs)}", file=out)
-        return 1
-    return 0
+        return EXIT_INCOMPLETE
+    return EXIT_COMPLETED
 
 
 def failed_blocking_checks(instance: dg.DagsterInstance, dagster_run_id: str) -> list[str]:
@@ -187,21 +192,13 @@ def failed_blocking_checks(instance: dg.DagsterInstance, dagster_run_id: str) ->
     return lines
 
 
-def only_the_release_is_blocked(instance: dg.DagsterInstance, dagster_run_id: str) -> bool:
-    """Whether the one thing that failed in a Dagster run is the release check: every step and other check succeeded."""
+def release_is_blocked(instance: dg.DagsterInstance, dagster_run_id: str) -> bool:
+    """Whether the release check failed in a Dagster run: the evaluation completed and a release gate failed."""
     from eval_pipeline.defs.gates.checks import RELEASE_CHECK
 
-    release_steps, other_failed_checks = set(), 0
-    for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
-        evaluation = entry.dagster_event.event_specific_data
-        if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR:
-            continue
-        if evaluation.check_name == RELEASE_CHECK:
-            release_steps.add(entry.step_key)
-        else:
-            other_failed_checks += 1
-    failed_steps = {entry.step_key for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.STEP_FAILURE)}
-    return bool(release_steps) and not other_failed_checks and failed_steps <= release_steps
+    return any(entry.dagster_event.event_specific_data.check_name == RELEASE_CHECK
+               and not entry.dagster_event.event_specific_data.passed
+               for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION))
 
 
 FORKSERVER_PRELOAD = ("eval_pipeline.runner", "eval_pipeline.defs.build", "great_expectations")

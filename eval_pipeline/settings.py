@@ -1,4 +1,4 @@
-"""Scoring settings shared by every scorer; defaults are SPEC §11's, gates.yaml may override them."""
+"""Scoring settings shared by every scorer; defaults are those of docs/metrics.md, gates.yaml may override them."""
 
 from __future__ import annotations
 

@@ -42,8 +42,12 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault("EVAL_PIPELINE_DATA", args.data)
     if args.deid_demo:
         os.environ["EVAL_PIPELINE_DEID_DEMO"] = "1"
-    command = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", args.host, "-p", str(args.port)]
-    print(f"DAGSTER_HOME={home}\n$ {' '.join(command)}", file=sys.stderr)
+    # the same resolution as `run`: the project's workspace.yaml wherever below it the UI is started; outside a
+    # project the code location is the installed package itself
+    code = (["-w", str(home.project / "workspace.yaml")] if home.project is not None
+            else ["-m", "eval_pipeline.definitions"])
+    command = [sys.executable, "-m", "dagster", "dev", *code, "-h", args.host, "-p", str(args.port)]
+    print(f"{home.announcement().splitlines()[0]}\n$ {' '.join(command)}", file=sys.stderr)
     os.execv(sys.executable, command)
     return EXIT_OK
 
@@ -69,10 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="materialize the whole graph for one or all trace batches and print a summary",
-        description="Materialize every asset of one run (or every run under DATA/traces) in-process against the "
-        "persistent local Dagster instance (DAGSTER_HOME, default ./.dagster configured by dagster.yaml), so "
-        "`eval-pipeline ui` shows the same runs and lineage. Prints step progress, a summary per lane and the report paths. "
-        "Exit status: 0 all assets and checks succeeded, 1 a step failed or a blocking check stopped a lane, 2 bad input.",
+        description="Materialize every asset of one run (or every run under DATA/traces) against the persistent "
+        "Dagster instance, so `eval-pipeline ui` shows the same runs and lineage. The instance is DAGSTER_HOME when set, "
+        "else the .dagster folder of the project folder (the nearest folder from here upwards holding dagster.yaml and "
+        "workspace.yaml), else ~/.eval_pipeline/dagster; the command prints which and why. Prints one line per step, "
+        "a summary per lane and the report paths. Exit status: 0 the evaluation completed, whatever the release "
+        "decision (a blocked release is printed in the summary; `eval-pipeline gate` exits 1 for it); 1 a step or a "
+        "blocking data check failed, so the evaluation is incomplete; 2 bad input or configuration, nothing ran.",
     )
     run.add_argument("--data", default="data", help="input root: local folder or object-store URL (default: data)")
     run.add_argument("--run", action="append", metavar="RUN_ID", type=identifier_arg("run id"),
@@ -91,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_cmd_run)
 
     ui = sub.add_parser("ui", help="open the Dagster UI on the same instance as `run`",
-                        description="Run `dagster dev` on workspace.yaml with DAGSTER_HOME set to the project's .dagster folder.")
+                        description="Run `dagster dev` on the instance `run` uses (DAGSTER_HOME when set, else the "
+                        "project folder's .dagster, else ~/.eval_pipeline/dagster) with the project's workspace.yaml "
+                        "(outside a project: the installed eval_pipeline.definitions).")
     ui.add_argument("--data", default="data", help="input root the sensors watch (default: data)")
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
@@ -99,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     ui.set_defaults(handler=_cmd_ui)
 
     schemas = sub.add_parser("schemas", help="write the JSON Schema files of the input contracts",
-                             description="Write one JSON Schema file per input contract (SPEC §2) for validating your own exports.")
+                             description="Write one JSON Schema file per input contract (docs/inputs.md) for validating your own exports.")
     schemas.add_argument("--out", default="eval_pipeline/schemas", help="output folder (default: eval_pipeline/schemas)")
     schemas.set_defaults(handler=_cmd_schemas)
 

@@ -63,8 +63,11 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     if baseline == LATEST_PASSING:
         baseline = latest_passing_baseline(warehouse, args.candidate, policy.baseline_run_id)
         why = " (the policy's baseline, accepted)" if baseline and baseline == policy.baseline_run_id else ""
-        print(f"baseline: latest passing run = {baseline or 'none found'}{why}", file=notes)
+        print(f"baseline: latest passing run = {baseline or 'no run has passed its gates'}{why}", file=notes)
     results = compare(policy, candidate, baseline, warehouse)
+    itself = baseline == args.candidate
+    if itself:
+        baseline = None  # a run is never gated against itself (compare said so in every row's reason)
     code = exit_code(results)
     if args.junit:
         Path(args.junit).write_text(gate_junit(results, args.candidate, baseline), encoding="utf-8")
@@ -72,7 +75,8 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     if args.json:
         print(gate_json(results, args.candidate, baseline, policy.version))
         return code
-    print(f"gates: candidate {args.candidate} vs baseline {baseline or 'none'} (policy {policy.version})\n")
+    against = f"baseline {baseline}" if baseline else ("itself: not gated" if itself else "no baseline")
+    print(f"gates: candidate {args.candidate} vs {against} (policy {policy.version})\n")
     print(gate_text_table(results))
     print(f"\nexit {code}: {exit_meaning(results)}")
     return code
@@ -106,8 +110,9 @@ def _register_gate(sub) -> None:
         help="compare a candidate run with a baseline run under policy/gates.yaml",
         description="Evaluate each release gate of DATA/policy/gates.yaml for a scored candidate run against a scored "
         "baseline run (or the latest run whose gates passed). Prints the gate table with the blocking cases and owner. "
-        "Exit status: 0 every gate passed, 1 a gate failed, 2 a gate is incomplete, incomparable or insufficient (a "
-        "segmented gate's slice has fewer than min_cases cases), or bad input.",
+        "Exit status: 0 release allowed, every gate passed; 1 release blocked, a gate failed; 2 undecided, a gate is "
+        "incomplete, incomparable or insufficient (a segmented gate's slice has fewer than min_cases cases), the run "
+        "is not gated (no baseline, or it is its own baseline), or bad input.",
     )
     gate.add_argument("--candidate", required=True, metavar="RUN", type=identifier_arg("run id"), help="the run under test")
     gate.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"), help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the candidate's run.yaml, else of the policy)")

@@ -41,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("target", metavar="CASE_OR_TRACE", help="a case id (agent-009) or a trace id (cand-42:agent-009#2)")
     parser.add_argument("--run", required=True, metavar="RUN", type=identifier_arg("run id"), help="the scored run")
     parser.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"),
-                        help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of DATA/policy/gates.yaml "
-                             "when it is another scored run)")
+                        help=f"baseline run, or '{LATEST_PASSING}' (default: as `gate` and the reports choose it, the run's "
+                             "baseline_run_id in its run.yaml, else the policy's, when it is another scored run)")
     parser.add_argument("--data", default="data", help="input root holding policy/gates.yaml (default: data)")
     parser.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")
     parser.add_argument("--html", metavar="FILE", help="also write the story as a self-contained HTML page")
@@ -108,6 +108,7 @@ def run_show(args: argparse.Namespace) -> int:
     from eval_pipeline.io.storage import InputError, is_url, open_location
     from eval_pipeline.reporting.case_pages import read_case_tables
     from eval_pipeline.reporting.case_story import build_story, case_page_html, case_story_text
+    from eval_pipeline.scoring.gates import baseline_of
     from eval_pipeline.settings import ScoringSettings
 
     try:
@@ -128,7 +129,8 @@ def run_show(args: argparse.Namespace) -> int:
     story = build_story(read_case_tables(warehouse, run_id, [case_id], threshold, manifest), case_id, trace_id)
 
     baseline = None
-    baseline_id = _baseline(args.baseline, policy.baseline_run_id, warehouse, run_id)
+    # the baseline `gate` and the reports use: the run's own baseline_run_id, else the policy's
+    baseline_id = _baseline(args.baseline, baseline_of(manifest, policy), warehouse, run_id)
     if baseline_id is not None:
         base_tables = read_case_tables(warehouse, baseline_id, [case_id], threshold)
         if base_tables is None and args.baseline:

@@ -132,7 +132,7 @@ def canonical_json_text(text: str | None) -> str | None:
 
 
 def call_key(name: str, args_json: str | None) -> str:
-    """Canonical call key `name(args)` of SPEC §5."""
+    """Canonical call key `name(args)` of docs/metrics.md#tool-calls."""
     return f"{name}({args_json if args_json is not None else '{}'})"
 
 

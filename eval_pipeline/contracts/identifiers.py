@@ -1,4 +1,4 @@
-"""Identifiers (run ids, version strings) name folders under the data root: they are names, never paths (SPEC §11)."""
+"""Identifiers (run ids, version strings) name folders under the data root: they are names, never paths (docs/inputs.md#identifiers)."""
 
 from __future__ import annotations
 

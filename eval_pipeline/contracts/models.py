@@ -1,4 +1,4 @@
-"""Typed input contracts of SPEC §2; the JSON Schema files in eval_pipeline/schemas are generated from these."""
+"""Typed input contracts of docs/inputs.md; the JSON Schema files in eval_pipeline/schemas are generated from these."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _identifier(value: str) -> str:
     return value
 
 
-# A run id or version string: it names a folder under the data root, so it is a name and never a path (SPEC §11).
+# A run id or version string: it names a folder under the data root, so it is a name and never a path (docs/inputs.md#identifiers).
 Identifier = Annotated[str, AfterValidator(_identifier), Field(json_schema_extra={"pattern": IDENTIFIER_PATTERN})]
 
 
@@ -188,7 +188,7 @@ TAG_KEY_RE = re.compile(rf"[A-Za-z][A-Za-z0-9_-]{{0,{TAG_KEY_MAX - 1}}}")
 
 
 class Case(_Strict):
-    """A golden case (SPEC §2): the RAG contract, the agent contract, or both."""
+    """A golden case (docs/inputs.md#golden-cases): the RAG contract, the agent contract, or both."""
 
     case_id: TextId
     case_revision: int = 1
@@ -414,7 +414,7 @@ class Usage(_Strict):
 
 
 class Trace(_Strict):
-    """One attempt of one case (SPEC §2)."""
+    """One attempt of one case (docs/inputs.md#traces)."""
 
     trace_id: TextId
     case_id: TextId
@@ -461,7 +461,7 @@ class GroundingLabel(_Strict):
         return self
 
 
-# The grade a case's required_doc_ids are seeded at in the qrels (SPEC §2).
+# The grade a case's required_doc_ids are seeded at in the qrels (docs/inputs.md#qrels).
 SEED_GRADE = 2
 DEFAULT_GRADES = (0, 2)
 

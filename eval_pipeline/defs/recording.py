@@ -70,8 +70,16 @@ def _versions_and_headline(versions: Mapping[str, Any] | None, headline: Mapping
         metadata["versions"] = dg.MetadataValue.json({k: v for k, v in versions.items() if v is not None})
     for name, value in (headline or {}).items():
         if value is not None:
-            metadata[name] = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+            metadata[name] = plottable(value)
     return metadata
+
+
+def plottable(value: Any) -> Any:
+    """A headline number as typed metadata, so Dagster's asset plots draw it over partitions and runs: counts as
+    MetadataValue.int, rates and means as MetadataValue.float; anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(value)
 
 
 def materialized(

@@ -174,7 +174,7 @@ class OtherRuns:
 
     def metadata(self) -> dict[str, dg.MetadataValue]:
         """`other_runs_read`: the other runs' tables this materialization read, for the UI."""
-        return {"other_runs_read": dg.MetadataValue.text(", ".join(self.reads) or "none")}
+        return {"other_runs_read": dg.MetadataValue.text(", ".join(self.reads) or "no other run")}
 
 
 class JudgeConfig(dg.ConfigurableResource):

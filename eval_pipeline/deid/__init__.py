@@ -1,4 +1,4 @@
-"""De-identification (SPEC §9): detectors, keyed pseudonyms, columnar replacement and residual scans."""
+"""De-identification (docs/privacy.md): detectors, keyed pseudonyms, columnar replacement and residual scans."""
 
 from eval_pipeline.deid.pseudonymize import DEMO_KEY, KEY_ENV_VAR, DeidKeyError, Pseudonymizer, resolve_key
 from eval_pipeline.deid.residual import independent_scan

@@ -1,4 +1,4 @@
-"""De-identification of the traces, cases and corpus tables (SPEC §9): keyed pseudonyms, columnar hot path.
+"""De-identification of the traces, cases and corpus tables (docs/privacy.md): keyed pseudonyms, columnar hot path.
 
 Each text leaf is reduced to its distinct values (corpus chunks in context, tool results and fixtures repeat across
 rows). One combined regex runs over them in polars and wraps every candidate match in sentinel characters; Python

@@ -20,8 +20,9 @@ def compare(policy, candidate: gate_scoring.RunFacts, baseline_run_id: str | Non
         return gate_scoring.undecided_gates(policy, candidate.run_id, None, gate_scoring.INCOMPLETE,
                                             "no baseline: set baseline_run_id in policy/gates.yaml or pass --baseline")
     if baseline_run_id == candidate.run_id:
-        return gate_scoring.undecided_gates(policy, candidate.run_id, baseline_run_id, "not_applicable",
-                                            "this run is the baseline")
+        # never gated against itself: the rows name no baseline, so no report reads "base-41 against base-41"
+        return gate_scoring.undecided_gates(policy, candidate.run_id, None, "not_applicable",
+                                            "this run is the baseline: not gated against itself")
     baseline = run_facts(warehouse, baseline_run_id, tables)
     if baseline is None or baseline.outcomes is None:
         return gate_scoring.undecided_gates(policy, candidate.run_id, baseline_run_id, gate_scoring.INCOMPLETE,

@@ -1,4 +1,4 @@
-"""What every importer shares: the summary, the tool registry it writes, and writing SPEC §2 files under a data root."""
+"""What every importer shares: the summary, the tool registry it writes, and writing the input files of docs/inputs.md under a data root."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from eval_pipeline.io.strict_yaml import load_yaml
 DEFAULT_CORPUS_VERSION = "none"
 REJECTS_FILE = "import_rejects.json"  # not .jsonl, so trace ingestion never reads it as traces
 
-# Tools whose names say they only read: the registry an importer infers marks them read_only (SPEC §11 uses
+# Tools whose names say they only read: the registry an importer infers marks them read_only (the agent lane uses
 # read_only for tool_selection, unnecessary calls and fault re-checks). Pass a real registry to override.
 READ_ONLY_PREFIXES: tuple[str, ...] = (
     "get_", "search_", "list_", "find_", "lookup_", "check_", "read_", "fetch_", "query_", "view_", "show_", "describe_",
@@ -204,7 +204,7 @@ def start_import(fmt: str, source: str | Path, run_id: str, data_root: str | Pat
     path = Path(source)
     stem = slug(path.stem)
     dataset_version = dataset_version or f"{fmt}-{stem}"
-    # these name folders under the data root: a path here would write outside it (SPEC §11)
+    # these name folders under the data root: a path here would write outside it (docs/inputs.md#identifiers)
     try:
         validate_identifier(run_id, "run id")
         validate_identifier(dataset_version, "dataset version")
@@ -222,7 +222,7 @@ def start_import(fmt: str, source: str | Path, run_id: str, data_root: str | Pat
 
 
 def contract_problem(model: type[BaseModel], value: Mapping[str, Any]) -> str | None:
-    """Why a record breaks its SPEC §2 contract, or None when it holds."""
+    """Why a record breaks its input contract (docs/inputs.md), or None when it holds."""
     try:
         model.model_validate(value)
     except ValidationError as exc:
@@ -258,7 +258,7 @@ class RunFiles:
 
 
 def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -> list[str]:
-    """Validate every record against the SPEC §2 contracts and write them under data_root; the written paths."""
+    """Validate every record against the input contracts (docs/inputs.md) and write them under data_root; the written paths."""
     location = open_location(data_root)
     manifest = files.manifest
     run_id, dataset_version = manifest["run_id"], manifest["dataset_version"]
@@ -439,7 +439,7 @@ def unknown_tools_note(called: Iterable[str], known: set[str] | None) -> str | N
 
 
 def usage_record(value: Any) -> dict[str, Any] | None:
-    """The SPEC §2 usage of an attempt from a dict with input_tokens|prompt_tokens, output_tokens|completion_tokens,
+    """The trace `usage` (docs/inputs.md#traces) of an attempt from a dict with input_tokens|prompt_tokens, output_tokens|completion_tokens,
     cost_usd and latency_ms (whole numbers of dollars or milliseconds become floats)."""
     if not isinstance(value, dict):
         return None

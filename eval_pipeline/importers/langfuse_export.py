@@ -19,6 +19,7 @@ import polars as pl
 
 from eval_pipeline.importers.common import ImporterError, parses_as_json
 from eval_pipeline.importers.source import Unreadable
+from eval_pipeline.io.json_errors import invalid_json, json_problem
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 _LONG_FRACTION = re.compile(r"\.(\d{6})\d+")
@@ -207,7 +208,7 @@ def _frame(path: Path) -> pl.DataFrame:
         try:
             rows = _document_rows(orjson.loads(text))
         except orjson.JSONDecodeError as exc:
-            raise ImporterError(f"{path}: neither JSONL nor one JSON document ({exc})") from exc
+            raise ImporterError(f"{path}: neither JSONL nor one JSON document ({json_problem(text)})") from exc
         lines = pl.Series("line", [orjson.dumps(r).decode() for r in rows], dtype=pl.String)
     return _lines_frame(lines)
 
@@ -219,8 +220,8 @@ def _row(values: dict[str, Any]) -> dict[str, Any] | str:
             return "an empty line"
         try:
             raw = orjson.loads(values["__line"])
-        except orjson.JSONDecodeError as exc:
-            return f"invalid JSON: {exc}"
+        except orjson.JSONDecodeError:
+            return invalid_json(values["__line"])
         if not isinstance(raw, dict):
             return f"not a JSON object: a {type(raw).__name__}"
     else:

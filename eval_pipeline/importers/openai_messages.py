@@ -239,7 +239,7 @@ def _tool(conversion: _Conversion, number: int, message: Mapping[str, Any]) -> N
 
 
 def messages_to_steps(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """SPEC §2 steps from a message list, and the defects found (empty when the list is sound).
+    """Trace steps (docs/inputs.md#traces) from a message list, and the defects found (empty when the list is sound).
 
     Read per message, by content: OpenAI chat-completions (`tool_calls` with `function`, `tool` messages with
     `tool_call_id`), τ²-bench (`tool_calls` of `{id, name, arguments, requestor}`, tool messages with `id` and an
@@ -291,7 +291,7 @@ def trace_record(run_id: str, case_id: str, attempt: int, trace_label: str | Non
                  defects: Sequence[str], *, case_revision: int = 1, status: str = "ok", error: str | None = None,
                  input_text: str | None = None, final_state: dict[str, Any] | None = None,
                  usage: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A SPEC §2 trace from converted messages; defects turn the harness status to `error` with every defect named."""
+    """A trace (docs/inputs.md#traces) from converted messages; defects turn the harness status to `error` with every defect named."""
     if defects:
         status = "error"
         error = "; ".join(filter(None, [error, "import: " + "; ".join(defects)]))

@@ -34,6 +34,7 @@ from eval_pipeline.importers.genai import genai_attempt, is_genai
 from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
 from eval_pipeline.importers.reader_process import read_in_child
 from eval_pipeline.importers.source import SourceAttempt, Span, SpanEvent, Unreadable
+from eval_pipeline.io.json_errors import invalid_json, json_problem
 
 FORMAT = "otlp"
 # from this size on, the files are read in a second process while this one writes (starting it takes about a second)
@@ -188,8 +189,8 @@ def _documents(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
     if _is_one_document(path):
         try:
             yield 1, orjson.loads(path.read_bytes()), None
-        except orjson.JSONDecodeError as exc:
-            yield 1, None, f"neither JSONL nor one JSON document: {exc}"
+        except orjson.JSONDecodeError:
+            yield 1, None, f"neither JSONL nor one JSON document: {json_problem(path.read_bytes())}"
         return
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
@@ -197,8 +198,8 @@ def _documents(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
                 continue
             try:
                 yield number, orjson.loads(line), None
-            except orjson.JSONDecodeError as exc:
-                yield number, None, f"invalid JSON: {exc}"
+            except orjson.JSONDecodeError:
+                yield number, None, invalid_json(line)
 
 
 def _span_counts(files: Iterable[Path]) -> dict[str, int]:

@@ -12,7 +12,7 @@ Where it came from (read, not copied):
   simulated user's own, never the agent's, so they are not here: the importer leaves user calls out.
 
 `transfer_to_human_agents` returns "Transfer successful" and changes no state: it is the escalation tool, not a
-database write, so it is read-only (SPEC §11: optional when the reference makes it, never a surplus when the
+database write, so it is read-only (docs/agent_lane.md: optional when the reference makes it, never a surplus when the
 agent makes it); its free-text `summary` is never compared with the reference (value rule `any`).
 """
 

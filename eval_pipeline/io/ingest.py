@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from eval_pipeline.contracts import frames
 from eval_pipeline.contracts.identifiers import HIDDEN_CHARACTER_REGEX, text_id_problem
 from eval_pipeline.contracts.models import Trace
-from eval_pipeline.io.json_limits import SUSPECT_PATTERN, UTF8_BOM, limit_breach
+from eval_pipeline.io.json_limits import SUSPICIOUS_JSON_PATTERN, UTF8_BOM, limit_breach
 from eval_pipeline.io.loaders import (
     DEFAULT_MAX_LINE_BYTES,
     ESCAPED_KEY,
@@ -262,7 +262,7 @@ def suspect_lines(raw: pl.Series) -> list[bool]:
     """Per line, whether it may break a JSON limit (one RE2 pass over the whole column, in Arrow)."""
     if raw.len() == 0:
         return []
-    return pc.match_substring_regex(raw.to_arrow(), SUSPECT_PATTERN).fill_null(False).to_pylist()
+    return pc.match_substring_regex(raw.to_arrow(), SUSPICIOUS_JSON_PATTERN).fill_null(False).to_pylist()
 
 
 def _check_lines(raws: list[bytes], max_line_bytes: int, suspects: list[bool] | None = None) -> list[Checked | None]:
@@ -285,7 +285,7 @@ def parse_traces(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     seen: set[str] | None = None,
 ) -> ParsedTraces:
-    """Validate each raw line against the Trace contract and the run's cases (SPEC §11 'Trace files').
+    """Validate each raw line against the Trace contract and the run's cases (docs/inputs.md#rejects).
 
     Chunks of one run are parsed in file order with the same `seen` set, so a duplicate in a later chunk is caught.
     """

@@ -11,7 +11,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 
 # For a whole column at once (RE2 in Arrow): only a trace line matching this can break a limit that neither pydantic
 # nor pyarrow enforces (pyarrow refuses 1e400 and lone surrogates itself); the exact check parses the line again.
-SUSPECT_PATTERN = rf"NaN|Infinity|[0-9]{{19}}|(?:[\[{{][^\[{{]*){{{MAX_JSON_DEPTH + 1}}}"
+SUSPICIOUS_JSON_PATTERN = rf"NaN|Infinity|[0-9]{{19}}|(?:[\[{{][^\[{{]*){{{MAX_JSON_DEPTH + 1}}}"
 
 
 class _Refused(ValueError):

@@ -1,4 +1,4 @@
-"""Loaders for every input of SPEC §2; bad lines become reject rows, unusable locations raise InputError.
+"""Loaders for every input of docs/inputs.md; bad lines become reject rows, unusable locations raise InputError.
 
 Case lines are read columnar first (pyarrow against a strict schema, polars for the contract's rules, orjson for the
 free-form values); a line that read cannot vouch for is validated on its own, as every line once was, so the cases
@@ -106,7 +106,8 @@ def parse_json_line(raw: bytes, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) ->
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, f"invalid JSON: {exc.msg} at column {exc.colno + offset}"
+        # Python's "Unterminated string starting at" names the column itself
+        return None, f"invalid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno + offset}"
     except RecursionError:
         return None, f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
     # Python's json reads NaN, Infinity, 1e400 (as inf) and integers of any size; a second, exact pass only for lines
@@ -903,7 +904,7 @@ def parse_gate_policy(text: str | bytes, source: str = "gates.yaml") -> GatePoli
 
 
 def load_gate_policy(location: Location) -> GatePolicy:
-    """policy/gates.yaml; without one, the SPEC §8 defaults."""
+    """policy/gates.yaml; without one, the default gates of docs/gates.md#the-gates."""
     path = ("policy", "gates.yaml")
     if not location.exists(*path):
         return default_gate_policy()
@@ -911,7 +912,7 @@ def load_gate_policy(location: Location) -> GatePolicy:
 
 
 def default_gate_policy() -> GatePolicy:
-    """The gates of SPEC §8."""
+    """The default gates (docs/gates.md#the-gates)."""
     return GatePolicy.model_validate(
         {
             "version": "spec-default",

@@ -24,6 +24,7 @@ from typing import IO, Any
 import orjson
 import polars as pl
 
+from eval_pipeline.io.json_errors import json_problem
 from eval_pipeline.judge.base import EVIDENCE, Judge
 from eval_pipeline.judge.claim_text import claims_of_texts
 
@@ -60,8 +61,9 @@ def parse_line(raw: bytes, seen: dict[str, int], number: int) -> tuple[dict[str,
     """(record, None) for a valid input line, (None, reason) otherwise; `seen` maps ids to their first line."""
     try:
         value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return None, f"not valid JSON: {exc}"
+    except orjson.JSONDecodeError:
+        # in Python's words (orjson's "invalid literal, expected 'null'" tells a reader nothing)
+        return None, f"not valid JSON: {json_problem(raw)}"
     if not isinstance(value, dict):
         return None, "a line must be a JSON object"
     if "id" not in value or isinstance(value["id"], (dict, list)) or value["id"] is None:
@@ -182,7 +184,12 @@ def judge_file(stream: IO[bytes], out: IO[bytes], judge: Judge, level: str, batc
     """Judge every valid line of `stream` into `out`; (lines judged, claims judged, skipped lines with reasons)."""
     judged_lines = judged_claims = 0
     skipped: list[tuple[int, str]] = []
+    # the counts after a batch, shown once another batch follows: after the last one the caller's summary says it
+    pending: str | None = None
     for batch in read_batches(stream, batch_lines):
+        if pending is not None and progress is not None:
+            print(pending, file=progress, flush=True)
+            pending = None
         for number, reason in batch.bad:
             skipped.append((number, reason))
             if progress is not None:
@@ -194,6 +201,5 @@ def judge_file(stream: IO[bytes], out: IO[bytes], judge: Judge, level: str, batc
         out.writelines(writer(batch.records, judged, judge.version))
         judged_lines += len(batch.records)
         judged_claims += judged.filter(pl.col("claim").is_not_null()).height
-        if progress is not None:
-            print(f"judge: {judged_lines} lines, {judged_claims} claims judged, {len(skipped)} skipped", file=progress, flush=True)
+        pending = f"judge: {judged_lines} lines, {judged_claims} claims judged, {len(skipped)} skipped so far"
     return judged_lines, judged_claims, skipped

@@ -1,4 +1,4 @@
-"""The contract of each output table that feeds a report (SPEC §4 columns plus stage columns)."""
+"""The contract of each output table that feeds a report (the columns of docs/tables.md plus stage columns)."""
 
 from eval_pipeline.quality.contracts import TableContract, lane_table
 from eval_pipeline.scoring.common import STAGE_STATUSES

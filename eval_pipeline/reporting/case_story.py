@@ -427,7 +427,7 @@ def _with_retrieval(traces: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ranked(traces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(hits, candidates) ranked per trace as SPEC §5 ranks them: rounds in order, first occurrence of a doc wins."""
+    """(hits, candidates) ranked per trace as docs/metrics.md#retrieval ranks them: rounds in order, first occurrence of a doc wins."""
     schema = {"trace_id": pl.String, "rank": pl.Int64, "doc_id": pl.String, "score": pl.Float64, "round": pl.Int64,
               "variant": pl.String}
     if traces.height == 0 or "retrieval" not in traces.columns or not isinstance(traces.schema["retrieval"], pl.List):
@@ -484,12 +484,11 @@ class _Grades:
         return row["grade"] if row else None
 
 
-# (column shown, column of the claims table)
-CLAIM_COLUMNS = (("claim_index", "claim_index"), ("verdict", "verdict"), ("score", "score"), ("text", "claim"),
+# (column shown, column of the claims table): the claim, its verdicts and their reasons first, the evidence after
+CLAIM_COLUMNS = (("claim_index", "claim_index"), ("verdict", "verdict"), ("text", "claim"), ("judge_reason", "reason"),
+                 ("citation_verdict", "citation_verdict"), ("citation_reason", "citation_reason"), ("score", "score"),
                  ("evidence_doc_id", "evidence_doc_id"), ("evidence_quote", "evidence_quote"),
-                 ("quote_verified", "quote_verified"), ("cited_doc_ids", "cited_doc_ids"),
-                 ("citation_verdict", "citation_verdict"), ("citation_reason", "citation_reason"),
-                 ("judge_reason", "reason"), ("status", "status"))
+                 ("quote_verified", "quote_verified"), ("cited_doc_ids", "cited_doc_ids"), ("status", "status"))
 
 
 def _rag_view(trace: dict, rows: _CaseRows, grades: _Grades, ranking: _Ranked) -> RagView:
@@ -1031,6 +1030,20 @@ def _hats(row: dict) -> list[str]:
     return sorted((k for k in row if PASS_HAT.fullmatch(k)), key=lambda k: int(k.rsplit("_", 1)[1]))
 
 
+PROCESS_FAILED = "failed_process_stage"
+
+
+def process_failures(story: CaseStory, lane: str | None) -> tuple[int, list[str]]:
+    """(attempts of the case that failed a stage of `lane` other than the verified outcome, those stages in order)."""
+    failed, stages = 0, {}
+    for attempt in story.attempts:
+        hit = [row for row in attempt.stages.rows(named=True)
+               if row["lane"] == lane and row["stage"] != "outcome" and row["status"] == "fail"]
+        failed += bool(hit)
+        stages.update({row["stage"]: row.get("stage_order") for row in hit})
+    return failed, sorted(stages, key=lambda s: (stages[s] is None, stages[s] or 0, s))
+
+
 def reliability_lines(story: CaseStory) -> list[str]:
     """pass@1, pass^k and flakiness of the case, its quarantine and its review-queue items."""
     out = []
@@ -1039,6 +1052,11 @@ def reliability_lines(story: CaseStory) -> list[str]:
         out.append(f"reliability ({fmt(row.get('lane'))}): {fmt(row.get('n_success'))} of {fmt(row.get('n_complete'))} complete "
                    f"attempts succeeded ({fmt(row.get('n_incomplete'))} incomplete) · pass@1 {fmt(row.get('pass_at_1'))} · "
                    f"{hats} · flaky {fmt(row.get('flaky'))}")
+        failed, stages = process_failures(story, row.get("lane")) if row.get("lane") == "agent" else (0, [])
+        if failed and row.get("n_success"):
+            # pass@1 counts the verified outcome only: said where successes beside failed stages would look wrong
+            out.append(f"  pass@1 and pass^k count an attempt a success when its verified outcome passed, not every stage: "
+                       f"{failed} of {len(story.attempts)} attempt(s) failed a process stage ({', '.join(stages)})")
     for row in story.quarantine:
         out.append(f"quarantined: {row.get('reason')}; flipped {fmt(row.get('flipped_trace_ids'))}")
     if story.review is not None:
@@ -1056,7 +1074,7 @@ def baseline_lines(story: CaseStory, baseline: CaseStory) -> list[str]:
     out = [f"against baseline {baseline.run_id} (baseline → {story.run_id}):"]
     seen: dict[tuple, int | None] = {}
     for number, old, new in _paired(story, baseline):
-        head = f"  attempt {fmt(number)}: {old.trace_id if old else '(none)'} → {new.trace_id if new else '(none)'}"
+        head = f"  attempt {fmt(number)}: {old.trace_id if old else '(no attempt)'} → {new.trace_id if new else '(no attempt)'}"
         rows = stages.filter(pl.col("attempt") == number) if number is not None else stages.filter(pl.col("attempt").is_null())
         body = [f"    {row['lane']} {row['stage']}: {fmt(row['baseline'])} → {fmt(row['candidate'])}"
                 + ("  ✘ changed" if row["changed"] else "") for row in rows.rows(named=True)]
@@ -1158,8 +1176,17 @@ def case_sections(story: CaseStory, baseline: CaseStory | None = None) -> list[S
     if story.reliability or story.quarantine or story.review is not None:
         first = story.reliability[0] if story.reliability else {}
         columns = [c for c in ("lane", *CASE_METRICS, "n_incomplete") if c in first] + _hats(first)
-        table = pl.DataFrame([{c: row.get(c) for c in columns} for row in story.reliability]) if story.reliability else None
-        sections.append(Section("Reliability", [f"- {line}" for line in reliability_lines(story)], table))
+        rows = [{**{c: row.get(c) for c in columns}, PROCESS_FAILED: process_failures(story, row.get("lane"))[0]
+                 if row.get("lane") == "agent" else None} for row in story.reliability]
+        if rows and all(r[PROCESS_FAILED] is None for r in rows):
+            rows = [{c: r[c] for c in columns} for r in rows]
+        else:
+            # beside n_success: the attempts pass@1 counts as successes although a process stage failed
+            order = [*columns[:columns.index("n_success") + 1], PROCESS_FAILED, *columns[columns.index("n_success") + 1:]] \
+                if "n_success" in columns else [*columns, PROCESS_FAILED]
+            rows = [{c: r[c] for c in order} for r in rows]
+        table = pl.DataFrame(rows) if rows else None
+        sections.append(Section("Reliability", [f"- {line.strip()}" for line in reliability_lines(story)], table))
     if baseline is not None:
         sections.extend(_baseline_sections(story, baseline))
     return sections

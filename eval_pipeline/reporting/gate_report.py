@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import polars as pl
@@ -96,12 +97,13 @@ def gate_table(gate_results: pl.DataFrame) -> pl.DataFrame:
             "delta": _delta(row), "limit": _limit(row), "cases": row["n_cases"],
             "excluded": row["excluded_cases"] or [], "owner": row["owner"], "reason": row["reason"],
         })
-    schema = {"gate": pl.String, "lane": pl.String, "metric": pl.String, "segment": pl.String, "min_cases": pl.Int64,
-              "status": pl.String, "unit": pl.String,
-              "baseline": pl.String, "candidate": pl.String, "delta": pl.String, "limit": pl.String,
-              "cases": pl.Int64, "excluded": pl.List(pl.String), "owner": pl.String, "reason": pl.String}
+    # what a reader acts on first (status, owner, reason), then the values, then the scope
+    schema = {"gate": pl.String, "status": pl.String, "owner": pl.String, "reason": pl.String,
+              "baseline": pl.String, "candidate": pl.String, "delta": pl.String, "limit": pl.String, "unit": pl.String,
+              "cases": pl.Int64, "segment": pl.String, "min_cases": pl.Int64, "excluded": pl.List(pl.String),
+              "lane": pl.String, "metric": pl.String}
     table = pl.DataFrame(rows, schema=schema)
-    # a policy without segmented gates keeps its table as it was
+    # a policy without segmented gates shows no segment columns
     return table if _segmented(gate_results) else table.drop("segment", "min_cases")
 
 
@@ -109,8 +111,8 @@ def blocking_table(gate_results: pl.DataFrame) -> pl.DataFrame:
     """One row per blocking case: the gates it blocks, why (its values), and the owners."""
     failed = gate_results.filter(pl.col("status") == "fail")
     if failed.height == 0:
-        return pl.DataFrame(schema={"case_id": pl.String, "gates": pl.List(pl.String), "why": pl.List(pl.String),
-                                    "owners": pl.List(pl.String)})
+        return pl.DataFrame(schema={"case_id": pl.String, "owners": pl.List(pl.String), "gates": pl.List(pl.String),
+                                    "why": pl.List(pl.String)})
     rows = []
     for row in failed.iter_rows(named=True):
         details = dict(zip(row["blocking_cases"], row.get("blocking_details") or [], strict=False))
@@ -118,8 +120,9 @@ def blocking_table(gate_results: pl.DataFrame) -> pl.DataFrame:
             why = details.get(case, f"{case}: blocks {row['gate']}").split(": ", 1)[-1]
             rows.append({"case_id": case, "gate": row["gate"], "why": f"{row['gate']}: {why}", "owner": row["owner"]})
     frame = pl.DataFrame(rows, schema={"case_id": pl.String, "gate": pl.String, "why": pl.String, "owner": pl.String})
+    # the owners before the long why, so they show without scrolling
     return (frame.group_by("case_id", maintain_order=True)
-            .agg(pl.col("gate").alias("gates"), pl.col("why"), pl.col("owner").unique(maintain_order=True).alias("owners"))
+            .agg(pl.col("owner").unique(maintain_order=True).alias("owners"), pl.col("gate").alias("gates"), pl.col("why"))
             .sort("case_id"))
 
 
@@ -148,7 +151,8 @@ def release_verdict(gate_results: pl.DataFrame, candidate: str, baseline: str | 
         values = (f"{_number(row['baseline_value'], unit)} → {_number(row['candidate_value'], unit)}, {_delta(row)} "
                   f"(limit: {_limit(row)}); " if row["baseline_value"] is not None else "")
         where = f" on slice `{row['segment']}`" if row.get("segment") else ""
-        details.append(f"- **{row['gate']}**{where} {row['status']} (owner {row['owner']}): {values}{row['reason'] or ''}")
+        owner = f" (owner {row['owner']})" if row.get("owner") else ""
+        details.append(f"- **{row['gate']}**{where} {row['status']}{owner}: {values}{row['reason'] or ''}")
     return Verdict(status=status, headline=headline, details=details)
 
 
@@ -181,7 +185,7 @@ def counterfactual_section(pairs: pl.DataFrame) -> Section:
              "- responsive: both cases pass; ignored: the same behaviour with and without the changed fact although the "
              "expectations differ; broken: the behaviour changed but a case fails; incomplete: a case has no complete attempt"]
     table = (pairs.sort(pl.col("evidence_use").replace_strict(_EVIDENCE_ORDER, default=9), "case_id")
-             .select("case_id", "original_case_id", "changed_fact", "evidence_use", "reason"))
+             .select("case_id", "evidence_use", "reason", "original_case_id", "changed_fact"))
     return Section(title, lines, table)
 
 
@@ -190,7 +194,8 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     """Sections of the gate report."""
     code = exit_code(gate_results)
     lines = [
-        f"- candidate `{candidate}` against baseline `{baseline or 'none'}`: exit code {code} ({exit_meaning(gate_results)})",
+        (f"- candidate `{candidate}` against baseline `{baseline}`" if baseline and baseline != candidate
+         else f"- candidate `{candidate}`, no baseline") + f": exit code {code} ({exit_meaning(gate_results)})",
         "- each gate stands on its own; nothing is averaged.",
         UNITS_LINE,
     ]
@@ -211,25 +216,57 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     return sections
 
 
+def _one_line(value) -> str:
+    """A cell as one terminal line: – for null, line breaks and tabs as spaces."""
+    return "–" if value is None else " ".join(str(value).split())
+
+
+def text_width(text: str) -> int:
+    """Terminal columns a text takes: wide (East Asian) characters two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    fill = " " * max(width - text_width(text), 0)
+    return fill + text if right else text + fill
+
+
+# (column, header, right-aligned) of the terminal gate table; the reason, of any length, comes last
+_TEXT_COLUMNS = (("gate", "gate", False), ("status", "status", False), ("unit", "unit", False),
+                 ("baseline", "baseline", True), ("candidate", "candidate", True), ("delta", "delta", True),
+                 ("limit", "limit", False), ("owner", "owner", False))
+
+
 def gate_text_table(gate_results: pl.DataFrame) -> str:
-    """A plain-text gate table for the terminal, then each blocking case and why it blocks."""
+    """A plain-text gate table for the terminal (each column as wide as its widest cell), then each blocking case and
+    why it blocks."""
     table = gate_table(gate_results)
-    header = (f"{'gate':<24} {'status':<15} {'unit':<9} {'baseline':>9} {'candidate':>10} {'delta':>18}  "
-              f"{'limit':<18} reason")
-    lines = [header, "-" * len(header)]
-    for row in table.iter_rows(named=True):
-        lines.append(f"{row['gate']:<24} {row['status']:<15} {row['unit']:<9} {row['baseline']:>9} {row['candidate']:>10} "
-                     f"{row['delta']:>18}  {row['limit']:<18} {row['reason'] or ''}")
+    rows = [{key: _one_line(row[key]) for key, _, _ in _TEXT_COLUMNS} | {"reason": _one_line(row["reason"] or "")}
+            for row in table.iter_rows(named=True)]
+    widths = {key: max([text_width(title), *(text_width(r[key]) for r in rows)]) for key, title, _ in _TEXT_COLUMNS}
+
+    def line(cells: dict[str, str]) -> str:
+        return ("  ".join(_pad(cells[key], widths[key], right) for key, _, right in _TEXT_COLUMNS)
+                + "  " + cells["reason"]).rstrip()
+
+    header = line({**{key: title for key, title, _ in _TEXT_COLUMNS}, "reason": "reason"})
+    lines = [header, "-" * text_width(header)]
+    lines.extend(line(r) for r in rows)
     if _segmented(gate_results):
         lines += ["", "segmented gates (computed on their slice only; fewer complete cases than min_cases: insufficient):"]
-        for row in gate_results.filter(pl.col("segment").is_not_null()).iter_rows(named=True):
-            lines.append(f"  {row['gate']:<24} slice {row['segment']}: {row['n_cases'] if row['n_cases'] is not None else '–'} "
-                         f"case(s), min_cases {row['min_cases']}")
+        segmented = list(gate_results.filter(pl.col("segment").is_not_null()).iter_rows(named=True))
+        width = max(24, *(text_width(_one_line(row["gate"])) for row in segmented))
+        for row in segmented:
+            lines.append(f"  {_pad(_one_line(row['gate']), width)} slice {_one_line(row['segment'])}: "
+                         f"{_one_line(row['n_cases'])} case(s), min_cases {_one_line(row['min_cases'])}")
     blocking = blocking_table(gate_results)
     if blocking.height:
         lines += ["", f"blocking cases ({blocking.height}):"]
+        width = max(14, *(text_width(_one_line(case)) for case in blocking["case_id"].to_list()))
         for row in blocking.iter_rows(named=True):
-            lines.append(f"  {row['case_id']:<14} {'; '.join(row['why'])}  (owner: {', '.join(row['owners'])})")
+            owners = ", ".join(_one_line(o) for o in row["owners"] or [])
+            lines.append(f"  {_pad(_one_line(row['case_id']), width)} {'; '.join(_one_line(w) for w in row['why'])}"
+                         f"  (owner: {owners or '–'})")
     return "\n".join(lines)
 
 
@@ -258,7 +295,7 @@ def gate_junit(gate_results: pl.DataFrame, candidate: str, baseline: str | None)
     errors = gate_results.filter(pl.col("status").is_in(UNDECIDED_STATUSES)).height
     skipped = gate_results.filter(pl.col("status").is_in(["not_applicable", "not_gating"])).height
     suites = ET.Element("testsuites", name="eval-pipeline gate")
-    suite = ET.SubElement(suites, "testsuite", name=f"release gates: {candidate} vs {baseline or 'none'}",
+    suite = ET.SubElement(suites, "testsuite", name=f"release gates: {candidate} vs {baseline or 'no baseline'}",
                           tests=str(gate_results.height), failures=str(failures), errors=str(errors), skipped=str(skipped))
     for row in gate_results.iter_rows(named=True):
         unit = row.get("unit") or "fraction"

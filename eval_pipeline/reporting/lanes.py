@@ -97,6 +97,52 @@ SLICE_COLUMNS = {"value": "value", "n_cases": "cases", "n_traces": "traces", "tr
                  "top_failing_stage": "top_first_failing_stage", "failed_case_ids": "failed_cases"}
 
 
+PROCESS_FAILED = "failed_process_stage"
+RELIABILITY_NOTE = ("- pass@1 and pass^k count an attempt a success when its verified outcome (the world state) passed, "
+                    "not every stage: `failed_process_stage` counts the attempts that failed a process stage (policy, tool "
+                    "selection, arguments, order, loop, recovery), so a case may read pass@1 1.0000 and still fail every "
+                    "attempt in Failed cases")
+
+
+def process_failures(stage_results: pl.DataFrame | None, lane: str) -> pl.DataFrame | None:
+    """Per case, the attempts (traces) that failed a stage other than the verified outcome; None without stage results."""
+    needed = {"case_id", "trace_id", "lane", "stage", "status"}
+    if stage_results is None or not needed <= set(stage_results.columns):
+        return None
+    failed = (stage_results.filter((pl.col("lane") == lane) & (pl.col("stage") != "outcome") & (pl.col("status") == "fail"))
+              .group_by("case_id").agg(pl.col("trace_id").n_unique().cast(pl.Int64).alias(PROCESS_FAILED)))
+    return failed
+
+
+def reliability_section(data: LaneData) -> Section:
+    """pass@1 and pass^k per case, beside the attempts that failed a process stage (which pass@1 does not count)."""
+    reliability = data.reliability
+    ks = sorted((c for c in reliability.columns if c.startswith("pass_hat_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    curve = [reliability[c].drop_nulls().mean() for c in ks]
+    lines = [f"- pass@1 {_fmt(reliability['pass_at_1'].drop_nulls().mean())}; "
+             + ", ".join(f"pass^{c.rsplit('_', 1)[1]} {_fmt(v)}" for c, v in zip(ks, curve, strict=True))]
+    failed = process_failures(data.stage_results, data.lane) if data.lane == "agent" else None
+    if failed is not None:
+        # a display column only: the stored reliability table keeps its columns and numbers
+        reliability = (reliability.join(failed, on="case_id", how="left", maintain_order="left")
+                       .with_columns(pl.col(PROCESS_FAILED).fill_null(0)))
+        lines.append(RELIABILITY_NOTE)
+    columns = [c for c in ("case_id", "n_attempts", "n_incomplete", "n_success", PROCESS_FAILED, "pass_at_1", *ks, "flaky")
+               if c in reliability.columns]
+    return Section("Reliability over repeated attempts", lines, reliability.sort("case_id").select(columns),
+                   charts.line_chart("pass^k (all k attempts succeed)", [c.rsplit("_", 1)[1] for c in ks], curve))
+
+
+def slice_note(lane: str) -> str:
+    """Why a slice's pass_rate and pass_at_1 differ."""
+    if lane == "agent":
+        return ("- pass_rate counts a trace passed only when every stage passed; pass_at_1 counts an attempt a success when "
+                "its verified outcome passed (process stages such as tool order or arguments aside), per case and then "
+                "averaged: a slice whose attempts reach the right world state the wrong way reads pass_at_1 above pass_rate")
+    return ("- pass_rate counts a trace passed when every stage passed; pass_at_1 counts the same, per case and then "
+            "averaged, so the two differ when the slice's cases have different numbers of attempts")
+
+
 def slices_sections(data: LaneData) -> list[Section]:
     """Per slice dimension (criticality, tool risk, each tag, corpus family): each value's cases, pass rate, pass@1 and
     top first failing stage."""
@@ -105,6 +151,7 @@ def slices_sections(data: LaneData) -> list[Section]:
     lines = ["- case results by decision slice (docs/slices.md), never only the suite mean: pass rate over the complete "
              "traces of the slice (incomplete ones counted apart), pass@1 the mean over its cases, and where its failures "
              "start first",
+             slice_note(data.lane),
              "- a case may be in several values of one dimension (several corpus families) and in no tag slice"]
     sections = [Section("Slices", lines)]
     for dimension in data.slices["dimension"].unique(maintain_order=True).to_list():
@@ -206,7 +253,9 @@ def summary_section(data: LaneData) -> Section:
     counts = {k: lane.filter(pl.col("outcome") == k).height for k in ("pass", "fail", "incomplete", "not_applicable")}
     versions = {k: data.manifest.get(k) for k in ("candidate", "model", "prompt_version", "index_version", "dataset_version",
                                                   "corpus_version", "environment_version", "mode")}
-    lines = [f"- run `{data.run_id}`: " + ", ".join(f"{k} `{v}`" for k, v in versions.items() if v),
+    # an importer writes the version "none" where the source has no corpus: said in words, not as a value
+    lines = [f"- run `{data.run_id}`: " + ", ".join(f"{k} `{v}`" if v != "none" else f"no {k.removesuffix('_version')}"
+                                                   for k, v in versions.items() if v),
              f"- traces in this lane: {lane.height} — passed {counts['pass']}, failed {counts['fail']}, "
              f"incomplete {counts['incomplete']} (owner: harness), not applicable {counts['not_applicable']}"]
     if data.rejects is not None:
@@ -386,9 +435,11 @@ def grounding_sections(data: LaneData) -> list[Section]:
                                           row.get("kappa_ci_low"), row.get("kappa_ci_high"), 0.6)
     sections = [Section("Grounding", lines, _metric_table(grounding, ["grounding_rate", "n_claims", "n_supported"]), chart)]
     if calibration is not None and calibration.height:
-        columns = [c for c in ("level", "judge_version", "n", "agreement", "cohen_kappa", "kappa_ci_low", "kappa_ci_high",
-                               "balanced_accuracy", "self_consistency_flip_rate", "may_gate", "confusion") if c in calibration.columns]
-        sections.append(Section("Judge calibration", [], calibration.select(columns), level=3))
+        columns = [c for c in ("level", "judge_version", "may_gate", "n", "agreement", "cohen_kappa", "kappa_ci_low",
+                               "kappa_ci_high", "balanced_accuracy", "self_consistency_flip_rate", "confusion")
+                   if c in calibration.columns]
+        lines = ["- confusion: rows are the human labels, columns the judge's verdicts"] if "confusion" in columns else []
+        sections.append(Section("Judge calibration", lines, calibration.select(columns), level=3))
     if review is not None and review.height:
         sections.append(Section(f"Review queue ({review.height})", [], review, level=3, links=LINKS))
     return sections
@@ -498,14 +549,7 @@ def agent_sections(data: LaneData, fault_rates: pl.DataFrame | None = None,
         sections.append(Section("Injected faults", ["- recovery, escalation and unsafe continuation per fault kind"],
                                 fault_rates.drop("run_id", strict=False)))
     if data.reliability is not None and data.reliability.height:
-        ks = sorted((c for c in data.reliability.columns if c.startswith("pass_hat_")), key=lambda c: int(c.rsplit("_", 1)[1]))
-        curve = [data.reliability[c].drop_nulls().mean() for c in ks]
-        lines = [f"- pass@1 {_fmt(data.reliability['pass_at_1'].drop_nulls().mean())}; "
-                 + ", ".join(f"pass^{c.rsplit('_', 1)[1]} {_fmt(v)}" for c, v in zip(ks, curve, strict=True))]
-        sections.append(Section("Reliability over repeated attempts", lines,
-                                data.reliability.sort("case_id").select([c for c in ("case_id", "n_attempts", "n_incomplete", "n_success",
-                                                                     "pass_at_1", *ks, "flaky") if c in data.reliability.columns]),
-                                charts.line_chart("pass^k (all k attempts succeed)", [c.rsplit("_", 1)[1] for c in ks], curve)))
+        sections.append(reliability_section(data))
     sections.extend([quarantine_section(data), failures_section(data), incomplete_section(data)])
     sections.extend(slices_sections(data))
     sections.extend(baseline_sections(data))

@@ -8,6 +8,7 @@ entities, which Markdown viewers show as the characters and never read as markup
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -46,6 +47,13 @@ _TONE_COLOURS = {"good": ("#e6f4ea", "#1b5e20"), "bad": ("#fdecea", "#b71c1c"), 
 LONG_TOKEN = 30
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+# Inline code in a table cell (reasons name fields and commands as `code`): <code> in HTML, left as is in Markdown.
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# A cell of running text this long (with spaces) keeps a readable width instead of collapsing into a tall column.
+LONG_TEXT = 60
+# A JSON object cell shown as a nested table when it has at most this many leaf values; a larger one stays text.
+MAX_NESTED_VALUES = 64
+EMPTY_TABLE = "no rows"
 
 
 @dataclass
@@ -88,7 +96,105 @@ def _text(value) -> str:
         return ", ".join(_text(v) for v in value) if value else "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, dict):
+        # a struct cell: its JSON text (never Python's repr, which writes None and single quotes)
+        return json.dumps(value, ensure_ascii=False, default=str)
     return str(value)
+
+
+def json_object(value) -> dict | None:
+    """The cell as a JSON object (a struct, or text holding one object), or None when it is anything else."""
+    if isinstance(value, dict):
+        return value or None
+    if not isinstance(value, str) or not (value.startswith("{") and value.endswith("}")):
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) and parsed else None
+
+
+def _leaf(value) -> str:
+    """A value inside a JSON cell: numbers as written, text quoted (so "49" and 49 stay apart), null as –."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _leaves(value) -> int:
+    if isinstance(value, dict):
+        return sum(_leaves(v) for v in value.values()) or 1
+    if isinstance(value, list):
+        return sum(_leaves(v) for v in value) or 1
+    return 1
+
+
+def _matrix(value: dict) -> tuple[list[str], list[str]] | None:
+    """(row keys, column keys) of an object whose values are all flat objects (a confusion matrix), else None."""
+    if not all(isinstance(v, dict) and v and not any(isinstance(x, dict | list) for x in v.values()) for v in value.values()):
+        return None
+    return [str(k) for k in value], list(dict.fromkeys(str(k) for v in value.values() for k in v))
+
+
+def nested_html(value: dict) -> str:
+    """A JSON object as a small table: an object of flat objects as a matrix (rows: outer keys, columns: inner keys),
+    any other object as key / value rows (objects inside nested again, lists joined)."""
+    matrix = _matrix(value)
+    if matrix is not None:
+        rows, columns = matrix
+        head = "<tr><th></th>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>"
+        body = "".join("<tr><th>" + escape(r) + "</th>" + "".join(
+            f"<td>{escape(_leaf(value[k].get(c)))}</td>" for c in columns) + "</tr>"
+            for r, k in zip(rows, value, strict=True))
+        return f'<table class="nested">{head}{body}</table>'
+    cells = []
+    for key, inner in value.items():
+        if isinstance(inner, dict) and inner:
+            shown = nested_html(inner)
+        elif isinstance(inner, list):
+            shown = escape(", ".join(_leaf(v) for v in inner)) if inner else "–"
+        else:
+            shown = escape(_leaf(inner))
+        cells.append(f"<tr><th>{escape(str(key))}</th><td>{shown}</td></tr>")
+    return f'<table class="nested">{"".join(cells)}</table>'
+
+
+def nested_text(value: dict, depth: int = 0) -> str:
+    """A JSON object as one line of plain text: `key: value; key: value`, inner objects in parentheses."""
+    parts = []
+    for key, inner in value.items():
+        if isinstance(inner, dict) and inner:
+            shown = f"({nested_text(inner, depth + 1)})"
+        elif isinstance(inner, list):
+            shown = ", ".join(_leaf(v) for v in inner) if inner else "–"
+        else:
+            shown = _leaf(inner)
+        parts.append(f"{key}: {shown}")
+    return ("; " if depth == 0 else ", ").join(parts)
+
+
+def _shown_object(value) -> dict | None:
+    """The JSON object a cell is shown as a nested table (HTML) or key: value text (Markdown), when it is one and small."""
+    found = json_object(value)
+    return found if found is not None and _leaves(found) <= MAX_NESTED_VALUES else None
+
+
+def code_html(text: str) -> str:
+    """Text escaped for HTML, its `code` spans as <code>: the only Markdown a table cell is read for."""
+    if "`" not in text:
+        return escape(text)
+    out, last = [], 0
+    for match in _CODE_SPAN.finditer(text):
+        out.append(escape(text[last:match.start()]))
+        out.append(f"<code>{escape(match.group(1))}</code>")
+        last = match.end()
+    out.append(escape(text[last:]))
+    return "".join(out)
 
 
 def markdown_text(text: str) -> str:
@@ -126,7 +232,8 @@ def _flat(text: str) -> str:
 
 
 def _cell(value) -> str:
-    return _flat(markdown_text(_text(value)))
+    shown = _shown_object(value)
+    return _flat(markdown_text(nested_text(shown) if shown is not None else _text(value)))
 
 
 def _md_destination(target: str) -> str:
@@ -154,7 +261,7 @@ def _md_cell(value, template: str | None, row: dict) -> str:
 def markdown_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[str, str] | None = None) -> str:
     """A Markdown table of a frame (values formatted and escaped, linked columns as links; long tables cut with a note)."""
     if frame.height == 0:
-        return "_none_"
+        return f"_{EMPTY_TABLE}_"
     links = links or {}
     templates = [links.get(c) for c in frame.columns]
     header = "| " + " | ".join(_cell(c) for c in frame.columns) + " |"
@@ -172,9 +279,12 @@ def _html_link(value, template: str, row: dict) -> str:
 
 
 def _html_cell(value, template: str | None, row: dict) -> str:
+    shown = _shown_object(value) if template is None else None
+    if shown is not None:
+        return f'<td class="json">{nested_html(shown)}</td>'
     text = _text(value)
     if template is None or value is None:
-        inner = escape(text)
+        inner = code_html(text)
     elif isinstance(value, list):
         inner = ", ".join(_html_link(v, template, row) for v in value) if value else escape(text)
     else:
@@ -183,6 +293,8 @@ def _html_cell(value, template: str | None, row: dict) -> str:
     # no token is longer than the whole text: most cells skip the split
     if len(text) > LONG_TOKEN and any(len(token) > LONG_TOKEN for token in text.split()):
         classes.append("long")
+    elif len(text) > LONG_TEXT and " " in text:
+        classes.append("text")
     return f'<td class="{" ".join(classes)}">{inner}</td>' if classes else f"<td>{inner}</td>"
 
 
@@ -202,10 +314,11 @@ def _plain_cell(value) -> str:
 def html_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[str, str] | None = None) -> str:
     """An HTML table of a frame in a horizontally scrolling wrapper; status words are classed, linked columns linked."""
     if frame.height == 0:
-        return "<p><em>none</em></p>"
+        return f"<p><em>{EMPTY_TABLE}</em></p>"
     links = links or {}
     templates = [links.get(c) for c in frame.columns]
-    head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
+    # a long column name (total_cost_usd_per_success) may break after an underscore: it need not widen its column
+    head = "".join(f"<th>{escape(c).replace('_', '_<wbr>')}</th>" for c in frame.columns)
     shown = frame.head(max_rows) if frame.height > max_rows else frame
     if any(templates):
         body = "".join(
@@ -298,6 +411,10 @@ table{border-collapse:collapse;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#f1f3f6;overflow-wrap:normal} td{max-width:28rem;overflow-wrap:break-word}
 td.long{overflow-wrap:anywhere;min-width:12rem}
+td.text{min-width:10rem;max-width:28rem;word-break:break-word;white-space:normal}
+td.json{padding:.15rem}
+table.nested{font-size:.8rem;margin:0} table.nested th,table.nested td{padding:.1rem .35rem;min-width:0}
+table.nested th{font-weight:600}
 h1{font-size:1.5rem} h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 .chart{margin:.5rem 0 1rem;max-width:100%} .chart svg{max-width:100%;height:auto}
 code{background:#f4f4f4;padding:0 .2rem} ul{padding-left:1.4rem} .caption{color:#555;font-size:.85rem;margin-top:-.5rem}

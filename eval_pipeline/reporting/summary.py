@@ -61,6 +61,7 @@ def print_summary(config, run_ids: list[str], out) -> None:
         if gates is not None and gates.height:
             statuses = gates.group_by("status").len().sort("status")
             text = ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
-            print(f"  gates vs {gates['baseline_run_id'][0]}: {text}", file=out)
+            baseline = gates["baseline_run_id"][0]
+            print(f"  gates vs {f'baseline {baseline}' if baseline else 'no baseline'}: {text}", file=out)
         for name in reports.files(run_id):
             print(f"  report: {reports.uri_of(run_id, name)}", file=out)

@@ -1,4 +1,4 @@
-"""Answer correctness (SPEC §5, §11): expected strings, exact match and token F1, refusal both ways.
+"""Answer correctness (docs/metrics.md#answer): expected strings, exact match and token F1, refusal both ways.
 
 Inline `[doc:…]` markers are removed from the answer first. `contains_all`: every expected string is in the
 answer, both lower-cased with white space folded (null when the case lists none). `exact_match` and `token_f1`

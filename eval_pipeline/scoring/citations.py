@@ -1,4 +1,4 @@
-"""Citations (SPEC §5, §11): which doc each claim cites, whether that doc supports it, and a citation stage per trace.
+"""Citations (docs/metrics.md#citations): which doc each claim cites, whether that doc supports it, and a citation stage per trace.
 
 Cited docs of a claim: the inline `[doc:ID]` markers of its sentence, plus structured `answer.citations`
 mapped by §11 — `claim_index` names the claim; else the claim(s) with the highest content-word overlap with
@@ -14,7 +14,7 @@ is dead) → null when a pair judgment is incomplete → RELATED_NOT_SUPPORTING;
 Evidence diversity (docs/evidence_diversity.md): `cited_families` and `cited_sources` count the independent families and
 source systems among the distinct cited ids that exist (a dead id draws on nothing); null where nothing is cited or the
 stage is not scored. `claims_and_citations` adds each claim's `supporting_families` and `triangulated`.
-An answered trace that logged no context (SPEC §11) is `incomplete` with reason `no_context_logged`: whether a
+An answered trace that logged no context (docs/metrics.md#citations) is `incomplete` with reason `no_context_logged`: whether a
 cited id is dead, or a context chunk supports a claim, cannot be known, so its pairs are not judged, its claims'
 verdicts, its rates and its dead-citation counts are null.
 """

@@ -4,7 +4,7 @@ What counts as a claim is defined with the splitting itself, in `eval_pipeline.j
 Traces whose harness status is error/timeout yield no claims: every lane of theirs is incomplete anyway.
 `judge_claims` then gives each claim the judge's verdict against the context its answer was given. A trace that
 logged no context (null or an empty list) is not judged: what the model saw is unknown, so its claims are
-`incomplete` with reason `no_context_logged` (SPEC §11), never NOT_IN_EVIDENCE, and cost no judge call.
+`incomplete` with reason `no_context_logged` (docs/metrics.md#grounding), never NOT_IN_EVIDENCE, and cost no judge call.
 """
 
 from __future__ import annotations

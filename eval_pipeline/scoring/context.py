@@ -1,4 +1,4 @@
-"""Context assembly stage (SPEC §5 "Context assembly", §11): did the relevant docs that retrieval found reach the model?
+"""Context assembly stage (docs/metrics.md#context-assembly): did the relevant docs that retrieval found reach the model?
 
 A chunk logged without a token count makes `context_tokens` null (a partial sum would understate the context and
 look like a real number); `chunks_without_tokens` says how many chunks lacked it. An empty context has 0 tokens.
@@ -15,7 +15,7 @@ from eval_pipeline.scoring.diversity import distinct_families, distinct_sources,
 from eval_pipeline.scoring.retrieval import frozen_version, rag_inputs, stage_rules
 from eval_pipeline.settings import ScoringSettings
 
-# SPEC §5: a chunk is on topic when its doc has grade >= 1, whatever the relevance threshold.
+# docs/metrics.md#context-assembly: a chunk is on topic when its doc has grade >= 1, whatever the relevance threshold.
 ON_TOPIC_GRADE = 1
 CONTEXT_COLUMNS = (
     "run_id",
@@ -114,7 +114,7 @@ def _metric_columns() -> list[pl.Expr]:
 
 
 def _stage_columns() -> list[pl.Expr]:
-    """Row status and the context_assembly stage: it applies only when retrieval passed (SPEC §11)."""
+    """Row status and the context_assembly stage: it applies only when retrieval passed."""
     harness = harness_incomplete()
     retrieval = pl.col("retrieval_stage")
     reached = pl.col("_reached").list.len() > 0

@@ -1,4 +1,4 @@
-"""Release gates (SPEC §8, §11 'Gates'): candidate vs baseline, each gate on its own, never averaged."""
+"""Release gates (docs/gates.md): candidate vs baseline, each gate on its own, never averaged."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `grounding_rate` = supported claims / claims; 1.0 for an answer without claims; null when the judge could not
 finish any claim of the trace (an incomplete judgment is never counted as unsupported) or the trace is
-incomplete. An answered trace that logged no context is incomplete with reason `no_context_logged` (SPEC §11):
+incomplete. An answered trace that logged no context is incomplete with reason `no_context_logged` (docs/metrics.md#grounding):
 there is nothing to ground against, which says nothing about the answer. The stage passes when the rate reaches
 `settings.grounding_threshold` (1.0: every claim supported). `n_triangulated`: supported claims that two or more
 independent document families support (docs/evidence_diversity.md); null when the claims carry no family counts or a

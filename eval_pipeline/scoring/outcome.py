@@ -1,7 +1,7 @@
-"""Verified world state (SPEC §5 "Outcome", §11 "Agent stages"): milestones, success, fault outcomes, efficiency.
+"""Verified world state (docs/metrics.md#outcome): milestones, success, fault outcomes, efficiency.
 
 Success is read from the final state through named milestone predicates, never from the final message.
-Readings this module fixes where the SPEC leaves a choice (docs/agent_lane.md repeats them for users):
+Readings this module fixes (docs/agent_lane.md repeats them for users):
 - A path is dotted keys into final_state; a segment that is a whole number indexes a list. A missing path
   fails every operator except `absent` (and `exists: false`). `exists` means present and not null.
   Numbers compare numerically (49 == 49.0; booleans are not numbers); `contains` is a substring test on
@@ -10,8 +10,8 @@ Readings this module fixes where the SPEC leaves a choice (docs/agent_lane.md re
   (counted as incomplete by `reliability`), unless a policy violation or loop already makes it false.
 - A fault case whose fault tool is never called never met its fault: `fault_outcome` is null and
   `recovery` not_applicable, with that reason.
-- "The agent escalated" in the outcome rule is read as fault_outcome `escalated` (first match in the SPEC's
-  order), so an unsafe continuation is never rescued by a later escalation.
+- "The agent escalated" in the outcome rule is read as fault_outcome `escalated` (first match in the
+  documented order), so an unsafe continuation is never rescued by a later escalation.
 - The final message is the content of the last `finish` step. It claims success when it contains a phrase of
   SUCCESS_CLAIM_PHRASES and none of HEDGE_PHRASES (case-insensitive, whole words).
 """

@@ -1,4 +1,4 @@
-"""Qrels (SPEC §5 "Qrels pooling", §11 "Pool"): seeds from the cases, the pool of retrieved docs, frozen versioned grades, the judging queue.
+"""Qrels (docs/metrics.md#qrels-pooling): seeds from the cases, the pool of retrieved docs, frozen versioned grades, the judging queue.
 
 Precedence when freezing: a human judgment beats a model pre-grade (`source: model:<judge_version>`), which beats a
 seed. Several judgments of one pair at the same tier (two annotators disagreeing) resolve to the majority grade, a

@@ -1,4 +1,4 @@
-"""Repeated runs (SPEC §5 "Repeated runs", §11): pass@1, τ-bench's pass^k, flaky cases and their quarantine.
+"""Repeated runs (docs/metrics.md#reliability): pass@1, τ-bench's pass^k, flaky cases and their quarantine.
 
 For a case with n complete attempts and c successes: pass_at_1 = c/n and pass_hat_k = C(c,k)/C(n,k), the
 chance that k attempts drawn without replacement all succeed. An attempt whose success is null (its lane

@@ -1,6 +1,6 @@
-"""Retrieval lane (SPEC §5 "Retrieval", §11 "Retrieval"): ranking metrics, sequence metrics, stage and failure class per trace.
+"""Retrieval lane (docs/metrics.md#retrieval): ranking metrics, sequence metrics, stage and failure class per trace.
 
-Readings where the SPEC leaves a choice:
+Readings this module fixes:
 - Row status: `incomplete` (harness error/timeout, or no `retrieval` field), `not_applicable` when the query has no
   relevant doc (every ranking metric null; retrieved_any, judged_at_10 and the sequence metrics still filled),
   else `scored`.
@@ -34,7 +34,7 @@ RANKING_METRICS = (
     *(f"ndcg_at_{k}" for k in RANK_CUTOFFS["ndcg"]),
     "context_precision",
 )
-# SPEC §11 precedence: the first class that matches a missed relevant doc wins, and a trace keeps its highest class.
+# docs/metrics.md#failure-class precedence: the first class that matches a missed relevant doc wins, and a trace keeps its highest class.
 FAILURE_CLASSES = (
     "doc_missing_from_corpus",
     "stale_version_outranks_current",
@@ -42,7 +42,7 @@ FAILURE_CLASSES = (
     "keyword_miss",
     "embedding_miss",
 )
-# SPEC §11 literals: two or more capitals, a hyphen and letters/digits (ERR-4412, SKU-88-B); a token mixing letters
+# docs/metrics.md#failure-class literals: two or more capitals, a hyphen and letters/digits (ERR-4412, SKU-88-B); a token mixing letters
 # and digits (X200, 2FA); or a quoted phrase (straight or curly double quotes).
 LITERAL_PATTERN = r'\b[A-Z]{2,}-[A-Za-z0-9]+|\b[A-Za-z]+[0-9][A-Za-z0-9]*|\b[0-9]+[A-Za-z][A-Za-z0-9]*|"[^"]+"|“[^”]+”'
 
@@ -96,7 +96,7 @@ def _per_trace_ranking(ranked: pl.DataFrame, settings: ScoringSettings) -> pl.Da
 
 
 def _ranking_columns(settings: ScoringSettings) -> list[pl.Expr]:
-    """The SPEC §5 metrics from the per-trace counts; null where undefined (no relevant doc, ideal DCG 0)."""
+    """The docs/metrics.md#retrieval metrics from the per-trace counts; null where undefined (no relevant doc, ideal DCG 0)."""
     n_rel = pl.col("n_relevant")
     defined = n_rel > 0
     relk = pl.col(f"_rel@{settings.k}")
@@ -167,7 +167,7 @@ def _failure_classes(
     top_k: pl.DataFrame,
     corpus: pl.DataFrame,
 ) -> pl.DataFrame:
-    """The SPEC §11 failure_class of each failed trace: classify every missed relevant doc, keep the highest class."""
+    """The failure_class (docs/metrics.md#failure-class) of each failed trace: classify every missed relevant doc, keep the highest class."""
     docs = corpus.select("doc_id", "family", "current", "indexed").unique("doc_id", keep="first").with_columns(_in_corpus=pl.lit(True))
     rank_of = ranked.select("_tid", "doc_id", pl.col("rank").alias("_rank"))
     listed = ranked.select("_tid", "doc_id", "rank").join(docs, on="doc_id", how="inner")
@@ -238,7 +238,7 @@ def score_retrieval(
     corpus: pl.DataFrame,
     settings: ScoringSettings | None = None,
 ) -> pl.DataFrame:
-    """retrieval_scores: one row per trace of a rag-lane case with the SPEC §5/§11 metrics, stage and failure class."""
+    """retrieval_scores: one row per trace of a rag-lane case with the docs/metrics.md#retrieval metrics, stage and failure class."""
     settings, grades, lane = rag_inputs(traces, cases, qrels, settings)
     k = settings.k
     version = frozen_version(qrels)
@@ -294,7 +294,7 @@ def stage_rules(rules: Sequence[Rule], otherwise: tuple[str, pl.Expr | str | Non
 
 
 def _stage_columns(settings: ScoringSettings) -> list[pl.Expr]:
-    """Row status and retrieval stage with reasons, following SPEC §11's stage rule."""
+    """Row status and retrieval stage with reasons, following the stage rule of docs/metrics.md#retrieval."""
     found = pl.col(f"_rel@{settings.k}") > 0
     passed = found & (~pl.col("multi_hop") | (pl.col("_missed").list.len() == 0))
     no_relevant = pl.col("n_relevant") == 0

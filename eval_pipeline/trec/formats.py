@@ -1,6 +1,6 @@
 """TREC qrels and run files: read them into frames, write them from frames or from the retrieval hits of traces.
 
-A run file exported from traces ranks each trace's deduplicated hit list (SPEC §5: hits of every round in order,
+A run file exported from traces ranks each trace's deduplicated hit list (docs/metrics.md#retrieval: hits of every round in order,
 first occurrence wins). Scores logged per round are not comparable across rounds or variants, so the exported
 score encodes our rank (n + 1 - rank): trec_eval, which re-sorts by score, then sees exactly our order.
 A TREC query id must be unique in a run file, so several attempts of one case are either written to one file

@@ -137,7 +137,7 @@ def ranked_entries(rounds: pl.DataFrame, column: str) -> pl.DataFrame:
 
 
 def first_occurrences(hits: pl.DataFrame, key: Sequence[str] = ("_tid",)) -> pl.DataFrame:
-    """The ranked list of SPEC §5 per `key`: hits of every round in order, first occurrence of a doc_id wins, rank from 1."""
+    """The ranked list of docs/metrics.md#retrieval per `key`: hits of every round in order, first occurrence of a doc_id wins, rank from 1."""
     keys = list(key)
     return hits.filter(pl.struct(*keys, "doc_id").is_first_distinct()).with_columns(
         rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(keys)

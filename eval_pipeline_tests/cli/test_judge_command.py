@@ -46,7 +46,27 @@ def test_claim_level_output_has_one_line_per_claim_and_keeps_every_input(tmp_pat
     assert lines[2]["evidence_quote"] == "Gift cards never expire." and lines[2]["score"] == 1.0
     assert lines[4]["reason"].startswith("the answer has no checkable claim")
     err = capsys.readouterr().err
-    assert "judge: 4 lines, 4 claims judged, 0 skipped" in err and f"judge {version}: 4 lines judged (4 claims), 0 skipped" in err
+    # one summary line: the progress line of the last batch would say the same again
+    assert err.splitlines() == [f"judge {version}: 4 lines judged (4 claims), 0 skipped; wrote {out}"]
+
+
+def test_progress_lines_come_between_batches_and_the_summary_once(tmp_path, capsys):
+    source = _write(tmp_path / "in.jsonl", INPUT)
+    out = tmp_path / "out.jsonl"
+    assert cli(["judge", str(source), "--output", str(out), "--batch-lines", "2"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "judge: 2 lines, 3 claims judged, 0 skipped so far"
+    assert len(err) == 2 and err[1].endswith(f"4 lines judged (4 claims), 0 skipped; wrote {out}")
+
+
+def test_a_line_that_is_not_json_is_reported_in_plain_words(tmp_path, capsys):
+    source = _write(tmp_path / "in.jsonl", [INPUT[0], "nope, not json", '{"id": "c", "context": "x"'])
+    assert cli(["judge", str(source), "--output", str(tmp_path / "out.jsonl")]) == 0
+    err = capsys.readouterr().err
+    assert "in.jsonl:2: skipped: not valid JSON: Expecting value at column 1" in err
+    assert "in.jsonl:3: skipped: not valid JSON: Expecting ',' delimiter at column 27 (the text ends there)" in err
+    # orjson's own wording never reaches the user
+    assert "invalid literal" not in err and "char " not in err
 
 
 def test_answer_level_output_is_grounded_only_when_every_claim_is_supported(tmp_path):

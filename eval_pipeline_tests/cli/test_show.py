@@ -300,3 +300,25 @@ def test_a_trace_may_be_named_without_its_run_and_a_case_in_any_case(scored, cap
                                   "--warehouse", scored["warehouse"].root])
         assert args.handler(args) == 0, target
         assert "case agent-009 in run cand-42" in capsys.readouterr().out
+
+
+def test_the_default_baseline_is_the_one_gate_uses_the_runs_own_before_the_policys(scored, capsys, tmp_path, monkeypatch):
+    from eval_pipeline.gating import facts
+
+    # a policy that names no baseline, and a run whose run.yaml names base-41: `gate` compares with base-41, so does show
+    data = tmp_path / "data"
+    (data / "policy").mkdir(parents=True)
+    policy = (scored["data"] / "policy" / "gates.yaml").read_text()
+    (data / "policy" / "gates.yaml").write_text(policy.replace("baseline_run_id: base-41\n", ""))
+    own = facts.manifest_from_warehouse
+
+    def with_own_baseline(warehouse, run_id):
+        manifest = own(warehouse, run_id)
+        return {**manifest, "baseline_run_id": "base-41"} if run_id == "cand-42" else manifest
+
+    monkeypatch.setattr(facts, "manifest_from_warehouse", with_own_baseline)
+    parser = argparse.ArgumentParser(prog="eval-pipeline")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["show", "rag-031", "--run", "cand-42", "--data", str(data), "--warehouse", scored["warehouse"].root])
+    assert args.handler(args) == 0
+    assert "    recall_at_10 1.0000 → 0.5000 (-0.5000)" in capsys.readouterr().out

@@ -47,3 +47,16 @@ def test_materializations_carry_the_column_descriptions(scored):
     # a lane asset (rag/rag_stage_results) is described as its table, stage_results
     stages = {c.name: c.description for c in _column_schema(scored["instance"], "rag/rag_stage_results", "cand-42").columns}
     assert stages["status"] == describe("stage_results", "status")
+
+
+def test_docs_tables_md_is_generated_from_the_column_descriptions_of_the_sample_warehouse(scored):
+    from eval_pipeline.contracts.table_docs import TABLE_MEANINGS, tables_markdown, warehouse_schemas
+
+    schemas = warehouse_schemas(Path(scored["warehouse"].root))
+    assert set(schemas) == set(TABLE_MEANINGS), "a table without a meaning in TABLE_MEANINGS, or a meaning of no table"
+    page = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
+    expected = tables_markdown(schemas)
+    assert page.read_text(encoding="utf-8") == expected, (
+        "docs/tables.md is stale: eval-pipeline run --data data --deid-demo && "
+        "python -m eval_pipeline.contracts.table_docs data/warehouse > docs/tables.md")
+    assert "| `recall_at_10` | `Float64` | Relevant docs in the top 10" in expected

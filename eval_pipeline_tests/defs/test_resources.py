@@ -71,7 +71,7 @@ def test_other_runs_refuses_a_table_the_asset_does_not_declare(tmp_path):
     other = OtherRuns(_warehouse(tmp_path), "cand-2", frozenset({"claims"}))
     with pytest.raises(dg.DagsterInvariantViolationError, match="reads table tool_scores of other runs without declaring it"):
         other.read("tool_scores", "base-1")
-    assert other.reads == [] and other.metadata()["other_runs_read"].value == "none"
+    assert other.reads == [] and other.metadata()["other_runs_read"].value == "no other run"
 
 
 def test_an_unbound_key_is_read_where_the_step_runs(monkeypatch):

@@ -55,7 +55,7 @@ def test_compare_without_a_usable_baseline_leaves_every_gate_undecided_with_the_
     n_gates = len(policy.gates)
     cases = {
         None: ("incomplete", "no baseline: set baseline_run_id in policy/gates.yaml or pass --baseline"),
-        "cand-3": ("not_applicable", "this run is the baseline"),
+        "cand-3": ("not_applicable", "this run is the baseline: not gated against itself"),
         "never-9": ("incomplete", "baseline run never-9 has not been scored"),
     }
     for baseline, (status, reason) in cases.items():
@@ -63,7 +63,8 @@ def test_compare_without_a_usable_baseline_leaves_every_gate_undecided_with_the_
         assert results.height == n_gates
         assert results["status"].unique().to_list() == [status]
         assert results["reason"].unique().to_list() == [reason]
-        assert results["baseline_run_id"].unique().to_list() == [baseline if baseline != "never-9" else "never-9"]
+        # a run is never gated against itself: its rows name no baseline
+        assert results["baseline_run_id"].unique().to_list() == [None if baseline == "cand-3" else baseline]
     exploratory = compare(policy, _candidate(mode="exploratory"), "base-1", warehouse)
     assert exploratory["status"].unique().to_list() == ["not_applicable"]
 

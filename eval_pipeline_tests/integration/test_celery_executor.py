@@ -78,7 +78,7 @@ def test_the_sample_suite_runs_on_two_celery_workers_and_writes_the_in_process_t
 
     runs = {run.tags["dagster/partition"]: run for run in instance.get_runs(filters=dg.RunsFilter(job_name="evaluate_run"))}
     assert {key: run.status for key, run in runs.items()} == {
-        "base-41": dg.DagsterRunStatus.SUCCESS, "cand-42": dg.DagsterRunStatus.FAILURE}
+        "base-41": dg.DagsterRunStatus.SUCCESS, "cand-42": dg.DagsterRunStatus.SUCCESS}
     hostnames = {worker.hostname for worker in workers}
     load = collections.Counter()
     for run in runs.values():

@@ -53,7 +53,7 @@ def test_judge_verdicts_is_an_asset_of_each_run_holding_every_verdict_its_claims
 
 def test_reads_of_the_baseline_are_recorded_on_the_materialization(scored):
     gates = _materializations(scored["instance"], "gate_results")
-    assert gates["base-41"].metadata["other_runs_read"].value == "none"
+    assert gates["base-41"].metadata["other_runs_read"].value == "no other run"
     read = gates["cand-42"].metadata["other_runs_read"].value.split(", ")
     assert {"run_manifest[base-41]", "stage_results[base-41]", "retrieval_scores[base-41]", "tool_scores[base-41]"} <= set(read)
     agent_report = _materializations(scored["instance"], "agent/agent_report")["cand-42"].metadata["other_runs_read"].value

@@ -83,6 +83,6 @@ def test_judge_calibration_records_self_consistency_and_the_report_says_it(score
     mine = rows.filter(pl.col("judge_version") == f"local-2.0+{default_profile('local').digest}")
     assert mine.height and mine["self_consistency_flip_rate"].to_list() == [0.0] * mine.height
     assert set(mine["self_consistency_note"]) == {DETERMINISTIC_NOTE} and set(mine["self_consistency_n"]) == {0}
-    assert result.metadata["self_consistency_flip_rate"] == 0.0
+    assert result.metadata["self_consistency_flip_rate"].value == 0.0
     report = (scored["reports"] / run / "rag.md").read_text()
     assert f"- self-consistency: flip rate 0.0000 ({DETERMINISTIC_NOTE})" in report

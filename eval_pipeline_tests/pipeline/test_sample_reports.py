@@ -131,3 +131,36 @@ def test_a_wide_table_and_long_labels_fit_a_narrow_window(tmp_path):
         result = _layout([page], width)[page]
         assert result["document"] <= result["viewport"], f"{result['document']} px wide in a {width} px window"
         assert result["outside"] == []
+
+
+def _hidden_columns(page_path: Path, width: int) -> dict[str, list[str]]:
+    """Per table (its first four column names): the columns a reader must scroll sideways to see."""
+    pytest.importorskip("playwright.sync_api", reason="the Python package playwright is not installed")
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (set EVAL_PIPELINE_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    measure = """() => { const out = {};
+      for (const wrap of document.querySelectorAll('.table-wrap')) { const right = wrap.getBoundingClientRect().right;
+        const heads = [...wrap.querySelectorAll(':scope > table > thead th')];
+        out[heads.slice(0, 4).map(h => h.textContent).join(',')] =
+          heads.filter(h => h.getBoundingClientRect().right > right + 1).map(h => h.textContent); }
+      return out; }"""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(page_path.as_uri())
+            return page.evaluate(measure)
+        finally:
+            browser.close()
+
+
+@pytest.mark.integration
+def test_the_columns_a_reader_acts_on_show_without_scrolling_at_1400_px(sample):
+    reports = sample["reports"]
+    gates = _hidden_columns(reports / "cand-42" / "gate.html", 1400)
+    assert not {"gate", "status", "owner", "reason"} & set(gates["gate,status,owner,reason"])
+    assert not {"case_id", "owners", "gates", "why"} & set(gates["case_id,owners,gates,why"])
+    rag = _hidden_columns(reports / "base-41" / "rag.html", 1400)
+    assert rag["level,judge_version,may_gate,n"] == []

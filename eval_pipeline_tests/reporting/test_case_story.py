@@ -294,7 +294,7 @@ def test_baseline_side_by_side_pairs_attempts():
     assert text[start + 1:start + 2] == ["  attempt 1: base:a1#1 → cand:a1#1"]
     assert "    agent tool_arguments: pass → fail  ✘ changed" in text[start:]
     assert "    no value in base: success, success_claimed, n_steps, cost_usd" in text[start:]
-    assert "  attempt 2: (none) → cand:a1#2" in text[start:]
+    assert "  attempt 2: (no attempt) → cand:a1#2" in text[start:]
 
 
 def test_case_missing_from_a_run():
@@ -402,3 +402,27 @@ def test_small_formatters():
     assert [delta_cell(2.0, "n_steps"), delta_cell(-0.25, "recall_at_10"), delta_cell(0.0001, "cost_usd"),
             delta_cell(None, "x")] == ["+2", "-0.2500", "+0.000100", None]
     assert case_page_name("a/b c#1") == "a%2Fb%20c%231.html"
+
+
+def test_reliability_explains_successes_that_failed_a_process_stage():
+    # both attempts reach the verified world state but call the tools in the wrong order: pass@1 1.0, both failed
+    ordered = [("policy", "pass", None), ("tool_selection", "pass", None), ("tool_arguments", "pass", None),
+               ("tool_order", "fail", "get_ticket came after get_order"), ("loop", "pass", None),
+               ("recovery", "not_applicable", "no injected fault"), ("outcome", "pass", None)]
+    tables = _agent_tables()
+    stages = pl.concat([_stages(TRACES[0], "a1", 1, "agent", ordered), _stages(TRACES[1], "a1", 2, "agent", ordered)])
+    reliability = tables.frame("reliability").with_columns(n_success=pl.lit(2, pl.Int64), pass_at_1=pl.lit(1.0),
+                                                           pass_hat_1=pl.lit(1.0), pass_hat_2=pl.lit(1.0))
+    story = build_story(CaseTables(run_id=RUN, manifest=tables.manifest,
+                                   frames={**tables.frames, "stage_results": stages, "reliability": reliability}), "a1")
+    lines = case_story_text(story).splitlines()
+    at = lines.index("reliability (agent): 2 of 2 complete attempts succeeded (0 incomplete) · pass@1 1.0000 · "
+                     "pass^1 1.0000 pass^2 1.0000 · flaky no")
+    assert lines[at + 1] == ("  pass@1 and pass^k count an attempt a success when its verified outcome passed, not every "
+                             "stage: 2 of 2 attempt(s) failed a process stage (tool_order)")
+    section = {s.title: s for s in case_sections(story)}["Reliability"]
+    assert section.table.select("lane", "n_success", "failed_process_stage", "pass_at_1").rows() == [("agent", 2, 2, 1.0)]
+    assert section.table.columns.index("failed_process_stage") == section.table.columns.index("n_success") + 1
+    # no note where nothing succeeded: pass@1 0.0 and the failed stages do not disagree
+    plain = case_story_text(build_story(_agent_tables(), "a1"))
+    assert "failed a process stage" not in plain

@@ -2,6 +2,7 @@
 owners, the release verdict and exit meaning, and the machine-readable JSON and JUnit outputs."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import polars as pl
@@ -57,8 +58,9 @@ NOT_GATED = _gates(*({**row, **NO_VALUES, "status": "not_applicable", "baseline_
 
 def test_gate_table_shows_each_gate_in_its_unit():
     table = gate_table(MIXED)
-    assert table.columns == ["gate", "lane", "metric", "status", "unit", "baseline", "candidate", "delta", "limit", "cases",
-                             "excluded", "owner", "reason"]
+    # what a reader acts on first (status, owner, reason), then the values, then the scope
+    assert table.columns == ["gate", "status", "owner", "reason", "baseline", "candidate", "delta", "limit", "unit", "cases",
+                             "excluded", "lane", "metric"]
     assert table.select("gate", "unit", "baseline", "candidate", "delta", "limit", "cases", "excluded").rows() == [
         ("retrieval_recall_at_10", "fraction", "0.9000", "0.8000", "-10.00 points", "drop ≤ 2 points", 10, ["c9"]),
         # a null unit is a rate gate
@@ -77,19 +79,18 @@ def test_gate_table_of_a_gate_without_values_shows_dashes():
 def test_blocking_table_groups_gates_reasons_and_owners_per_case():
     table = blocking_table(MIXED)
     assert table.rows() == [
-        ("a1", ["policy_violations"], ["policy_violations: blocks policy_violations"], ["agent policy"]),
-        ("c1", ["retrieval_recall_at_10", "policy_violations"],
-         ["retrieval_recall_at_10: recall_at_10 0.5000 → 0.0000", "policy_violations: blocks policy_violations"],
-         ["retrieval", "agent policy"]),
-        ("c2", ["retrieval_recall_at_10"], ["retrieval_recall_at_10: recall_at_10 1.0000 → 0.0000"], ["retrieval"]),
+        ("a1", ["agent policy"], ["policy_violations"], ["policy_violations: blocks policy_violations"]),
+        ("c1", ["retrieval", "agent policy"], ["retrieval_recall_at_10", "policy_violations"],
+         ["retrieval_recall_at_10: recall_at_10 0.5000 → 0.0000", "policy_violations: blocks policy_violations"]),
+        ("c2", ["retrieval"], ["retrieval_recall_at_10"], ["retrieval_recall_at_10: recall_at_10 1.0000 → 0.0000"]),
     ]
 
 
 def test_blocking_table_is_empty_without_a_failed_gate():
     table = blocking_table(PASSED)
     assert table.height == 0
-    assert table.schema == pl.Schema({"case_id": pl.String, "gates": pl.List(pl.String), "why": pl.List(pl.String),
-                                      "owners": pl.List(pl.String)})
+    assert table.schema == pl.Schema({"case_id": pl.String, "owners": pl.List(pl.String), "gates": pl.List(pl.String),
+                                      "why": pl.List(pl.String)})
 
 
 @pytest.mark.parametrize(("frame", "status", "meaning"), [
@@ -147,16 +148,18 @@ def test_gate_sections_titles_lines_and_links():
     assert sections[1].links == {"case_id": "cases/{value}.html"}
     assert sections[1].table["case_id"].to_list() == ["a1", "c1", "c2"]
     passed = gate_sections(PASSED, "cand", None)
-    assert passed[0].lines[0] == "- candidate `cand` against baseline `none`: exit code 0 (every gate passed)"
+    assert passed[0].lines[0] == "- candidate `cand`, no baseline: exit code 0 (every gate passed)"
+    # a run gated against itself has no baseline either
+    assert gate_sections(NOT_GATED, "cand", "cand")[0].lines[0].startswith("- candidate `cand`, no baseline: exit code 2")
     assert (passed[1].title, passed[1].lines) == ("Blocking cases (0)", [])
 
 
 def test_gate_text_table_rows_and_blocking_cases():
     lines = gate_text_table(MIXED).splitlines()
-    assert lines[0].split() == ["gate", "status", "unit", "baseline", "candidate", "delta", "limit", "reason"]
+    assert lines[0].split() == ["gate", "status", "unit", "baseline", "candidate", "delta", "limit", "owner", "reason"]
     assert set(lines[1]) == {"-"} and len(lines[1]) == len(lines[0])
     assert lines[2].split() == ["retrieval_recall_at_10", "fail", "fraction", "0.9000", "0.8000", "-10.00", "points", "drop",
-                                "≤", "2", "points", "dropped", "10.00", "points,", "more", "than", "2"]
+                                "≤", "2", "points", "retrieval", "dropped", "10.00", "points,", "more", "than", "2"]
     assert lines[6:] == ["", "blocking cases (3):",
                          "  a1             policy_violations: blocks policy_violations  (owner: agent policy)",
                          "  c1             retrieval_recall_at_10: recall_at_10 0.5000 → 0.0000; "
@@ -230,3 +233,47 @@ def test_pairwise_section_counts_and_changed_pairs():
     empty = pairwise_section(PAIRS.filter(pl.col("status") == "incomplete"))
     assert (empty.lines, empty.table) == (["- no pair of complete answers to compare"], None)
     assert [s.title for s in gate_sections(PASSED, "cand", "base", PAIRS)][-1] == "Pairwise answers (baseline vs candidate)"
+
+
+def test_gate_text_table_columns_line_up_whatever_the_cells_hold():
+    from eval_pipeline.reporting.gate_report import text_width
+
+    # a gate name longer than the old fixed width (24), a two-line reason, a wide-character owner
+    long_gate = {**RECALL, "gate": "agent_pass_at_1_high_criticality", "reason": "dropped\n10 points", "owner": "評価チーム"}
+    lines = gate_text_table(_gates(long_gate, GROUNDING, POLICY)).splitlines()
+    header, rows = lines[0], lines[2:5]
+    assert "None" not in "\n".join(lines)
+    # one line per gate: a reason's line break does not start a new row
+    assert [r.split()[0] for r in rows] == ["agent_pass_at_1_high_criticality", "grounding_rate", "policy_violations"]
+    assert lines[5] == "" and rows[0].endswith("dropped 10 points")
+
+    def at(line: str, text: str) -> int:
+        """The terminal column where `text` starts in `line` (after the gate name)."""
+        return text_width(line[:line.index(text, len(line.split()[0]))])
+
+    # each left-aligned column starts where its header does, each right-aligned one ends where its header ends
+    cells = [{"status": "fail", "unit": "fraction", "limit": "drop ≤ 2", "owner": "評価チーム", "reason": "dropped",
+              "baseline": "0.9000", "delta": "-10.00 points"},
+             {"status": "pass", "unit": "fraction", "limit": "drop ≤ 3", "owner": "generation", "reason": "within",
+              "baseline": "0.7000", "delta": "+5.00 points"},
+             {"status": "fail", "unit": "cases", "limit": "≤ 0 new", "owner": "agent policy", "reason": "2 cases",
+              "baseline": "0 ", "delta": "2 new"}]
+    for row, values in zip(rows, cells, strict=True):
+        for title in ("status", "unit", "limit", "owner", "reason"):
+            assert at(row, values[title]) == at(header, title), (title, row)
+        for title in ("baseline", "delta"):
+            value = values[title].strip()
+            assert at(row, value) + text_width(value) == at(header, title) + len(title), (title, row)
+
+
+def test_gate_report_html_shows_reason_code_as_code_and_key_columns_first():
+    from eval_pipeline.reporting.render import render_html, render_markdown
+    exploratory = {**RECALL, **NO_VALUES, "status": "not_applicable", "baseline_run_id": None,
+                   "reason": "exploratory run: not gated; to gate it, run `eval-pipeline import … --baseline RUN`"}
+    sections = gate_sections(_gates(exploratory), "tau-a", None)
+    html = render_html("Gates", sections)
+    assert "<code>eval-pipeline import … --baseline RUN</code>" in html and "`" not in html.split("<body>", 1)[1]
+    head = re.search(r"<thead><tr>(.*?)</tr></thead>", html).group(1)
+    assert re.findall(r"<th>(.*?)</th>", head.replace("<wbr>", ""))[:4] == ["gate", "status", "owner", "reason"]
+    markdown = render_markdown("Gates", sections)
+    assert "- candidate `tau-a`, no baseline: exit code 2" in markdown and "`none`" not in markdown and "None" not in markdown

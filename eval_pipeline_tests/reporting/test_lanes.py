@@ -103,7 +103,7 @@ def test_gated_section_sets_the_gate_value_beside_the_reports_own_mean():
         "this report's mean over every complete trace of the run is 0.5000"]
     assert sections[0].table["gate"].to_list() == ["retrieval_recall_at_10", "grounding_rate", "policy_violations"]
     assert sections[1].table.rows() == [
-        ("c1", ["retrieval_recall_at_10"], ["retrieval_recall_at_10: recall_at_10 1.0000 → 0.0000"], ["retrieval"])]
+        ("c1", ["retrieval"], ["retrieval_recall_at_10"], ["retrieval_recall_at_10: recall_at_10 1.0000 → 0.0000"])]
     assert sections[1].links == {"case_id": "cases/{value}.html"}
 
 
@@ -263,3 +263,62 @@ def test_agent_report_tool_lines_and_reliability():
     assert reliability_section.lines == ["- pass@1 0.7500; pass^1 0.7500, pass^2 0.5000"]
     assert reliability_section.table.columns == ["case_id", "n_attempts", "pass_at_1", "pass_hat_1", "pass_hat_2", "flaky"]
     assert reliability_section.table["case_id"].to_list() == ["a1", "a2"]
+
+
+def _agent_stage_rows(trace: str, case: str, failing: set[str]) -> list[dict]:
+    stages = ("policy", "tool_selection", "tool_arguments", "tool_order", "loop", "recovery", "outcome")
+    return [{"trace_id": trace, "case_id": case, "lane": "agent", "stage": s, "stage_order": i,
+             "status": "fail" if s in failing else "pass", "reason": None} for i, s in enumerate(stages)]
+
+
+def test_reliability_shows_the_attempts_that_failed_a_process_stage_beside_pass_at_1():
+    # a1 reaches the right world state in the wrong order every time: pass@1 1.0 with 3 of 3 attempts failed
+    stages = pl.DataFrame([*(row for n in (1, 2, 3) for row in _agent_stage_rows(f"a1#{n}", "a1", {"tool_order"})),
+                           *_agent_stage_rows("a2#1", "a2", {"policy", "outcome"}), *_agent_stage_rows("a3#1", "a3", set())])
+    reliability = pl.DataFrame({"case_id": ["a3", "a2", "a1"], "n_attempts": [1, 1, 3], "n_incomplete": [0, 0, 0],
+                                "n_success": [1, 0, 3], "pass_at_1": [1.0, 0.0, 1.0], "pass_hat_1": [1.0, 0.0, 1.0],
+                                "flaky": [False, False, False]})
+    section = {s.title: s for s in agent_sections(_data(lane="agent", stage_results=stages, reliability=reliability))}[
+        "Reliability over repeated attempts"]
+    assert section.table.columns == ["case_id", "n_attempts", "n_incomplete", "n_success", "failed_process_stage",
+                                     "pass_at_1", "pass_hat_1", "flaky"]
+    assert section.table.select("case_id", "n_success", "failed_process_stage", "pass_at_1").rows() == [
+        ("a1", 3, 3, 1.0), ("a2", 0, 1, 0.0), ("a3", 1, 0, 1.0)]
+    # the note says what pass@1 counts, on the page where the numbers are
+    assert any(line.startswith("- pass@1 and pass^k count an attempt a success when its verified outcome") and
+               "`failed_process_stage`" in line for line in section.lines)
+    # the stored table is shown as it is: no column of its own changed
+    assert reliability.columns == ["case_id", "n_attempts", "n_incomplete", "n_success", "pass_at_1", "pass_hat_1", "flaky"]
+
+
+def test_slices_say_why_pass_rate_and_pass_at_1_differ():
+    slices = pl.DataFrame({"dimension": ["criticality"], "value": ["high"], "n_cases": [1], "n_traces": [3],
+                           "traces_failed": [3], "traces_incomplete": [0], "pass_rate": [0.0], "pass_at_1": [1.0],
+                           "top_failing_stage": ["tool_order"], "failed_case_ids": [["a1"]]})
+    agent = {s.title: s for s in agent_sections(_data(lane="agent", slices=slices))}["Slices"]
+    assert any("pass_at_1 counts an attempt a success when its verified outcome passed" in line
+               and "pass_rate counts a trace passed only when every stage passed" in line for line in agent.lines)
+    rag = {s.title: s for s in rag_sections(_data(slices=slices))}["Slices"]
+    assert any(line.startswith("- pass_rate counts a trace passed when every stage passed; pass_at_1 counts the same")
+               for line in rag.lines)
+
+
+def test_judge_calibration_shows_may_gate_first_and_the_confusion_as_a_table():
+    from eval_pipeline.reporting.render import render_html
+
+    calibration = pl.DataFrame({"level": ["claim"], "judge_version": ["local-2"], "n": [63], "agreement": [0.95],
+                                "cohen_kappa": [0.84], "kappa_ci_low": [0.66], "kappa_ci_high": [1.0],
+                                "balanced_accuracy": [0.9], "self_consistency_flip_rate": [0.0], "may_gate": [True],
+                                "confusion": ['{"SUPPORTED": {"SUPPORTED": 51, "CONTRADICTED": 1}, '
+                                              '"CONTRADICTED": {"SUPPORTED": 0, "CONTRADICTED": 4}}']})
+    section = {s.title: s for s in rag_sections(_data(tables={"judge_calibration": calibration}))}["Judge calibration"]
+    assert section.table.columns[:3] == ["level", "judge_version", "may_gate"]
+    assert section.lines == ["- confusion: rows are the human labels, columns the judge's verdicts"]
+    html = render_html("R", [section])
+    assert '<td class="json"><table class="nested"><tr><th></th><th>SUPPORTED</th><th>CONTRADICTED</th></tr>' in html
+    assert "{&quot;" not in html
+
+
+def test_a_version_the_importer_wrote_as_none_is_said_in_words():
+    section = summary_section(_data(manifest={"candidate": "gpt-4o", "corpus_version": "none", "mode": "exploratory"}))
+    assert section.lines[0] == "- run `cand`: candidate `gpt-4o`, no corpus, mode `exploratory`"

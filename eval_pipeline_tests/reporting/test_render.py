@@ -1,6 +1,7 @@
 """Report rendering: inline Markdown in HTML, trace text kept inert, bullets as lists, the verdict banner, links,
 status cells and tables that scroll instead of widening the page."""
 
+import json
 import re
 
 import polars as pl
@@ -162,3 +163,66 @@ def test_the_page_is_self_contained():
     assert "<script" not in html and "<link" not in html and " src=" not in html and "@import" not in html
     # a link in text stays a link, nothing is fetched
     assert '<a href="https://example.org/x">docs</a>' in html
+
+
+def test_inline_code_in_a_table_cell_renders_as_code_and_nothing_else_as_markup():
+    reason = "exploratory run: name a baseline (`eval-pipeline import … --baseline RUN`) and set *mode* <b>gate</b>"
+    html = render_html("R", [Section("S", [], pl.DataFrame({"reason": [reason], "n": [1]}))])
+    assert ("exploratory run: name a baseline (<code>eval-pipeline import … --baseline RUN</code>) and set *mode* "
+            "&lt;b&gt;gate&lt;/b&gt;</td>") in html
+    assert "`" not in _body(html)
+    # Markdown keeps its code span as written
+    assert "(`eval-pipeline import … --baseline RUN`)" in render_markdown("R", [Section("S", [], pl.DataFrame({"reason": [reason]}))])
+
+
+CONFUSION = ('{"SUPPORTED": {"SUPPORTED": 51, "NOT_IN_EVIDENCE": 1}, '
+             '"NOT_IN_EVIDENCE": {"SUPPORTED": 1, "NOT_IN_EVIDENCE": 5}}')
+
+
+def test_a_json_object_cell_is_a_nested_table_in_html_and_key_value_text_in_markdown():
+    table = pl.DataFrame({"level": ["claim"], "confusion": [CONFUSION], "args": ['{"amount": 49, "order_id": "88131", "x": null}'],
+                          "calls": ['[{"a": 1}]'], "text": ["{not json}"]})
+    html = render_html("R", [Section("S", [], table)])
+    # an object of flat objects is a matrix: rows the outer keys, columns the inner ones
+    assert ('<td class="json"><table class="nested"><tr><th></th><th>SUPPORTED</th><th>NOT_IN_EVIDENCE</th></tr>'
+            "<tr><th>SUPPORTED</th><td>51</td><td>1</td></tr><tr><th>NOT_IN_EVIDENCE</th><td>1</td><td>5</td></tr></table></td>"
+            ) in html
+    # any other object: key / value rows, text quoted so "88131" and 49 stay apart, null as –
+    assert ('<table class="nested"><tr><th>amount</th><td>49</td></tr><tr><th>order_id</th><td>&quot;88131&quot;</td></tr>'
+            "<tr><th>x</th><td>–</td></tr></table>") in html
+    # a JSON array and text that only looks like an object stay as written
+    assert '<td>[{&quot;a&quot;: 1}]</td>' in html and "<td>{not json}</td>" in html
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html)
+    assert not [c for c in cells if c.startswith("{&quot;")], "raw JSON object text in an HTML cell"
+    markdown = render_markdown("R", [Section("S", [], table)])
+    assert ("| claim | SUPPORTED: (SUPPORTED: 51, NOT_IN_EVIDENCE: 1); NOT_IN_EVIDENCE: (SUPPORTED: 1, NOT_IN_EVIDENCE: 5) "
+            '| amount: 49; order_id: "88131"; x: – |') in markdown
+
+
+def test_a_struct_cell_is_never_python_repr():
+    table = pl.DataFrame({"s": [{"a": None, "b": "x"}]})
+    html, markdown = render_html("R", [Section("S", [], table)]), render_markdown("R", [Section("S", [], table)])
+    assert "None" not in html and "None" not in markdown and "'" not in markdown
+    assert '<table class="nested"><tr><th>a</th><td>–</td></tr><tr><th>b</th><td>&quot;x&quot;</td></tr></table>' in html
+
+
+def test_a_large_json_object_stays_text():
+    big = json.dumps({f"k{i}": i for i in range(100)})
+    html = render_html("R", [Section("S", [], pl.DataFrame({"state": [big]}))])
+    assert 'class="nested"' not in html.split("<body>", 1)[1]
+
+
+def test_an_empty_table_says_so_in_words():
+    empty = pl.DataFrame({"a": []}, schema={"a": pl.String})
+    assert "<p><em>no rows</em></p>" in render_html("R", [Section("S", [], empty)])
+    assert "_no rows_" in render_markdown("R", [Section("S", [], empty)])
+    assert "none" not in render_html("R", [Section("S", [], empty)]).split("<body>", 1)[1]
+
+
+def test_long_column_names_may_break_after_underscores_and_long_text_keeps_a_readable_width():
+    reason = "the answer names a refund window that no retrieved chunk states, so the claim is unsupported"
+    html = render_html("R", [Section("S", [], pl.DataFrame({"total_cost_usd": [1.0], "reason": [reason]}))])
+    assert "<th>total_<wbr>cost_<wbr>usd</th>" in html
+    assert f'<td class="text">{reason}</td>' in html
+    assert re.search(r"td\.text\{min-width:[^}]*max-width:[^}]*word-break:break-word", html)
+    assert "nowrap" not in html

@@ -66,7 +66,7 @@ def test_summary_of_a_scored_run_and_of_a_run_without_attribution(warehouse):
         "  lane    traces  passed  failed incomplete  top first failing stage",
         "  agent        7       5       0          2  -",
         "  rag         10       6       3          1  retrieval (1/3)",
-        "  gates vs r0: fail: 1, incomplete: 1, pass: 2",
+        "  gates vs baseline r0: fail: 1, incomplete: 1, pass: 2",
         "  report: /srv/reports/r1/gate.html",
         "  report: /srv/reports/r1/rag.html",
         "",
@@ -94,3 +94,14 @@ def test_empty_warehouse_prints_only_the_run_header(tmp_path):
     out = io.StringIO()
     print_summary(Config(Warehouse.at(tmp_path / "empty"), Reports({})), ["r9"], out)
     assert out.getvalue() == "\n== run r9\n  (no attribution: a lane did not reach its report)\n"
+
+
+def test_a_run_without_a_baseline_says_so_not_none(tmp_path):
+    warehouse = Warehouse.at(tmp_path / "warehouse")
+    gates = pl.DataFrame({"gate": ["a"], "status": ["not_applicable"], "baseline_run_id": [None]},
+                         schema_overrides={"baseline_run_id": pl.String})
+    warehouse.write_partition("gate_results", gates, "r1")
+    out = io.StringIO()
+    print_summary(Config(warehouse, Reports({})), ["r1"], out)
+    assert "  gates vs no baseline: not_applicable: 1" in out.getvalue().splitlines()
+    assert "None" not in out.getvalue()

@@ -52,6 +52,8 @@ class UiRun:
     check_passed: dict[tuple[str, str], bool]
     materialized: frozenset[str]
     server_log: Path
+    # run id (partition) -> the Dagster run that evaluated it
+    dagster_runs: dict[str, str]
 
 
 def pytest_runtest_makereport(item, call):
@@ -195,10 +197,11 @@ def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
             code = run_pipeline(data=str(data), run_ids=list(RUN_IDS), warehouse=str(warehouse), reports=str(reports),
                                 deid_demo=True, quiet=True, instance=instance, stream=summary)
             checks, materialized = _recorded(instance)
+            dagster_runs = {run.tags.get("dagster/partition"): run.run_id for run in instance.get_runs()}
             instance.dispose()
         _wait_until_serving(server, url, log)
         yield UiRun(url=url, run_id=RUN_ID, candidate_run_id=CANDIDATE_RUN_ID, reports=reports, pipeline_exit=code, pipeline_summary=summary.getvalue(),
-                    check_passed=checks, materialized=materialized, server_log=log)
+                    check_passed=checks, materialized=materialized, server_log=log, dagster_runs=dagster_runs)
     finally:
         if server is not None:
             _stop(server)

@@ -100,16 +100,22 @@ def test_a_lane_reports_markdown_metadata_renders(page, ui_run, lane):
     expect(pareto).to_be_visible()
 
 
-def test_the_candidates_blocked_release_is_a_failed_check_on_the_gate_asset(page, ui_run):
+@pytest.mark.parametrize("asset", ["gate_results", "gate_report"])
+def test_the_candidates_blocked_release_is_a_failed_check_with_the_gates_and_cases(page, ui_run, asset):
     run = ui_run.candidate_run_id
-    assert ui_run.check_passed.get(("gate_results", "release_is_not_blocked")) is False, (
+    assert ui_run.check_passed.get((asset, "release_is_not_blocked")) is False, (
         f"the release check of {run} did not fail; run exit {ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}")
-    page.goto(f"{ui_run.url}/assets/gate_results?view=checks")
+    page.goto(f"{ui_run.url}/assets/{asset}?view=checks")
     entry = page.locator("span", has=page.get_by_title("release_is_not_blocked", exact=True))
     expect(entry).to_contain_text("Failed")
     page.get_by_title("release_is_not_blocked", exact=True).click()
     expect(page).to_have_url(re.compile(r"checkDetail=release_is_not_blocked"))
     expect(page.get_by_text("Release blocked: 8 of 10 gates failed", exact=False).first).to_be_visible()
+    # a result, not a crash: the failed gates and blocking cases are its metadata, no Python error is shown
+    expect(page.get_by_text("failed_gates", exact=True).first).to_be_visible()
+    expect(page.get_by_text("blocking_cases", exact=True).first).to_be_visible()
+    for words in ("DagsterAssetCheckFailedError", "Traceback"):
+        assert page.get_by_text(words).count() == 0, words
 
 
 def _fits_the_window(page) -> bool:

@@ -6,7 +6,7 @@ import polars as pl
 
 from eval_pipeline.contracts import frames
 from eval_pipeline.defs import checks
-from eval_pipeline.defs.deid.checks import DEID_CASES_CONTRACT, DEID_TRACES_CONTRACT, TRACE_CHECK_SPECS, _batch_checks
+from eval_pipeline.defs.deid.checks import DEID_CASES_CONTRACT, DEID_TRACES_CONTRACT, TRACE_CHECKS, _batch_checks
 from eval_pipeline.defs.privacy import run_key
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import EvalConfig, in_batches
@@ -33,7 +33,7 @@ NAME_COLUMNS = ("steps", "final_state_json")
         "deid_report": table_out(is_required=False,
                                    description="Replacements counted by table, field and type."),
     },
-    check_specs=[*TRACE_CHECK_SPECS, *checks.specs("deid_cases", DEID_CASES_CONTRACT)],
+    check_specs=[*TRACE_CHECKS, *checks.specs("deid_cases", DEID_CASES_CONTRACT)],
 )
 def deidentified(
     context: dg.AssetExecutionContext,

@@ -16,7 +16,7 @@ def _batch_checks(findings: int, sample: dict[str, int], duplicates: int, rows: 
     key = dg.AssetKey("deid_traces")
     return [
         dg.AssetCheckResult(asset_key=key, check_name=SCHEMA, passed=not missing_columns, severity=dg.AssetCheckSeverity.ERROR,
-                            metadata={"missing_columns": ", ".join(missing_columns) or "none"}),
+                            metadata={"missing_columns": ", ".join(missing_columns) or "no column missing"}),
         dg.AssetCheckResult(asset_key=key, check_name="value_ranges", passed=duplicates == 0,
                             severity=dg.AssetCheckSeverity.ERROR, metadata={"rows": rows, "duplicate_trace_ids": duplicates}),
         dg.AssetCheckResult(asset_key=key, check_name=NO_PERSONAL_DATA, passed=findings == 0,
@@ -24,9 +24,9 @@ def _batch_checks(findings: int, sample: dict[str, int], duplicates: int, rows: 
                             description=f"{findings} residual personal data finding(s)"
                             + "".join(f"; {where} x{n}" for where, n in list(sample.items())[:10]),
                             metadata={"findings": findings,
-                                      "where": "\n".join(f"{where} x{n}" for where, n in sample.items()) or "none"}),
+                                      "where": "\n".join(f"{where} x{n}" for where, n in sample.items()) or "nothing found"}),
     ]
 
 
-TRACE_CHECK_SPECS = [dg.AssetCheckSpec(name, asset="deid_traces", blocking=True, description=checks.CHECK_DESCRIPTIONS[name])
+TRACE_CHECKS = [dg.AssetCheckSpec(name, asset="deid_traces", blocking=True, description=checks.CHECK_DESCRIPTIONS[name])
                      for name in (SCHEMA, "value_ranges", NO_PERSONAL_DATA)]

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from eval_pipeline.defs.gates.checks import RELEASE_CHECK, release_check
+from eval_pipeline.defs.gates.checks import RELEASE_CHECK, RELEASE_CHECK_DESCRIPTION, release_check
 from eval_pipeline.defs.gates.evidence_use import counterfactual_pairs
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.privacy import published, report_spec
@@ -54,10 +54,11 @@ GATE_INS = {
 
 @run_table(GROUP, CODE_VERSION,
            ins=GATE_INS,
-           check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_results",
-                                         description="Fails when a release gate fails, naming the gates and blocking cases.")])
+           check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_results", blocking=False,
+                                         description=RELEASE_CHECK_DESCRIPTION)])
 def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **tables: pl.DataFrame):
-    """Each gate of policy/gates.yaml for this run against the policy's baseline run: pass, fail, incomplete, incomparable."""
+    """Each gate of policy/gates.yaml for this run against its baseline (baseline_run_id of its run.yaml, else of the
+    policy; never itself): pass, fail, incomplete, incomparable, insufficient or not_applicable."""
     manifest = manifest_of(tables["run_manifest"])
     policy = eval_config.policy()
     stages = pl.concat([tables["rag_stage_results"], tables["agent_stage_results"]], how="vertical_relaxed")
@@ -75,7 +76,7 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
     results = compare(policy, candidate, baseline, other_runs)
     results = with_versions(results, manifest, CODE_VERSION)
     statuses = dict(results.group_by("status").len().iter_rows())
-    context.log.info(f"gates vs {baseline}: {statuses}")
+    context.log.info(f"gates vs {f'baseline {baseline}' if baseline else 'no baseline'}: {statuses}")
     return materialized(results, versions=manifest,
                         headline={"gates_failed": statuses.get("fail", 0), "exit_code": gate_scoring.exit_code(results)},
                         extra=other_runs.metadata(), check_results=[release_check("gate_results", results, context.partition_key)])
@@ -105,8 +106,8 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
 
 
 @dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, kinds={"markdown", "html"},
-          check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=True,
-                                         description="Fails when a release gate fails: the run is marked failed once every report is written."),
+          check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=False,
+                                         description=RELEASE_CHECK_DESCRIPTION),
                        report_spec("gate_report", "the gate report and the index")],
           # the index across runs reads every run's manifest and gates, and the failed high-criticality cases; it links
           # the lane reports, so it is written after them (a fresh run's index equals a rerun's)
@@ -128,8 +129,12 @@ def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate
     other_runs = eval_config.other_runs(context)
     if written:
         privacy, written = published("gate_report", reports, index_files(other_runs, reports))
+    statuses = gate_results["status"].to_list()
+    # numbers, so the asset's plots draw the release decision over runs
     metadata = {"verdict": dg.MetadataValue.text(verdict.status),
-                "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results))), **other_runs.metadata()}
+                "exit_code": dg.MetadataValue.int(gate_scoring.exit_code(gate_results)),
+                "gates_failed": dg.MetadataValue.int(statuses.count("fail")),
+                "gates_passed": dg.MetadataValue.int(statuses.count("pass")), **other_runs.metadata()}
     if written:
         metadata |= {"report": dg.MetadataValue.md(markdown), "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
                      "index_path": dg.MetadataValue.path(reports.uri_of("index.html"))}
@@ -178,7 +183,7 @@ def case_pages(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
     if len(wanted) > CASE_PAGE_LIMIT:
         context.log.info(f"case pages for the first {CASE_PAGE_LIMIT} cases by priority; `eval-pipeline show` tells any other")
     return dg.MaterializeResult(metadata={"pages": len(written), "limit": CASE_PAGE_LIMIT,
-                                          "first_pages": dg.MetadataValue.md("\n".join(f"- {uri}" for uri in written[:10]) or "_none_"),
+                                          "first_pages": dg.MetadataValue.md("\n".join(f"- {uri}" for uri in written[:10]) or "no page: no blocking, failed or review-queue case"),
                                           **tables.metadata()}, check_results=[privacy])
 
 

@@ -8,6 +8,12 @@ from eval_pipeline.reporting.render import markdown_table
 from eval_pipeline.scoring import gates as gate_scoring
 
 RELEASE_CHECK = "release_is_not_blocked"
+# A blocked release is a result of the evaluation, not an error in it (docs/gates.md#exit-codes-and-checks): the check
+# turns red with the failed gates and blocking cases, and stops nothing, so every report is still written and the
+# Dagster run succeeds. `eval-pipeline gate` is what stops a release in CI (exit 1).
+RELEASE_CHECK_DESCRIPTION = ("The release decision: red when a release gate fails, with the failed gates and blocking "
+                             "cases in its metadata. Not blocking: the reports are still written and the run succeeds; "
+                             "`eval-pipeline gate` exits 1.")
 
 
 def release_check(asset: str, gate_results: pl.DataFrame, run_id: str) -> dg.AssetCheckResult:
@@ -24,7 +30,7 @@ def release_check(asset: str, gate_results: pl.DataFrame, run_id: str) -> dg.Ass
             "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results))),
             "failed_gates": dg.MetadataValue.json(failed.select("gate", "metric", "unit", "baseline_value", "candidate_value",
                                                                 "delta", "threshold", "owner", "reason").to_dicts()),
-            "blocking_cases": dg.MetadataValue.md(markdown_table(blocking) if blocking.height else "_none_"),
-            "baseline_run_id": dg.MetadataValue.text(baseline or "none"),
+            "blocking_cases": dg.MetadataValue.md(markdown_table(blocking) if blocking.height else "no blocking case"),
+            "baseline_run_id": dg.MetadataValue.text(baseline or "no baseline"),
         },
     )

@@ -180,7 +180,7 @@ def parsed_traces(
         asset_key="trace_rejects",
         versions=manifest,
         headline={"rejected": rejects_frame.height, "traces": len(seen), "blank_lines": counts["blank"]},
-        extra={"top_reasons": dg.MetadataValue.md("\n".join(f"- {r} ({n})" for r, n in reasons.iter_rows()) or "none")},
+        extra={"top_reasons": dg.MetadataValue.md("\n".join(f"- {r} ({n})" for r, n in reasons.iter_rows()) or "no rejected line")},
         check_results=[
             dg.AssetCheckResult(
                 check_name=REJECTS_SCHEMA_CHECK,

@@ -1,10 +1,10 @@
-"""Agent tool calls (SPEC §5 "Agent tool calls", §11 "Agent stages"): the `tool_scores` and `tool_call_diffs` tables.
+"""Agent tool calls (docs/metrics.md#tool-calls, docs/agent_lane.md): the `tool_scores` and `tool_call_diffs` tables.
 
 Everything is scored from structured `tool_call` steps, never from prose. A call is identified by its canonical
 key `name(args)` (frames.call_key). Metrics use the matched path: the reference or the alternative with the
 highest tool_call_f1 (ties: the reference, then the earlier alternative). Failed and timed-out calls are calls.
 
-Readings this package fixes where the SPEC leaves a choice (docs/agent_lane.md repeats them for users):
+Readings this package fixes (docs/agent_lane.md repeats them for users):
 - precision = matched / calls (null without calls); recall = matched / path calls (null for an empty path);
   f1 = 2·matched / (calls + path calls), the harmonic mean where both are defined, null when both are empty
   (an empty path met by no calls ranks as a perfect match when choosing the path).
@@ -16,7 +16,7 @@ Readings this package fixes where the SPEC leaves a choice (docs/agent_lane.md r
   missing from a non-empty registry fails its schema check and is an `unknown_tool` at tool_selection (never a
   policy breach of allowed_tools, never incomplete). Read-only calls need only their schema.
 - tool_selection counts calls per non-read-only tool against the matched path (a duplicate is a surplus);
-  read-only path tools are optional (SPEC §11).
+  read-only path tools are optional.
 - `tool_order` is not_applicable for an `unordered` case without dependencies (nothing to order).
 - For `strict_order`, the calls matched to path calls (k-th call of a key to the k-th path call of that key)
   must come in path order; extra calls and retries do not break the order.

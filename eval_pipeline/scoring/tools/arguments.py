@@ -206,7 +206,7 @@ def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame
     """Calls with `invalid` (why the args fail, null when valid), `in_path` and `unnecessary`.
 
     A read-only call, or a call of a tool the path does not hold, needs only its schema; a call of a non-read-only
-    path tool must also match one of that tool's path calls (SPEC §11)."""
+    path tool must also match one of that tool's path calls (docs/agent_lane.md)."""
     verdicts = _schema_verdicts(calls.filter(pl.col("tool").is_not_null()), _registry(tools))
     path_tools = ref_t.select(T, tool="ref_tool").unique().with_columns(in_path=pl.lit(True))
     good = ((pl.col("status") == "ok") & pl.col("result_json").is_not_null() & ~pl.col("result_json").is_in(EMPTY_RESULTS)).cast(pl.Int64)

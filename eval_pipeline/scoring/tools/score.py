@@ -112,7 +112,7 @@ def _analyse(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame, set
 
 def _selection_counts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame) -> pl.DataFrame:
     """(T, never_called, short_called, surplus_called): non-read-only path tools called never, fewer times than the
-    path holds them (`f (1 of 2 made)`), or more (`f (3 made, the path holds 2)`); read-only path tools are optional (SPEC §11)."""
+    path holds them (`f (1 of 2 made)`), or more (`f (3 made, the path holds 2)`); read-only path tools are optional (docs/agent_lane.md)."""
     held = ref_t.group_by(T, tool="ref_tool").agg(held=pl.len().cast(pl.Int64), first=pl.col("ref_pos").min())
     made = calls.group_by(T, "tool").agg(made=pl.len().cast(pl.Int64))
     read_only = _registry(tools).select(tool="name", read_only="read_only")
