@@ -133,3 +133,16 @@ def test_the_exit_codes_read_the_same_in_help_readme_and_docs():
     readme = " ".join(README.read_text(encoding="utf-8").split())
     assert "and exits 0: the evaluation completed. The candidate's release is blocked" in readme
     assert "exit 1: release blocked" in readme
+
+
+def test_the_baseline_rule_reads_the_same_in_the_ui_help_and_docs():
+    import dagster as dg
+
+    from eval_pipeline.defs.build import build_definitions
+
+    described = build_definitions().resolve_asset_graph().get(dg.AssetKey("gate_results")).description
+    assert "baseline_run_id of its run.yaml, else of the policy; never itself" in " ".join(described.split())
+    assert "the run's baseline_run_id in its run.yaml, else the policy's" in _help("show")
+    gates_doc = (REPO_ROOT / "docs" / "gates.md").read_text(encoding="utf-8")
+    assert "2. otherwise `baseline_run_id` of the candidate's `run.yaml`;\n3. otherwise `baseline_run_id` of the gate policy." in gates_doc
+    assert "the case pages and `eval-pipeline show` use rules 2 and 3" in " ".join(gates_doc.split())
