@@ -114,6 +114,7 @@ def run_pipeline(
     """Evaluate runs; 0 when every step ran and every blocking check passed, whatever the release decision; 1 when a
     step or a blocking check failed; RunnerError (exit 2) for unusable input."""
     from eval_pipeline.defs.partitions import runs_partitions
+    from eval_pipeline.defs.progress import use_console
     from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env
     from eval_pipeline.reporting.summary import print_summary
 
@@ -150,27 +151,36 @@ def run_pipeline(
     loggers = ({"console": {"config": {"log_level": "ERROR"}}} if quiet
                else {"progress": {"config": {"total_steps": total_steps}}})
     run_config: dict = {"loggers": loggers, **resources_run_config(config, judge_config_from_env()), "execution": execution}
-    failed_runs, blocked_runs = [], []
-    for run_id in ordered:
-        started = time.perf_counter()
-        print(f"Evaluating run {run_id} ...", file=sys.stderr)
-        # execute_job, not execute_in_process: the latter keeps every step's output in memory until the run ends
-        with dg.execute_job(dg.reconstructable(job_factory), instance=instance, run_config=run_config,
-                            tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
-            success, dagster_run = result.success, result.run_id
-        took = time.perf_counter() - started
-        failed_checks = failed_blocking_checks(instance, dagster_run)
-        for line in failed_checks:
-            print(f"run {run_id}: {line}", file=out)
-        if not success:
-            failed_runs.append(run_id)
-            state = "FAILED"
-        elif release_is_blocked(instance, dagster_run):
-            blocked_runs.append(run_id)
-            state = "ok, release blocked"
-        else:
-            state = "ok"
-        print(f"run {run_id}: {state} in {took:.1f}s (Dagster run {dagster_run})", file=sys.stderr)
+    console = None if quiet else terminal_stderr()
+    use_console(console)
+    try:
+        failed_runs, blocked_runs = [], []
+        for run_id in ordered:
+            started = time.perf_counter()
+            print(f"Evaluating run {run_id} ...", file=sys.stderr)
+            # execute_job, not execute_in_process: the latter keeps every step's output in memory until the run ends
+            with dg.execute_job(dg.reconstructable(job_factory), instance=instance, run_config=run_config,
+                                tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
+                success, dagster_run = result.success, result.run_id
+            took = time.perf_counter() - started
+            failed_checks = failed_blocking_checks(instance, dagster_run)
+            for line in failed_checks:
+                print(f"run {run_id}: {line}", file=out)
+            blocked = release_blocked_headline(instance, dagster_run)
+            if not success:
+                failed_runs.append(run_id)
+                state = "FAILED"
+            elif blocked:
+                blocked_runs.append(run_id)
+                state = "ok, release blocked"
+                print(f"run {run_id}: {blocked}", file=out)
+            else:
+                state = "ok"
+            print(f"run {run_id}: {state} in {took:.1f}s (Dagster run {dagster_run})", file=sys.stderr)
+    finally:
+        use_console(None)
+        if console is not None:
+            console.close()
     print_summary(config, ordered, out)
     if blocked_runs:
         print(f"\nrelease blocked for {', '.join(blocked_runs)}: the evaluation completed and a release gate failed "
@@ -181,24 +191,36 @@ def run_pipeline(
     return EXIT_COMPLETED
 
 
+def terminal_stderr():
+    """A stream on this process's stderr file descriptor that Dagster's capture of fd 2 during a run does not redirect
+    (a duplicate of it), or None when stderr is no file (a test's captured stream)."""
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", closefd=True)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return None
+
+
 def failed_blocking_checks(instance: dg.DagsterInstance, dagster_run_id: str) -> list[str]:
-    """`asset.check failed: description` for each ERROR-severity check that failed in a Dagster run."""
+    """`asset.check failed: description` for each blocking check that failed in a Dagster run (the release check is
+    not one: a blocked release is a result, said once by release_blocked_headline)."""
     lines = []
     for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         evaluation = entry.dagster_event.event_specific_data
-        if not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+        if not evaluation.passed and evaluation.blocking:
             detail = f": {evaluation.description}" if evaluation.description else ""
             lines.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name} failed{detail}")
     return lines
 
 
-def release_is_blocked(instance: dg.DagsterInstance, dagster_run_id: str) -> bool:
-    """Whether the release check failed in a Dagster run: the evaluation completed and a release gate failed."""
+def release_blocked_headline(instance: dg.DagsterInstance, dagster_run_id: str) -> str | None:
+    """The release check's headline when it failed in a Dagster run (a release gate failed), else None."""
     from eval_pipeline.defs.gates.checks import RELEASE_CHECK
 
-    return any(entry.dagster_event.event_specific_data.check_name == RELEASE_CHECK
-               and not entry.dagster_event.event_specific_data.passed
-               for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION))
+    for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        evaluation = entry.dagster_event.event_specific_data
+        if evaluation.check_name == RELEASE_CHECK and not evaluation.passed:
+            return evaluation.description or "release blocked"
+    return None
 
 
 FORKSERVER_PRELOAD = ("eval_pipeline.runner", "eval_pipeline.defs.build", "great_expectations")

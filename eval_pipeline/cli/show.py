@@ -90,13 +90,14 @@ def _resolve(warehouse, run_id: str, target: str) -> tuple[str, str | None] | st
     return f"{kind} {target!r} is not in run {run_id!r}{_suggest(target, choices)}"
 
 
-def _baseline(requested: str | None, policy_baseline: str | None, warehouse, run_id: str) -> str | None:
-    """The baseline asked for, else the policy's (`latest-passing` resolved); None when it is this run."""
+def _baseline(requested: str | None, default: str | None, warehouse, run_id: str, accepted: str | None = None) -> str | None:
+    """The baseline asked for, else the run's default one (`latest-passing` resolved as `gate` resolves it, the
+    policy's baseline `accepted`); None when it is this run."""
     from eval_pipeline.cli.commands import latest_passing_baseline
 
-    if requested == LATEST_PASSING or (requested is None and policy_baseline == LATEST_PASSING):
-        requested = latest_passing_baseline(warehouse, run_id, None if requested is None else policy_baseline)
-    baseline = requested or policy_baseline
+    if requested == LATEST_PASSING or (requested is None and default == LATEST_PASSING):
+        requested = latest_passing_baseline(warehouse, run_id, None if requested is None else accepted)
+    baseline = requested or default
     return None if not baseline or baseline == run_id or baseline == LATEST_PASSING else baseline
 
 
@@ -130,7 +131,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     baseline = None
     # the baseline `gate` and the reports use: the run's own baseline_run_id, else the policy's
-    baseline_id = _baseline(args.baseline, baseline_of(manifest, policy), warehouse, run_id)
+    baseline_id = _baseline(args.baseline, baseline_of(manifest, policy), warehouse, run_id, policy.baseline_run_id)
     if baseline_id is not None:
         base_tables = read_case_tables(warehouse, baseline_id, [case_id], threshold)
         if base_tables is None and args.baseline:

@@ -39,7 +39,7 @@ COLUMNS: dict[str, str] = {
     "created_at": "When the run was produced (run.yaml created_at).",
     "citations": "required when the run must cite its sources (the citation stage then always applies).",
     "locale": "BCP 47 locale of the run's traces: default region for phone numbers and national ids.",
-    "baseline_run_id": "Run the candidate is compared with.",
+    "baseline_run_id": "Run the candidate is compared with; null when there is none or the run is its own baseline (never gated against itself).",
     # cases
     "lanes": "Lanes the case belongs to: rag, agent, or both.",
     "criticality": "Criticality of the case: high or normal.",

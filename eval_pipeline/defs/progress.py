@@ -10,6 +10,17 @@ _DONE = {"STEP_SUCCESS": "done", "STEP_FAILURE": "FAILED", "STEP_SKIPPED": "skip
 # The release check is a result, not an error: its failure reads "release blocked" (docs/gates.md#exit-codes-and-checks).
 RELEASE_CHECK = "release_is_not_blocked"
 
+# Where progress lines go when the command line set it: the terminal as it was before Dagster captured the run's
+# stderr for its compute logs. Written through that capture, a line reaches the terminal by a copying process that
+# stops with the run, and the run's last line ([30/30]) was sometimes lost on the way.
+_console = None
+
+
+def use_console(stream) -> None:
+    """Send progress lines of the runs started after this call to `stream` (None: sys.stderr as the logger finds it)."""
+    global _console
+    _console = stream
+
 
 class _StepProgress(logging.Handler):
     def __init__(self, total_steps: int, stream) -> None:
@@ -18,6 +29,7 @@ class _StepProgress(logging.Handler):
         self.finished = 0
         self.started: dict[str, float] = {}
         self.stream = stream
+        self.release_announced = False
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -48,6 +60,9 @@ class _StepProgress(logging.Handler):
         elif kind == "ASSET_CHECK_EVALUATION":
             data = event.event_specific_data
             if not data.passed and data.check_name == RELEASE_CHECK:
+                if self.release_announced:  # gate_results and gate_report carry the same decision: said once
+                    return
+                self.release_announced = True
                 self.stream.write(f"  ! release blocked: check {data.check_name} on {data.asset_key.to_user_string()} "
                                   "failed (a result: the evaluation goes on)\n")
             elif not data.passed:
@@ -62,5 +77,5 @@ class _StepProgress(logging.Handler):
 def progress_logger(init_context) -> logging.Logger:
     """'[n/N] step done 1.2s' lines on stderr."""
     logger = logging.Logger("eval_pipeline.progress", level=logging.DEBUG)
-    logger.addHandler(_StepProgress(init_context.logger_config["total_steps"], sys.stderr))
+    logger.addHandler(_StepProgress(init_context.logger_config["total_steps"], _console or sys.stderr))
     return logger

@@ -1,6 +1,6 @@
 """Per-trace results as OpenTelemetry spans in OTLP/JSON, written as JSON lines or POSTed to an OTLP/HTTP endpoint.
 
-Follows the OTLP specification (opentelemetry-proto docs/specification.md, "JSON Protobuf Encoding": lowerCamelCase
+Follows the OTLP specification (the opentelemetry-proto repository's specification, "JSON Protobuf Encoding": lowerCamelCase
 keys, traceId/spanId as hex, enums as integers, 64-bit integers as decimal strings; POST {endpoint}/v1/traces with
 Content-Type: application/json), the OTLP file exporter's JSON lines (one TracesData object a line), and the GenAI
 semantic conventions (open-telemetry/semantic-conventions-genai model/gen-ai/events.yaml and registry.yaml): each

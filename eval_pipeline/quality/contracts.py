@@ -44,6 +44,8 @@ def lane_table(*columns: str, stages: tuple[str, ...] = (), unit_interval: tuple
 
 
 _GE_LOCK = threading.RLock()
+# What a passing check's `failures` metadata says (words, not a placeholder: the UI shows it as is).
+NO_FAILURE = "no failed expectation"
 
 
 def warm_up_in_background() -> None:
@@ -139,7 +141,7 @@ def _run_suite(suite, frame: pl.DataFrame, result_format: str = "BASIC") -> Verd
         passed=bool(result.success),
         description=f"{stats['successful_expectations']}/{stats['evaluated_expectations']} expectations met",
         metadata={"suite": suite.name, "expectations": stats["evaluated_expectations"],
-                  "unsuccessful": stats["unsuccessful_expectations"], "failures": "\n".join(failed) or "none"},
+                  "unsuccessful": stats["unsuccessful_expectations"], "failures": "\n".join(failed) or NO_FAILURE},
     )
 
 
@@ -171,7 +173,7 @@ def check_schema_and_ranges(name: str, contract: TableContract, frame: pl.DataFr
 def _all_met(suite) -> Verdict:
     n = len(suite.expectations)
     return Verdict(True, f"{n}/{n} expectations met", {"suite": suite.name, "expectations": n, "unsuccessful": 0,
-                                                       "failures": "none"})
+                                                       "failures": NO_FAILURE})
 
 
 def _passes(suite, frame: pl.DataFrame) -> bool:
@@ -251,7 +253,7 @@ def _with_not_a_number(verdict: Verdict, contract: TableContract, frame: pl.Data
     found = [f"not_a_number({column}): {n} unexpected" for column, n in counts.items() if n]
     if not found:
         return verdict
-    failures = [line for line in (verdict.metadata.get("failures"), *found) if line and line != "none"]
+    failures = [line for line in (verdict.metadata.get("failures"), *found) if line and line != NO_FAILURE]
     nan_columns = ", ".join(c for c, n in counts.items() if n)
     return Verdict(passed=False, description=f"NaN (not a number) in {nan_columns}; the suite: {verdict.description}",
                    metadata={**verdict.metadata, "failures": "\n".join(failures)})
@@ -273,7 +275,7 @@ def check_complete(frame: pl.DataFrame, expected_traces: pl.DataFrame | None) ->
         metadata={
             "expected_traces": expected.height,
             "missing_traces": missing.height,
-            "missing_sample": ", ".join(missing["trace_id"].head(10).to_list()) or "none",
+            "missing_sample": ", ".join(missing["trace_id"].head(10).to_list()) or "no trace missing",
             "unexpected_traces": unexpected.height,
             "incomplete_without_reason": unexplained.height,
             "incomplete_rows": frame.filter(pl.col("status") == "incomplete").height if "status" in frame.columns else 0,
@@ -293,5 +295,5 @@ def check_no_personal_data(table: str, frame: pl.DataFrame, independent: bool | 
     return Verdict(
         passed=findings.height == 0,
         description=f"{findings.height} residual personal data finding(s)" + (f": {'; '.join(where[:10])}" if where else ""),
-        metadata={"findings": findings.height, "where": "\n".join(where) or "none"},
+        metadata={"findings": findings.height, "where": "\n".join(where) or "nothing found"},
     )

@@ -33,6 +33,15 @@ def verdict_status(gate_results: pl.DataFrame) -> str:
     return {0: "pass", 1: "fail", 2: "undecided"}[exit_code(gate_results)]
 
 
+def baseline_words(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> str:
+    """What a run was gated against, to follow its name: " against baseline `X`", " not gated (why)", ", no baseline"."""
+    if baseline and baseline != candidate:
+        return f" against baseline `{baseline}`"
+    if gate_results.height and set(gate_results["status"]) == {"not_applicable"} and gate_results["reason"][0]:
+        return f" not gated ({gate_results['reason'][0]})"
+    return ", no baseline"
+
+
 def exit_meaning(gate_results: pl.DataFrame) -> str:
     """The exit status of a gate table in words (a run no gate applies to is "not gated", not "undecided")."""
     if verdict_status(gate_results) == "not_gated":
@@ -194,8 +203,8 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     """Sections of the gate report."""
     code = exit_code(gate_results)
     lines = [
-        (f"- candidate `{candidate}` against baseline `{baseline}`" if baseline and baseline != candidate
-         else f"- candidate `{candidate}`, no baseline") + f": exit code {code} ({exit_meaning(gate_results)})",
+        f"- candidate `{candidate}`{baseline_words(gate_results, candidate, baseline)}: exit code {code} "
+        f"({exit_meaning(gate_results)})",
         "- each gate stands on its own; nothing is averaged.",
         UNITS_LINE,
     ]

@@ -67,7 +67,7 @@ def scan_files(files: Sequence[ReportFile], table: str) -> PublishVerdict:
         passed=findings.height == 0,
         description=f"{findings.height} personal data finding(s) in {len(files)} report file(s)"
         + (f": {'; '.join(where[:10])}" if where else ""),
-        metadata={"findings": findings.height, "files": len(files), "where": "\n".join(where) or "none"},
+        metadata={"findings": findings.height, "files": len(files), "where": "\n".join(where) or "nothing found"},
     )
 
 

@@ -62,6 +62,13 @@ def print_summary(config, run_ids: list[str], out) -> None:
             statuses = gates.group_by("status").len().sort("status")
             text = ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
             baseline = gates["baseline_run_id"][0]
-            print(f"  gates vs {f'baseline {baseline}' if baseline else 'no baseline'}: {text}", file=out)
+            reasons = gates["reason"] if "reason" in gates.columns else None
+            if baseline:
+                against = f"vs baseline {baseline}"
+            elif set(gates["status"]) == {"not_applicable"} and reasons is not None and reasons[0]:
+                against = f"not gated ({reasons[0]})"
+            else:
+                against = "vs no baseline"
+            print(f"  gates {against}: {text}", file=out)
         for name in reports.files(run_id):
             print(f"  report: {reports.uri_of(run_id, name)}", file=out)

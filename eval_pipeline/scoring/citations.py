@@ -1,7 +1,7 @@
 """Citations (docs/metrics.md#citations): which doc each claim cites, whether that doc supports it, and a citation stage per trace.
 
 Cited docs of a claim: the inline `[doc:ID]` markers of its sentence, plus structured `answer.citations`
-mapped by §11 — `claim_index` names the claim; else the claim(s) with the highest content-word overlap with
+mapped as docs/metrics.md says — `claim_index` names the claim; else the claim(s) with the highest content-word overlap with
 the citation's `quote` (ties: all of them); else, with neither, every claim. A structured citation whose
 `claim_index` names no claim cites no claim (its id still counts for resolution and dead citations).
 
@@ -84,7 +84,7 @@ def structured_citations(traces: pl.DataFrame) -> pl.DataFrame:
 
 
 def _citation_pairs(claims: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
-    """(run_id, trace_id, claim_index, doc_id) for every claim and doc it cites (§11 mapping), distinct."""
+    """(run_id, trace_id, claim_index, doc_id) for every claim and doc it cites (docs/metrics.md mapping), distinct."""
     inline = claims.select(*_CLAIM, "inline_cited_doc_ids").explode("inline_cited_doc_ids", keep_nulls=False, empty_as_null=False)
     inline = inline.rename({"inline_cited_doc_ids": "doc_id"})
     has_quote = pl.col("quote").is_not_null() & (normalize_ws(pl.col("quote")).str.len_chars() > 0)

@@ -43,7 +43,7 @@ def test_sample_suite_on_postgres_with_the_multiprocess_executor(postgres_server
 
     runs = instance.get_runs(filters=dg.RunsFilter(job_name="evaluate_run"))
     assert sorted(run.tags["dagster/partition"] for run in runs) == RUNS
-    # the candidate's release is blocked, as planted: its run fails the blocking release check, and nothing else
+    # the candidate's release is blocked, as planted: a result of a completed evaluation, so both runs succeed
     assert {run.tags["dagster/partition"]: run.status for run in runs} == {
         "base-41": dg.DagsterRunStatus.SUCCESS, "cand-42": dg.DagsterRunStatus.SUCCESS}
     assert "release blocked for cand-42" in summary.getvalue()
@@ -56,14 +56,14 @@ def test_sample_suite_on_postgres_with_the_multiprocess_executor(postgres_server
     # The same facts read straight from PostgreSQL: the instance really lives there.
     with postgres_server.connect() as connection, connection.cursor() as cursor:
         cursor.execute("SELECT status, count(*) FROM runs WHERE pipeline_name = 'evaluate_run' GROUP BY status ORDER BY status")
-        assert cursor.fetchall() == [("FAILURE", 1), ("SUCCESS", 1)]
+        assert cursor.fetchall() == [("SUCCESS", 2)]
         cursor.execute("SELECT partition, count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' "
                        "AND asset_key = %s GROUP BY partition ORDER BY partition", ('["retrieval_scores"]',))
         assert cursor.fetchall() == [("base-41", 1), ("cand-42", 1)]
         # Only the multiprocess executor launches a worker per step; every step of both runs had one.
         cursor.execute("SELECT count(DISTINCT run_id), count(*) FROM event_logs WHERE dagster_event_type = 'STEP_WORKER_STARTING'")
         worker_runs, workers = cursor.fetchone()
-        # every step ended: all succeeded but cand-42's gate_report, whose blocking release check failed
+        # every step ended, and succeeded (the release check of cand-42 failed without stopping anything)
         cursor.execute("SELECT count(*) FROM event_logs WHERE dagster_event_type IN ('STEP_SUCCESS', 'STEP_FAILURE')")
         assert (worker_runs, workers) == (2, cursor.fetchone()[0])
 

@@ -57,9 +57,9 @@ def test_a_passing_table_reports_the_per_column_suite():
                           "status": ["scored", None], "stage": ["pass", "fail"], "missing_column": [None, None]})
     schema, ranges = check_schema_and_ranges("t", CONTRACT, frame)
     assert schema == contracts.Verdict(True, "7/7 expectations met", {"suite": f"t.{SCHEMA}", "expectations": 7,
-                                                                      "unsuccessful": 0, "failures": "none"})
+                                                                      "unsuccessful": 0, "failures": "no failed expectation"})
     assert ranges == contracts.Verdict(True, "6/6 expectations met", {"suite": f"t.{RANGES}", "expectations": 6,
-                                                                      "unsuccessful": 0, "failures": "none"})
+                                                                      "unsuccessful": 0, "failures": "no failed expectation"})
 
 
 def test_a_value_of_one_set_is_not_allowed_in_another_column():

@@ -44,10 +44,10 @@ def test_lane_table_columns_value_sets_and_key():
 def test_conforming_frame_passes_both_suites():
     schema, ranges = check_schema_and_ranges("t", CONTRACT, _frame())
     assert schema == Verdict(True, "5/5 expectations met",
-                             {"suite": "t.schema", "expectations": 5, "unsuccessful": 0, "failures": "none"})
+                             {"suite": "t.schema", "expectations": 5, "unsuccessful": 0, "failures": "no failed expectation"})
     # nulls are not range violations: an incomplete row has no score
     assert ranges == Verdict(True, "4/4 expectations met",
-                             {"suite": "t.value_ranges", "expectations": 4, "unsuccessful": 0, "failures": "none"})
+                             {"suite": "t.value_ranges", "expectations": 4, "unsuccessful": 0, "failures": "no failed expectation"})
 
 
 def test_missing_column_fails_the_schema_suite_by_name():
@@ -109,7 +109,7 @@ def test_complete_when_every_expected_trace_has_a_row():
                           "reason": [None, "judge timed out", "no retrieval in trace"]})
     verdict = check_complete(frame, EXPECTED)
     assert verdict == Verdict(True, "3 rows for 3 expected traces", {
-        "expected_traces": 3, "missing_traces": 0, "missing_sample": "none", "unexpected_traces": 0,
+        "expected_traces": 3, "missing_traces": 0, "missing_sample": "no trace missing", "unexpected_traces": 0,
         "incomplete_without_reason": 0, "incomplete_rows": 1})
 
 
@@ -162,4 +162,4 @@ def test_personal_data_is_located_never_quoted():
 def test_clean_table_has_no_personal_data():
     frame = pl.DataFrame({"trace_id": ["t1"], "answer": ["the refund of 10 EUR was issued to order 88171"]})
     assert check_no_personal_data("answers", frame) == Verdict(True, "0 residual personal data finding(s)",
-                                                               {"findings": 0, "where": "none"})
+                                                               {"findings": 0, "where": "nothing found"})

@@ -149,8 +149,9 @@ def test_gate_sections_titles_lines_and_links():
     assert sections[1].table["case_id"].to_list() == ["a1", "c1", "c2"]
     passed = gate_sections(PASSED, "cand", None)
     assert passed[0].lines[0] == "- candidate `cand`, no baseline: exit code 0 (every gate passed)"
-    # a run gated against itself has no baseline either
-    assert gate_sections(NOT_GATED, "cand", "cand")[0].lines[0].startswith("- candidate `cand`, no baseline: exit code 2")
+    # a run is never gated against itself, and the report says why it is not gated
+    assert gate_sections(NOT_GATED, "cand", "cand")[0].lines[0].startswith(
+        "- candidate `cand` not gated (the run is its own baseline): exit code 2")
     assert (passed[1].title, passed[1].lines) == ("Blocking cases (0)", [])
 
 
@@ -276,4 +277,4 @@ def test_gate_report_html_shows_reason_code_as_code_and_key_columns_first():
     head = re.search(r"<thead><tr>(.*?)</tr></thead>", html).group(1)
     assert re.findall(r"<th>(.*?)</th>", head.replace("<wbr>", ""))[:4] == ["gate", "status", "owner", "reason"]
     markdown = render_markdown("Gates", sections)
-    assert "- candidate `tau-a`, no baseline: exit code 2" in markdown and "`none`" not in markdown and "None" not in markdown
+    assert "- candidate `tau-a` not gated (exploratory run: not gated;" in markdown and "`none`" not in markdown and "None" not in markdown

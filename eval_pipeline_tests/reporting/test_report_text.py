@@ -48,7 +48,7 @@ def test_no_html_table_shows_raw_markdown_or_raw_json(pages):
 
 def test_a_run_without_a_baseline_says_no_baseline(pages, scored):
     base = pages[scored["reports"] / "base-41" / "gate.md"]
-    assert "- candidate `base-41`, no baseline: exit code 2" in base
+    assert "- candidate `base-41` not gated (this run is the baseline: not gated against itself): exit code 2" in base
 
 
 def _header(markdown: str, title: str) -> list[str]:

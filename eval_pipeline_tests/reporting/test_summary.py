@@ -105,3 +105,15 @@ def test_a_run_without_a_baseline_says_so_not_none(tmp_path):
     print_summary(Config(warehouse, Reports({})), ["r1"], out)
     assert "  gates vs no baseline: not_applicable: 1" in out.getvalue().splitlines()
     assert "None" not in out.getvalue()
+
+
+def test_a_run_that_is_its_own_baseline_says_it_is_not_gated_and_why(tmp_path):
+    warehouse = Warehouse.at(tmp_path / "warehouse")
+    gates = pl.DataFrame({"gate": ["a"], "status": ["not_applicable"], "baseline_run_id": [None],
+                          "reason": ["this run is the baseline: not gated against itself"]},
+                         schema_overrides={"baseline_run_id": pl.String})
+    warehouse.write_partition("gate_results", gates, "base-1")
+    out = io.StringIO()
+    print_summary(Config(warehouse, Reports({})), ["base-1"], out)
+    assert ("  gates not gated (this run is the baseline: not gated against itself): not_applicable: 1"
+            in out.getvalue().splitlines())

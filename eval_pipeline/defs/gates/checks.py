@@ -24,10 +24,11 @@ def release_check(asset: str, gate_results: pl.DataFrame, run_id: str) -> dg.Ass
     blocking = blocking_table(gate_results)
     return dg.AssetCheckResult(
         asset_key=asset, check_name=RELEASE_CHECK, passed=failed.height == 0, severity=dg.AssetCheckSeverity.ERROR,
-        description=verdict.headline,
+        # plain text: the UI and the command line show a check's description as it is, Markdown unrendered
+        description=verdict.headline.replace("`", ""),
         metadata={
             "verdict": dg.MetadataValue.text(verdict.status),
-            "exit_code": dg.MetadataValue.text(str(gate_scoring.exit_code(gate_results))),
+            "exit_code": dg.MetadataValue.int(gate_scoring.exit_code(gate_results)),
             "failed_gates": dg.MetadataValue.json(failed.select("gate", "metric", "unit", "baseline_value", "candidate_value",
                                                                 "delta", "threshold", "owner", "reason").to_dicts()),
             "blocking_cases": dg.MetadataValue.md(markdown_table(blocking) if blocking.height else "no blocking case"),

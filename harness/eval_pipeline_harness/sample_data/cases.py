@@ -40,7 +40,7 @@ def claim(text: str, truth: str, cite: str | None) -> Part:
 
 
 def pleasantry(text: str) -> Part:
-    """Not a claim (SPEC §5 Grounding)."""
+    """Not a claim (docs/metrics.md Grounding)."""
     return Part(text, "pleasantry")
 
 
@@ -83,7 +83,7 @@ class CaseDef:
         return [lane for lane, part in (("rag", self.required), ("agent", self.agent)) if part is not None]
 
     def record(self) -> dict[str, Any]:
-        """The case as its YAML file holds it (SPEC §2)."""
+        """The case as its YAML file holds it (docs/inputs.md)."""
         out: dict[str, Any] = {
             "case_id": self.case_id,
             "case_revision": self.revision,

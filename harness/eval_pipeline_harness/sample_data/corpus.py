@@ -37,7 +37,7 @@ class Doc:
         return "engineering-wiki" if self.topic == "technical" else "helpcenter"
 
     def record(self) -> dict:
-        """The corpus line of SPEC §2."""
+        """The corpus line of docs/inputs.md."""
         return {
             "doc_id": self.doc_id,
             "family": self.family,

@@ -1,6 +1,6 @@
-"""planted.json: the outcome SPEC §11 implies for every trace of the sample, and the suite-level figures that follow.
+"""planted.json: the outcome the readings of docs/metrics.md implies for every trace of the sample, and the suite-level figures that follow.
 
-Per-trace expectations are written by hand in plans.py; this module only aggregates them with the §11 rules for
+Per-trace expectations are written by hand in plans.py; this module only aggregates them with the rules of docs/metrics.md for
 reliability, quarantine and gates (means over complete attempts, then over cases; flaky cases out of every gate).
 """
 
@@ -35,7 +35,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def citation_verdict(part: Part, context_ids: set[str]) -> str:
-    """SPEC §5 Citations for one claim: dead ids first, then whether a cited doc holds the claim verbatim."""
+    """docs/metrics.md Citations for one claim: dead ids first, then whether a cited doc holds the claim verbatim."""
     if not part.cites:
         return "UNCITED"
     if any(d not in DOCS_BY_ID and d not in context_ids for d in part.cites):
@@ -109,7 +109,7 @@ def reliability(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         by_case.setdefault(row["case_id"], {}).setdefault(row["attempt"], {})[row["lane"]] = row
     out = {}
     for case_id, attempts in by_case.items():
-        # Success follows the agent lane where the case has one, the RAG lane otherwise (SPEC §11 `success`).
+        # Success follows the agent lane where the case has one, the RAG lane otherwise (the readings of docs/metrics.md `success`).
         lane = "agent" if "agent" in CASES_BY_ID[case_id].lanes else "rag"
         complete = [(n, lanes[lane]) for n, lanes in sorted(attempts.items()) if lanes[lane]["expected"] != "incomplete"]
         n, c = len(complete), sum(_success(r) for _, r in complete)

@@ -1,4 +1,4 @@
-"""The committed sample data: build every file of SPEC §2 in memory, deterministically, and write it under a root."""
+"""The committed sample data: build every file of docs/inputs.md in memory, deterministically, and write it under a root."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def _is_rag_only(trace: dict[str, Any]) -> bool:
 def bad_lines(good: dict[str, dict[str, Any]]) -> tuple[list[bytes], list[dict[str, Any]]]:
     """The resubmitted batch of the candidate: valid traces between deliberately bad lines, and the rejects they must give.
 
-    Line numbers are 1-based and count blank lines (SPEC §11 "Trace files").
+    Line numbers are 1-based and count blank lines (the readings of docs/metrics.md "Trace files").
     """
     valid = [good[f"{CANDIDATE_RUN}:{case_id}#1"] for case_id in RESUBMITTED_CASES]
     donor = copy.deepcopy(valid[0])
@@ -249,7 +249,7 @@ def build_sample() -> Sample:
     cand_rows = trace_rows(CANDIDATE_RUN, cand.plans, cand.traces, cand.parts)
     base_rel, cand_rel = reliability(base_rows), reliability(cand_rows)
     planted = {
-        "about": ("Expected pipeline outcomes for the committed sample data, derived by hand from SPEC §11 "
+        "about": ("Expected pipeline outcomes for the committed sample data, derived by hand from the readings of docs/metrics.md "
                   "(see harness/eval_pipeline_harness/sample_data/plans.py for the reasoning next to each planted trace)."),
         "generator": "python -m eval_pipeline_harness.sample_data --out data",
         "seed": SEED,

@@ -77,7 +77,7 @@ def segmented_gates() -> list[dict[str, Any]]:
 
 
 def gate_policy(baseline_run_id: str | None = BASELINE_RUN) -> dict[str, Any]:
-    """policy/gates.yaml: the gates of SPEC §8."""
+    """policy/gates.yaml: the gates of docs/gates.md."""
     policy: dict[str, Any] = {"version": 3}
     if baseline_run_id:
         policy["baseline_run_id"] = baseline_run_id

@@ -1,7 +1,7 @@
-"""What each run does on each case, and what SPEC §11 says the pipeline must conclude about it.
+"""What each run does on each case, and what the readings of docs/metrics.md says the pipeline must conclude about it.
 
 Every planted trace carries one failure and is clean everywhere else, so its first failing stage is
-unambiguous; the comment above it walks the §11 rules that lead to the expectation. Cases not named here
+unambiguous; the comment above it walks the rules of docs/metrics.md that lead to the expectation. Cases not named here
 run their healthy default: the RAG answer of the case over a ranked list holding its required docs in the
 top 3, or the agent's reference calls, and pass every stage.
 """
@@ -99,7 +99,7 @@ def _both_runs() -> dict[str, list[Attempt]]:
                                                            "evidence_round": 2, "repeated_queries": 0, "novelty": [1.0, 0.6]}))]
 
     # rag-046: required [privacy-requests-2025, identity-verification-2025], but a human re-graded identity-verification
-    # to 1, so only privacy-requests is relevant (§11 Retrieval). The hits hold privacy-requests only:
+    # to 1, so only privacy-requests is relevant (docs/metrics.md, retrieval). The hits hold privacy-requests only:
     # recall_at_10 = 1/1 = 1.0 (it would be 0.5 without the override); retrieval passes.
     hits = ("policy/privacy-requests-2025", "policy/data-retention-2025", "policy/account-closure-2025",
             "policy/acceptable-use-2025", "kb/sso-setup-2025")

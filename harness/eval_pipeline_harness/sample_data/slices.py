@@ -15,7 +15,7 @@ from eval_pipeline_harness.sample_data.cases import CASES_BY_ID, CaseDef
 from eval_pipeline_harness.sample_data.corpus import DOCS_BY_ID
 from eval_pipeline_harness.sample_data.expectations import AGENT_STAGES, RAG_STAGES, _case_passes, _per_case, _r, _regression_gate
 from eval_pipeline_harness.sample_data.plans import BASELINE_RUN, CANDIDATE_RUN
-from eval_pipeline_harness.sample_data.tools import TOOL_SPECS
+from eval_pipeline_harness.sample_data.tools import TOOL_DEFINITIONS
 
 LANE_STAGES = {"rag": RAG_STAGES, "agent": AGENT_STAGES}
 
@@ -72,7 +72,7 @@ def case_tags(case_id: str) -> dict[str, str] | None:
 # ---------------------------------------------------------------- membership
 
 _RISK = {name: ("destructive" if destructive else "read_only" if read_only else "write")
-         for name, _, read_only, destructive, _ in TOOL_SPECS}
+         for name, _, read_only, destructive, _ in TOOL_DEFINITIONS}
 _RISK_ORDER = ("read_only", "write", "destructive")
 
 
@@ -158,7 +158,7 @@ MIN_CASES = 5
 
 
 def _gate(spec: dict[str, Any], base_rows: list[dict], cand_rows: list[dict], flaky: set[str]) -> dict[str, Any]:
-    """One segmented gate on its slice's rows, with the §11 rules expectations.gates applies to the whole suite."""
+    """One segmented gate on its slice's rows, with the rules of docs/metrics.md expectations.gates applies to the whole suite."""
     inside = slice_cases(spec["segment"])
     base = [r for r in base_rows if r["case_id"] in inside]
     cand = [r for r in cand_rows if r["case_id"] in inside]

@@ -1,4 +1,4 @@
-"""The helpdesk tool registry of the sample data (SPEC §11 tools.yaml) and the sandbox that executes calls on it."""
+"""The helpdesk tool registry of the sample data (the readings of docs/metrics.md tools.yaml) and the sandbox that executes calls on it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ _ORDER_ID = {"type": "string", "pattern": "^[0-9]{5}$"}
 _CUSTOMER_ID = {"type": "string", "pattern": "^c-[0-9]{3}$"}
 _SUBSCRIPTION_ID = {"type": "string", "pattern": "^sub-[0-9]{4}$"}
 # Email and address values carry no pattern: de-identification replaces them with tokens such as
-# <EMAIL_3f9a2c1d>, and argument validity must be the same before and after it (SPEC §9, issue 6).
+# <EMAIL_3f9a2c1d>, and argument validity must be the same before and after it (docs/privacy.md, issue 6).
 _EMAIL = {"type": "string", "minLength": 3}
 _MONEY = {"type": "number", "exclusiveMinimum": 0, "maximum": 5000}
 _TEMPLATES = [
@@ -35,7 +35,7 @@ def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
 
 
 # (name, description, read_only, destructive, args schema)
-TOOL_SPECS: tuple[tuple[str, str, bool, bool, dict[str, Any]], ...] = (
+TOOL_DEFINITIONS: tuple[tuple[str, str, bool, bool, dict[str, Any]], ...] = (
     ("search_docs", "Search the policy knowledge base.", True, False,
      _obj(["query"], query={"type": "string", "minLength": 1}, top_k={"type": "integer", "minimum": 1, "maximum": 50})),
     ("get_ticket", "Read a support ticket.", True, False, _obj(["ticket_id"], ticket_id=_TICKET_ID)),
@@ -80,7 +80,7 @@ def registry(environment_version: str = ENVIRONMENT_VERSION) -> dict[str, Any]:
         "environment_version": environment_version,
         "tools": [
             {"name": name, "description": description, "read_only": read_only, "destructive": destructive, "args": args}
-            for name, description, read_only, destructive, args in TOOL_SPECS
+            for name, description, read_only, destructive, args in TOOL_DEFINITIONS
         ],
     }
 

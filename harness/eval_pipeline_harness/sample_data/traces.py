@@ -1,4 +1,4 @@
-"""Turn attempt plans into SPEC §2 trace records: retrieval rounds, context, answers with citations, agent steps."""
+"""Turn attempt plans into docs/inputs.md trace records: retrieval rounds, context, answers with citations, agent steps."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ REFUSAL_TOPICS = {"rag-040": "billing", "rag-041": "shipping", "rag-042": "billi
 
 @dataclass(frozen=True)
 class Expect:
-    """What the pipeline must conclude for one lane of one trace (SPEC §6, §11)."""
+    """What the pipeline must conclude for one lane of one trace (docs/attribution.md)."""
 
     outcome: str  # "pass", "incomplete", or the first failing stage
     failure_class: str | None = None
@@ -172,7 +172,7 @@ def build_retrieval(rounds: tuple[Round, ...], variant: str, rng: random.Random,
 
 
 def ranked_list(rounds: tuple[Round, ...]) -> list[str]:
-    """SPEC §5: hits of every round in order, deduplicated by doc_id."""
+    """docs/metrics.md: hits of every round in order, deduplicated by doc_id."""
     seen: list[str] = []
     for plan in rounds:
         seen.extend(d for d in plan.hits if d not in seen)
