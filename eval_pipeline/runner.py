@@ -163,10 +163,9 @@ def run_pipeline(
                                 tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
                 success, dagster_run = result.success, result.run_id
             took = time.perf_counter() - started
-            failed_checks = failed_blocking_checks(instance, dagster_run)
+            failed_checks, blocked = check_outcomes(instance, dagster_run)
             for line in failed_checks:
                 print(f"run {run_id}: {line}", file=out)
-            blocked = release_blocked_headline(instance, dagster_run)
             if not success:
                 failed_runs.append(run_id)
                 state = "FAILED"
@@ -200,27 +199,22 @@ def terminal_stderr():
         return None
 
 
-def failed_blocking_checks(instance: dg.DagsterInstance, dagster_run_id: str) -> list[str]:
-    """`asset.check failed: description` for each blocking check that failed in a Dagster run (the release check is
-    not one: a blocked release is a result, said once by release_blocked_headline)."""
-    lines = []
-    for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
-        evaluation = entry.dagster_event.event_specific_data
-        if not evaluation.passed and evaluation.blocking:
-            detail = f": {evaluation.description}" if evaluation.description else ""
-            lines.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name} failed{detail}")
-    return lines
-
-
-def release_blocked_headline(instance: dg.DagsterInstance, dagster_run_id: str) -> str | None:
-    """The release check's headline when it failed in a Dagster run (a release gate failed), else None."""
+def check_outcomes(instance: dg.DagsterInstance, dagster_run_id: str) -> tuple[list[str], str | None]:
+    """From one read of a Dagster run's check evaluations: `asset.check failed: description` for each blocking check
+    that failed, and the release check's headline when a release gate failed (a result, not a failed blocking check)."""
     from eval_pipeline.defs.gates.checks import RELEASE_CHECK
 
+    failed, release = [], None
     for entry in instance.all_logs(dagster_run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         evaluation = entry.dagster_event.event_specific_data
-        if evaluation.check_name == RELEASE_CHECK and not evaluation.passed:
-            return evaluation.description or "release blocked"
-    return None
+        if evaluation.passed:
+            continue
+        if evaluation.blocking:
+            detail = f": {evaluation.description}" if evaluation.description else ""
+            failed.append(f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name} failed{detail}")
+        elif evaluation.check_name == RELEASE_CHECK and release is None:
+            release = evaluation.description or "release blocked"
+    return failed, release
 
 
 FORKSERVER_PRELOAD = ("eval_pipeline.runner", "eval_pipeline.defs.build", "great_expectations")

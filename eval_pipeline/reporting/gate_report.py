@@ -37,9 +37,15 @@ def baseline_words(gate_results: pl.DataFrame, candidate: str, baseline: str | N
     """What a run was gated against, to follow its name: " against baseline `X`", " not gated (why)", ", no baseline"."""
     if baseline and baseline != candidate:
         return f" against baseline `{baseline}`"
-    if gate_results.height and set(gate_results["status"]) == {"not_applicable"} and gate_results["reason"][0]:
-        return f" not gated ({gate_results['reason'][0]})"
-    return ", no baseline"
+    reason = not_gated_reason(gate_results)
+    return f" not gated ({reason})" if reason else ", no baseline"
+
+
+def not_gated_reason(gate_results: pl.DataFrame) -> str | None:
+    """Why no gate applies to a run (its own baseline, an exploratory run), when none does and the rows say why."""
+    if gate_results.height and set(gate_results["status"]) == {"not_applicable"} and "reason" in gate_results.columns:
+        return gate_results["reason"][0] or None
+    return None
 
 
 def exit_meaning(gate_results: pl.DataFrame) -> str:

@@ -141,6 +141,16 @@ def _matrix(value: dict) -> tuple[list[str], list[str]] | None:
     return [str(k) for k in value], list(dict.fromkeys(str(k) for v in value.values() for k in v))
 
 
+def _entry_text(inner) -> str | None:
+    """A value of a JSON cell's object as plain text: a list joined, anything else as a leaf; None for an inner object,
+    which the caller nests."""
+    if isinstance(inner, dict) and inner:
+        return None
+    if isinstance(inner, list):
+        return ", ".join(_leaf(v) for v in inner) if inner else "–"
+    return _leaf(inner)
+
+
 def nested_html(value: dict) -> str:
     """A JSON object as a small table: an object of flat objects as a matrix (rows: outer keys, columns: inner keys),
     any other object as key / value rows (objects inside nested again, lists joined)."""
@@ -154,12 +164,8 @@ def nested_html(value: dict) -> str:
         return f'<table class="nested">{head}{body}</table>'
     cells = []
     for key, inner in value.items():
-        if isinstance(inner, dict) and inner:
-            shown = nested_html(inner)
-        elif isinstance(inner, list):
-            shown = escape(", ".join(_leaf(v) for v in inner)) if inner else "–"
-        else:
-            shown = escape(_leaf(inner))
+        text = _entry_text(inner)
+        shown = nested_html(inner) if text is None else escape(text)
         cells.append(f"<tr><th>{escape(str(key))}</th><td>{shown}</td></tr>")
     return f'<table class="nested">{"".join(cells)}</table>'
 
@@ -168,13 +174,8 @@ def nested_text(value: dict, depth: int = 0) -> str:
     """A JSON object as one line of plain text: `key: value; key: value`, inner objects in parentheses."""
     parts = []
     for key, inner in value.items():
-        if isinstance(inner, dict) and inner:
-            shown = f"({nested_text(inner, depth + 1)})"
-        elif isinstance(inner, list):
-            shown = ", ".join(_leaf(v) for v in inner) if inner else "–"
-        else:
-            shown = _leaf(inner)
-        parts.append(f"{key}: {shown}")
+        text = _entry_text(inner)
+        parts.append(f"{key}: {f'({nested_text(inner, depth + 1)})' if text is None else text}")
     return ("; " if depth == 0 else ", ").join(parts)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline.reporting.gate_report import not_gated_reason
 
 
 def _lane_lines(warehouse: Warehouse, run_id: str) -> list[str]:
@@ -61,14 +62,9 @@ def print_summary(config, run_ids: list[str], out) -> None:
         if gates is not None and gates.height:
             statuses = gates.group_by("status").len().sort("status")
             text = ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
-            baseline = gates["baseline_run_id"][0]
-            reasons = gates["reason"] if "reason" in gates.columns else None
-            if baseline:
-                against = f"vs baseline {baseline}"
-            elif set(gates["status"]) == {"not_applicable"} and reasons is not None and reasons[0]:
-                against = f"not gated ({reasons[0]})"
-            else:
-                against = "vs no baseline"
+            baseline, not_gated = gates["baseline_run_id"][0], not_gated_reason(gates)
+            against = (f"vs baseline {baseline}" if baseline
+                       else f"not gated ({not_gated})" if not_gated else "vs no baseline")
             print(f"  gates {against}: {text}", file=out)
         for name in reports.files(run_id):
             print(f"  report: {reports.uri_of(run_id, name)}", file=out)
