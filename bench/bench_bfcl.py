@@ -49,8 +49,16 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl"
 DEFAULT_BFCL_PYTHON = Path("/tmp/bfclvenv/bin/python")
 UNDECODABLE_TEXT = "I'm sorry, I can't help with that."
 # kinds BFCL should pass; the others BFCL should fail
-EXPECTED_PASS = {"first_answer", "alternative_value", "case_change", "whitespace_change", "omitted_optional",
-                 "int_for_float", "reordered_calls", "nested_case_change"}
+EXPECTED_PASS = {
+    "first_answer",
+    "alternative_value",
+    "case_change",
+    "whitespace_change",
+    "omitted_optional",
+    "int_for_float",
+    "reordered_calls",
+    "nested_case_change",
+}
 
 
 # ---------------------------------------------------------------- BFCL's side (runs under --bfcl-python)
@@ -78,8 +86,14 @@ def bfcl_side(request_path: str, reply_path: str) -> None:
     request = json.loads(Path(request_path).read_text())
     items, answers = {}, {}
     for category, (questions, possible) in request["files"].items():
-        items[category] = {json.loads(line)["id"]: json.loads(line) for line in Path(questions).read_text().splitlines() if line.strip()}
-        answers[category] = {json.loads(line)["id"]: json.loads(line) for line in Path(possible).read_text().splitlines() if line.strip()}
+        items[category] = {
+            json.loads(line)["id"]: json.loads(line)
+            for line in Path(questions).read_text().splitlines()
+            if line.strip()
+        }
+        answers[category] = {
+            json.loads(line)["id"]: json.loads(line) for line in Path(possible).read_text().splitlines() if line.strip()
+        }
     reply = []
     for row in request["results"]:
         category, item_id, result = row["category"], row["id"], row["result"]
@@ -89,13 +103,21 @@ def bfcl_side(request_path: str, reply_path: str) -> None:
             else:
                 decoded = default_decode_ast_prompting(result)
         except Exception as exc:  # noqa: BLE001 - BFCL counts any decoder failure as a wrong answer
-            reply.append({"key": row["key"], "valid": False, "error_type": f"ast_decoder:decoder_failed ({type(exc).__name__})"})
+            reply.append(
+                {"key": row["key"], "valid": False, "error_type": f"ast_decoder:decoder_failed ({type(exc).__name__})"}
+            )
             continue
         if not is_function_calling_format_output(decoded):
             reply.append({"key": row["key"], "valid": False, "error_type": "ast_decoder:decoder_wrong_output_format"})
             continue
-        verdict = ast_checker(items[category][item_id]["function"], decoded, answers[category][item_id]["ground_truth"],
-                              Language.PYTHON, f"live_{category}", "bench-prompting-model")
+        verdict = ast_checker(
+            items[category][item_id]["function"],
+            decoded,
+            answers[category][item_id]["ground_truth"],
+            Language.PYTHON,
+            f"live_{category}",
+            "bench-prompting-model",
+        )
         reply.append({"key": row["key"], "valid": bool(verdict["valid"]), "error_type": verdict.get("error_type")})
     Path(reply_path).write_text(json.dumps(reply))
 
@@ -111,7 +133,9 @@ def _in(value: Any, accepted: list[Any]) -> bool:
     return any(type(value) is type(a) and value == a for a in accepted)
 
 
-def perturbations(item: dict[str, Any], references: list[dict[str, Any]], rng: random.Random) -> dict[str, list[tuple[str, dict]]]:
+def perturbations(
+    item: dict[str, Any], references: list[dict[str, Any]], rng: random.Random
+) -> dict[str, list[tuple[str, dict]]]:
     """{kind: calls} of the perturbations that apply to an item (calls = [(BFCL function name, args)])."""
     functions = {f["name"]: f for f in item["function"]}
     base = [(r["name"], dict(r["args"])) for r in references]
@@ -143,8 +167,15 @@ def perturbations(item: dict[str, Any], references: list[dict[str, Any]], rng: r
     if found:
         i, p = found
         value = base[i][1][p]
-        wrong = (not value if isinstance(value, bool) else value + 7 if _whole(value) else value + 7.5
-                 if isinstance(value, float) else f"zq{value}zq")
+        wrong = (
+            not value
+            if isinstance(value, bool)
+            else value + 7
+            if _whole(value)
+            else value + 7.5
+            if isinstance(value, float)
+            else f"zq{value}zq"
+        )
         if not _in(wrong, references[i]["accepted"].get(p, [])):
             out["wrong_value"] = edit(i, {**base[i][1], p: wrong})
     found = first(lambda i, p: p in required[base[i][0]])
@@ -156,17 +187,26 @@ def perturbations(item: dict[str, Any], references: list[dict[str, Any]], rng: r
         i, p = found
         out["wrong_type_string"] = edit(i, {**base[i][1], p: str(base[i][1][p])})
         out["wrong_type_float"] = edit(i, {**base[i][1], p: float(base[i][1][p])})
-    found = first(lambda i, p: kind_of(i, p) == "float" and isinstance(base[i][1][p], float) and base[i][1][p].is_integer())
+    found = first(
+        lambda i, p: kind_of(i, p) == "float" and isinstance(base[i][1][p], float) and base[i][1][p].is_integer()
+    )
     if found:
         i, p = found
         out["int_for_float"] = edit(i, {**base[i][1], p: int(base[i][1][p])})
     out["extra_argument"] = edit(0, {**base[0][1], "bench_unexpected_arg": "x"})
-    unused = [p for p, spec in props[base[0][0]].items() if p not in references[0]["accepted"] and isinstance(spec, dict)]
+    unused = [
+        p for p, spec in props[base[0][0]].items() if p not in references[0]["accepted"] and isinstance(spec, dict)
+    ]
     if unused:
         p = rng.choice(unused)
         spec = props[base[0][0]][p]
-        value = spec.get("default") if spec.get("default") is not None else {
-            "integer": 1, "float": 1.5, "boolean": True, "array": [], "tuple": [], "dict": {}}.get(spec.get("type"), "x")
+        value = (
+            spec.get("default")
+            if spec.get("default") is not None
+            else {"integer": 1, "float": 1.5, "boolean": True, "array": [], "tuple": [], "dict": {}}.get(
+                spec.get("type"), "x"
+            )
+        )
         out["extra_known_argument"] = edit(0, {**base[0][1], p: value})
     others = [n for n in functions if n != base[0][0]]
     if others:
@@ -180,14 +220,24 @@ def perturbations(item: dict[str, Any], references: list[dict[str, Any]], rng: r
         out["dropped_call"] = [c for k, c in enumerate(base) if k != drop]
         if len({json.dumps(c, sort_keys=True) for c in base}) > 1:
             out["reordered_calls"] = list(reversed(base))
-    found = first(lambda i, p: isinstance(base[i][1][p], str) and base[i][1][p].upper() != base[i][1][p].lower()
-                  and kind_of(i, p) == "string")
+    found = first(
+        lambda i, p: (
+            isinstance(base[i][1][p], str)
+            and base[i][1][p].upper() != base[i][1][p].lower()
+            and kind_of(i, p) == "string"
+        )
+    )
     if found:
         i, p = found
         value = base[i][1][p]
         out["case_change"] = edit(i, {**base[i][1], p: value.upper() if value.upper() != value else value.lower()})
-    found = first(lambda i, p: isinstance(base[i][1][p], str) and (" " in base[i][1][p] or "," in base[i][1][p])
-                  and kind_of(i, p) == "string")
+    found = first(
+        lambda i, p: (
+            isinstance(base[i][1][p], str)
+            and (" " in base[i][1][p] or "," in base[i][1][p])
+            and kind_of(i, p) == "string"
+        )
+    )
     if found:
         i, p = found
         out["whitespace_change"] = edit(i, {**base[i][1], p: base[i][1][p].replace(" ", "").replace(",", ", ")})
@@ -198,17 +248,35 @@ def perturbations(item: dict[str, Any], references: list[dict[str, Any]], rng: r
     found = first(lambda i, p: kind_of(i, p) == "array" and isinstance(base[i][1][p], list) and base[i][1][p])
     if found:
         i, p = found
-        out["tuple_for_array"] = edit(i, {**base[i][1], p: tuple(base[i][1][p])})  # written (a, b) in the prompting form
-    nested = [(i, p, key) for i, p in slots if kind_of(i, p) == "dict" and isinstance(base[i][1][p], dict)
-              for key in sorted(base[i][1][p])]
+        out["tuple_for_array"] = edit(
+            i, {**base[i][1], p: tuple(base[i][1][p])}
+        )  # written (a, b) in the prompting form
+    nested = [
+        (i, p, key)
+        for i, p in slots
+        if kind_of(i, p) == "dict" and isinstance(base[i][1][p], dict)
+        for key in sorted(base[i][1][p])
+    ]
     nested_props = lambda i, p: props[base[i][0]][p].get("properties", {})  # noqa: E731
-    found = next(((i, p, k) for i, p, k in nested if _whole(base[i][1][p][k])
-                  and nested_props(i, p).get(k, {}).get("type") == "integer"), None)
+    found = next(
+        (
+            (i, p, k)
+            for i, p, k in nested
+            if _whole(base[i][1][p][k]) and nested_props(i, p).get(k, {}).get("type") == "integer"
+        ),
+        None,
+    )
     if found:
         i, p, k = found
         out["nested_float_for_int"] = edit(i, {**base[i][1], p: {**base[i][1][p], k: float(base[i][1][p][k])}})
-    found = next(((i, p, k) for i, p, k in nested if isinstance(base[i][1][p][k], str)
-                  and base[i][1][p][k].upper() != base[i][1][p][k].lower()), None)
+    found = next(
+        (
+            (i, p, k)
+            for i, p, k in nested
+            if isinstance(base[i][1][p][k], str) and base[i][1][p][k].upper() != base[i][1][p][k].lower()
+        ),
+        None,
+    )
     if found:
         i, p, k = found
         value = base[i][1][p][k]
@@ -231,33 +299,79 @@ def serialize(calls: list[tuple[str, dict]], form: str) -> Any:
 
 def prompting_ok(calls: list[tuple[str, dict]]) -> bool:
     """Whether the calls can be written in the prompting form (Python names and keywords)."""
-    return all(_identifier(name) and all(k.isidentifier() and not keyword.iskeyword(k) for k in args) for name, args in calls)
+    return all(
+        _identifier(name) and all(k.isidentifier() and not keyword.iskeyword(k) for k in args) for name, args in calls
+    )
 
 
 # ---------------------------------------------------------------- synthetic edge cases
 
 
 def _function(name: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"name": name, "description": "synthetic", "parameters": {"type": "dict", "required": required, "properties": properties}}
+    return {
+        "name": name,
+        "description": "synthetic",
+        "parameters": {"type": "dict", "required": required, "properties": properties},
+    }
 
 
 # (category, item id, functions, ground truth, kind, result in the prompting form): the cases where the pipeline
 # and BFCL's checker are known to differ, one minimal item each, plus the cases next to them that agree
 SYNTHETIC: list[tuple[str, str, list[dict[str, Any]], list[dict[str, Any]], str, str]] = [
-    ("synthetic_parallel", "greedy_parallel-0", [_function("f", {"x": {"type": "integer"}}, ["x"])],
-     [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}], "greedy_parallel", "[f(x=1), f(x=2)]"),
-    ("synthetic_simple", "nested_list_case-0",
-     [_function("tag", {"d": {"type": "dict", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}}}, ["d"])],
-     [{"tag": {"d": [{"tags": [["alpha"]]}]}}], "nested_list_case", "[tag(d={'tags': ['ALPHA']})]"),
-    ("synthetic_simple", "nested_bool_for_int-0",
-     [_function("setc", {"d": {"type": "dict", "properties": {"count": {"type": "integer"}}}}, ["d"])],
-     [{"setc": {"d": [{"count": [1]}]}}], "nested_bool_for_int", "[setc(d={'count': True})]"),
-    ("synthetic_simple", "widened_type-0", [_function("rooms", {"n": {"type": "integer"}}, ["n"])],
-     [{"rooms": {"n": [2.5]}}], "answer_type_of_own_item", "[rooms(n=2.5)]"),
-    ("synthetic_simple", "widened_type-1", [_function("rooms", {"n": {"type": "integer"}}, ["n"])],
-     [{"rooms": {"n": [2]}}], "answer_type_of_another_item", "[rooms(n=2.0)]"),
-    ("synthetic_simple", "tuple_param-0", [_function("span", {"t": {"type": "tuple", "items": {"type": "integer"}}}, ["t"])],
-     [{"span": {"t": [[1, 2]]}}], "tuple_for_tuple", "[span(t=(1, 2))]"),
+    (
+        "synthetic_parallel",
+        "greedy_parallel-0",
+        [_function("f", {"x": {"type": "integer"}}, ["x"])],
+        [{"f": {"x": [1, 2]}}, {"f": {"x": [1]}}],
+        "greedy_parallel",
+        "[f(x=1), f(x=2)]",
+    ),
+    (
+        "synthetic_simple",
+        "nested_list_case-0",
+        [
+            _function(
+                "tag",
+                {"d": {"type": "dict", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}}},
+                ["d"],
+            )
+        ],
+        [{"tag": {"d": [{"tags": [["alpha"]]}]}}],
+        "nested_list_case",
+        "[tag(d={'tags': ['ALPHA']})]",
+    ),
+    (
+        "synthetic_simple",
+        "nested_bool_for_int-0",
+        [_function("setc", {"d": {"type": "dict", "properties": {"count": {"type": "integer"}}}}, ["d"])],
+        [{"setc": {"d": [{"count": [1]}]}}],
+        "nested_bool_for_int",
+        "[setc(d={'count': True})]",
+    ),
+    (
+        "synthetic_simple",
+        "widened_type-0",
+        [_function("rooms", {"n": {"type": "integer"}}, ["n"])],
+        [{"rooms": {"n": [2.5]}}],
+        "answer_type_of_own_item",
+        "[rooms(n=2.5)]",
+    ),
+    (
+        "synthetic_simple",
+        "widened_type-1",
+        [_function("rooms", {"n": {"type": "integer"}}, ["n"])],
+        [{"rooms": {"n": [2]}}],
+        "answer_type_of_another_item",
+        "[rooms(n=2.0)]",
+    ),
+    (
+        "synthetic_simple",
+        "tuple_param-0",
+        [_function("span", {"t": {"type": "tuple", "items": {"type": "integer"}}}, ["t"])],
+        [{"span": {"t": [[1, 2]]}}],
+        "tuple_for_tuple",
+        "[span(t=(1, 2))]",
+    ),
 ]
 
 
@@ -273,21 +387,37 @@ def build_synthetic(work: Path) -> tuple[dict[str, tuple[Path, Path]], dict[str,
         questions = work / "synthetic" / f"BFCL_v4_live_{category}.json"
         answers = work / "synthetic" / "possible_answer" / questions.name
         answers.parent.mkdir(parents=True, exist_ok=True)
-        questions.write_text("".join(json.dumps({"id": i, "question": [[{"role": "user", "content": k}]], "function": f}) + "\n"
-                                     for i, f, _, k, _ in entries))
+        questions.write_text(
+            "".join(
+                json.dumps({"id": i, "question": [[{"role": "user", "content": k}]], "function": f}) + "\n"
+                for i, f, _, k, _ in entries
+            )
+        )
         answers.write_text("".join(json.dumps({"id": i, "ground_truth": t}) + "\n" for i, _, t, _, _ in entries))
         files[category] = work / "synthetic" / f"BFCL_v4_live_{category}_result.json"
         files[category].write_text("".join(json.dumps({"id": i, "result": r}) + "\n" for i, _, _, _, r in entries))
         sources[category] = (questions, answers)
-        rows += [{"key": f"{category}:{i}#1", "category": category, "id": i, "attempt": 1, "kind": k, "form": "prompting",
-                  "result": r} for i, _, _, k, r in entries]
+        rows += [
+            {
+                "key": f"{category}:{i}#1",
+                "category": category,
+                "id": i,
+                "attempt": 1,
+                "kind": k,
+                "form": "prompting",
+                "result": r,
+            }
+            for i, _, _, k, r in entries
+        ]
     return sources, files, rows
 
 
 # ---------------------------------------------------------------- our side
 
 
-def build_results(data: Path, seed: int, work: Path) -> tuple[dict[str, tuple[Path, Path]], dict[str, Path], list[dict[str, Any]]]:
+def build_results(
+    data: Path, seed: int, work: Path
+) -> tuple[dict[str, tuple[Path, Path]], dict[str, Path], list[dict[str, Any]]]:
     """(question and answer files, result file) per category and the rows (key, category, id, attempt, kind, form, result)."""
     from eval_pipeline.importers.bfcl import reference_call
 
@@ -303,8 +433,11 @@ def build_results(data: Path, seed: int, work: Path) -> tuple[dict[str, tuple[Pa
                 continue
             item = json.loads(text)
             functions = {f["name"]: f for f in item["function"]}
-            references = [reference_call(name, answer, functions[name], item["id"])
-                          for entry in gold[item["id"]]["ground_truth"] for name, answer in entry.items()]
+            references = [
+                reference_call(name, answer, functions[name], item["id"])
+                for entry in gold[item["id"]]["ground_truth"]
+                for name, answer in entry.items()
+            ]
             rng = random.Random(f"{seed}:{item['id']}")
             attempt = 0
             for kind, calls in perturbations(item, references, rng).items():
@@ -320,20 +453,38 @@ def build_results(data: Path, seed: int, work: Path) -> tuple[dict[str, tuple[Pa
                     form = rng.choice(("prompting", "fc")) if prompting_ok(calls) else "fc"
                     result = serialize(calls, form)
                 attempt += 1
-                row = {"key": f"{category}:{item['id']}#{attempt}", "category": category, "id": item["id"],
-                       "attempt": attempt, "kind": kind, "form": form, "result": result}
+                row = {
+                    "key": f"{category}:{item['id']}#{attempt}",
+                    "category": category,
+                    "id": item["id"],
+                    "attempt": attempt,
+                    "kind": kind,
+                    "form": form,
+                    "result": result,
+                }
                 rows.append(row)
                 lines.append(json.dumps({"id": item["id"], "result": result}, ensure_ascii=False))
             attempt += 1
-            rows.append({"key": f"{category}:{item['id']}#{attempt}", "category": category, "id": item["id"],
-                         "attempt": attempt, "kind": "undecodable", "form": "prompting", "result": UNDECODABLE_TEXT})
+            rows.append(
+                {
+                    "key": f"{category}:{item['id']}#{attempt}",
+                    "category": category,
+                    "id": item["id"],
+                    "attempt": attempt,
+                    "kind": "undecodable",
+                    "form": "prompting",
+                    "result": UNDECODABLE_TEXT,
+                }
+            )
             lines.append(json.dumps({"id": item["id"], "result": UNDECODABLE_TEXT}))
         files[category] = work / f"BFCL_v4_live_{category}_result.json"
         files[category].write_text("\n".join(lines) + "\n")
     return sources, files, rows
 
 
-def our_verdicts(sources: dict[str, tuple[Path, Path]], files: dict[str, Path], work: Path) -> tuple[dict[str, tuple[bool, str]], list[str], float]:
+def our_verdicts(
+    sources: dict[str, tuple[Path, Path]], files: dict[str, Path], work: Path
+) -> tuple[dict[str, tuple[bool, str]], list[str], float]:
     """{key: (every tool stage passes, the failing stages' reasons)}, the import commands, seconds spent scoring."""
     import polars as pl
 
@@ -346,8 +497,21 @@ def our_verdicts(sources: dict[str, tuple[Path, Path]], files: dict[str, Path], 
     verdicts, commands, spent = {}, [], 0.0
     for category, results in files.items():
         questions, answers = sources[category]
-        argv = ["import", "bfcl", "--questions", str(questions), "--answers", str(answers), "--results", str(results),
-                "--run", f"bench-{category}", "--data", str(root), "--force"]
+        argv = [
+            "import",
+            "bfcl",
+            "--questions",
+            str(questions),
+            "--answers",
+            str(answers),
+            "--results",
+            str(results),
+            "--run",
+            f"bench-{category}",
+            "--data",
+            str(root),
+            "--force",
+        ]
         commands.append("eval-pipeline " + " ".join(argv))
         started = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):  # the import summaries are long; the report says what ran
@@ -358,18 +522,30 @@ def our_verdicts(sources: dict[str, tuple[Path, Path]], files: dict[str, Path], 
         manifest = loaders.load_manifest(location, f"bench-{category}")
         cases = loaders.load_cases(location, manifest.dataset_version)
         tools = loaders.load_tools(location, manifest.environment_version)
-        parsed = ingest.parse_traces(ingest.read_raw_lines(location, f"bench-{category}"), cases.frame, f"bench-{category}")
+        parsed = ingest.parse_traces(
+            ingest.read_raw_lines(location, f"bench-{category}"), cases.frame, f"bench-{category}"
+        )
         tool_scores, _ = score_tools(parsed.traces, cases.frame, tools)
         spent += time.perf_counter() - started
         passing = pl.all_horizontal([pl.col(f"{s}_stage").is_in(["pass", "not_applicable"]) for s in STAGES])
-        reasons = pl.concat_str([pl.when(pl.col(f"{s}_stage") == "fail").then(pl.format("{}: {}", pl.lit(s), pl.col(f"{s}_reason")))
-                                 for s in STAGES], separator=" | ", ignore_nulls=True)
-        for case_id, attempt, ok, why in tool_scores.select("case_id", "attempt", passing.alias("ok"), reasons.alias("why")).iter_rows():
+        reasons = pl.concat_str(
+            [
+                pl.when(pl.col(f"{s}_stage") == "fail").then(pl.format("{}: {}", pl.lit(s), pl.col(f"{s}_reason")))
+                for s in STAGES
+            ],
+            separator=" | ",
+            ignore_nulls=True,
+        )
+        for case_id, attempt, ok, why in tool_scores.select(
+            "case_id", "attempt", passing.alias("ok"), reasons.alias("why")
+        ).iter_rows():
             verdicts[f"{category}:{case_id}#{attempt}"] = (bool(ok), why or "")
     return verdicts, commands, spent
 
 
-def bfcl_verdicts(python: Path, sources: dict[str, tuple[Path, Path]], rows: list[dict[str, Any]], work: Path) -> dict[str, tuple[bool, str]]:
+def bfcl_verdicts(
+    python: Path, sources: dict[str, tuple[Path, Path]], rows: list[dict[str, Any]], work: Path
+) -> dict[str, tuple[bool, str]]:
     """{key: (BFCL's checker passes, its error type)} from BFCL's own code under `python`."""
     request, reply = work / "bfcl_request.json", work / "bfcl_reply.json"
     files = {c: [str(q), str(a)] for c, (q, a) in sources.items()}
@@ -400,8 +576,14 @@ def _reason_class(reason: str) -> str:
     return " | ".join(sorted(set(parts)))
 
 
-def report(rows: list[dict[str, Any]], ours: dict[str, tuple[bool, str]], theirs: dict[str, tuple[bool, str]],
-           commands: list[str], argv: list[str], spent: float) -> str:
+def report(
+    rows: list[dict[str, Any]],
+    ours: dict[str, tuple[bool, str]],
+    theirs: dict[str, tuple[bool, str]],
+    commands: list[str],
+    argv: list[str],
+    spent: float,
+) -> str:
     """The agreement tables and the disagreement classes, as markdown."""
     by_category: dict[str, Counter] = defaultdict(Counter)
     by_kind: dict[str, Counter] = defaultdict(Counter)
@@ -410,7 +592,11 @@ def report(rows: list[dict[str, Any]], ours: dict[str, tuple[bool, str]], theirs
         our_ok, why = ours[row["key"]]
         bfcl_ok, error = theirs[row["key"]]
         synthetic_row = row["category"].startswith("synthetic")
-        for table in (by_kind[row["kind"]],) if synthetic_row else (by_category[row["category"]], by_kind[row["kind"]], by_category["all"]):
+        for table in (
+            (by_kind[row["kind"]],)
+            if synthetic_row
+            else (by_category[row["category"]], by_kind[row["kind"]], by_category["all"])
+        ):
             table["n"] += 1
             table["agree"] += our_ok == bfcl_ok
             table["ours_pass"] += our_ok
@@ -419,29 +605,58 @@ def report(rows: list[dict[str, Any]], ours: dict[str, tuple[bool, str]], theirs
             classes[(row["kind"], _reason_class(why), error)].append({**row, "why": why})
 
     def table(title: str, counters: dict[str, Counter], order: list[str]) -> list[str]:
-        out = [f"| {title} | results | agree | agreement | pipeline passes | BFCL passes |", "|---|---:|---:|---:|---:|---:|"]
+        out = [
+            f"| {title} | results | agree | agreement | pipeline passes | BFCL passes |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for name in order:
             c = counters[name]
-            out.append(f"| {name} | {c['n']} | {c['agree']} | {c['agree'] / c['n']:.2%} | {c['ours_pass']} | {c['bfcl_pass']} |")
+            out.append(
+                f"| {name} | {c['n']} | {c['agree']} | {c['agree'] / c['n']:.2%} | {c['ours_pass']} | {c['bfcl_pass']} |"
+            )
         return out
 
     real = [k for k in by_kind if not any(r["kind"] == k and r["category"].startswith("synthetic") for r in rows)]
     synthetic = [k for k in by_kind if k not in real]
     kinds = sorted(real, key=lambda k: (k not in EXPECTED_PASS, k))
-    lines = ["```", "python bench/bench_bfcl.py " + " ".join(argv), "```", "", "Imports run by the bench:", "", "```",
-             *commands, "```", "", f"Import and scoring time, all categories: {spent:.1f} s.", "",
-             *table("category", by_category, [*CATEGORIES, "all"]), "",
-             *table("perturbation kind", by_kind, kinds), "",
-             "Synthetic edge cases (one minimal item each, not from the BFCL data):", "",
-             *table("edge case", by_kind, synthetic), "", "## Disagreement classes", ""]
+    lines = [
+        "```",
+        "python bench/bench_bfcl.py " + " ".join(argv),
+        "```",
+        "",
+        "Imports run by the bench:",
+        "",
+        "```",
+        *commands,
+        "```",
+        "",
+        f"Import and scoring time, all categories: {spent:.1f} s.",
+        "",
+        *table("category", by_category, [*CATEGORIES, "all"]),
+        "",
+        *table("perturbation kind", by_kind, kinds),
+        "",
+        "Synthetic edge cases (one minimal item each, not from the BFCL data):",
+        "",
+        *table("edge case", by_kind, synthetic),
+        "",
+        "## Disagreement classes",
+        "",
+    ]
     if not classes:
         lines.append("None: every result got BFCL's verdict.")
     for (kind, why, error), members in sorted(classes.items(), key=lambda kv: -len(kv[1])):
         example = members[0]
-        result = example["result"] if isinstance(example["result"], str) else json.dumps(example["result"], ensure_ascii=False)
-        lines += [f"- **{kind}**, {len(members)} results: pipeline `{why}`; BFCL `{error or 'valid'}`.",
-                  f"  Example {example['id']} attempt {example['attempt']}: `{result[:300]}`",
-                  f"  Pipeline reason: `{example['why'][:300]}`" if example["why"] else "  Pipeline: every stage passes."]
+        result = (
+            example["result"]
+            if isinstance(example["result"], str)
+            else json.dumps(example["result"], ensure_ascii=False)
+        )
+        lines += [
+            f"- **{kind}**, {len(members)} results: pipeline `{why}`; BFCL `{error or 'valid'}`.",
+            f"  Example {example['id']} attempt {example['attempt']}: `{result[:300]}`",
+            f"  Pipeline reason: `{example['why'][:300]}`" if example["why"] else "  Pipeline: every stage passes.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -450,16 +665,27 @@ def main(argv: list[str] | None = None) -> int:
         bfcl_side(sys.argv[2], sys.argv[3])
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"the BFCL live files (default: {DEFAULT_DATA})")
-    parser.add_argument("--bfcl-python", type=Path, default=DEFAULT_BFCL_PYTHON,
-                        help=f"python of a virtual environment with bfcl-eval installed (default: {DEFAULT_BFCL_PYTHON})")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help=f"the BFCL live files (default: {DEFAULT_DATA})"
+    )
+    parser.add_argument(
+        "--bfcl-python",
+        type=Path,
+        default=DEFAULT_BFCL_PYTHON,
+        help=f"python of a virtual environment with bfcl-eval installed (default: {DEFAULT_BFCL_PYTHON})",
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--work", type=Path, help="folder for the result files and the data root (default: a temporary one)")
+    parser.add_argument(
+        "--work", type=Path, help="folder for the result files and the data root (default: a temporary one)"
+    )
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     args = parser.parse_args(argv)
     if not args.bfcl_python.exists():
-        print(f"bench_bfcl: BFCL's checker is needed: no python at {args.bfcl_python}; make the environment as the "
-              "module docstring says and pass --bfcl-python", file=sys.stderr)
+        print(
+            f"bench_bfcl: BFCL's checker is needed: no python at {args.bfcl_python}; make the environment as the "
+            "module docstring says and pass --bfcl-python",
+            file=sys.stderr,
+        )
         return 2
     shown = [a for a in (argv if argv is not None else sys.argv[1:])]
     with tempfile.TemporaryDirectory() as scratch:

@@ -43,7 +43,9 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", type=Path, help="a JSONL trace file, e.g. .bench/n100000/data/traces/synth-100000/traces-00001.jsonl")
+    parser.add_argument(
+        "file", type=Path, help="a JSONL trace file, e.g. .bench/n100000/data/traces/synth-100000/traces-00001.jsonl"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 
@@ -53,16 +55,25 @@ def main(argv: list[str] | None = None) -> int:
         "read": best(args.file.read_bytes, args.repeat),
         "split_lines": best(lambda: pl.Series(data.decode("utf-8").split("\n")), args.repeat),
         "json_stdlib": best(lambda: [json.loads(line) for line in data.splitlines() if line.strip()], args.repeat),
-        "json_arrow": best(lambda: pa_json.read_json(
-            io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=8 << 20),
-            parse_options=pa_json.ParseOptions(explicit_schema=LINE_SCHEMA, unexpected_field_behavior="ignore")), args.repeat),
+        "json_arrow": best(
+            lambda: pa_json.read_json(
+                io.BytesIO(data),
+                read_options=pa_json.ReadOptions(block_size=8 << 20),
+                parse_options=pa_json.ParseOptions(explicit_schema=LINE_SCHEMA, unexpected_field_behavior="ignore"),
+            ),
+            args.repeat,
+        ),
         "regex_one": best(lambda: pc.match_substring_regex(lines, EMAIL), args.repeat),
         "regex_union": best(lambda: pc.match_substring_regex(lines, UNION), args.repeat),
     }
     print(f"{len(lines):,} lines, {len(data) / 2**20:.1f} MiB")
     for name, seconds in results.items():
         print(f"{name:12s} {seconds:7.3f} s")
-    print(json.dumps({"lines": len(lines), "mib": round(len(data) / 2**20, 1), **{k: round(v, 3) for k, v in results.items()}}))
+    print(
+        json.dumps(
+            {"lines": len(lines), "mib": round(len(data) / 2**20, 1), **{k: round(v, 3) for k, v in results.items()}}
+        )
+    )
     return 0
 
 

@@ -27,7 +27,11 @@ from eval_pipeline.cli import main as cli
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "grounding"
 DEFAULT_PROFILE = ROOT / "eval_pipeline" / "judge" / "profiles" / "local.yaml"
-BEGIN_FILES = {"wow": "wow/begin_dev_wow.tsv", "cmu-dog": "cmu-dog/begin_dev_cmu.tsv", "topicalchat": "topicalchat/begin_dev_tc.tsv"}
+BEGIN_FILES = {
+    "wow": "wow/begin_dev_wow.tsv",
+    "cmu-dog": "cmu-dog/begin_dev_cmu.tsv",
+    "topicalchat": "topicalchat/begin_dev_tc.tsv",
+}
 
 
 def write_sets(data: Path, out: Path) -> dict[str, tuple[Path, Path, str]]:
@@ -48,16 +52,30 @@ def write_sets(data: Path, out: Path) -> dict[str, tuple[Path, Path, str]]:
                     if row["begin_label"] == "Generic":
                         continue
                     ident = f"begin-{name}-{number}"
-                    judge_in.write(json.dumps({"id": ident, "context": row["knowledge"], "answer": row["response"]}) + "\n")
-                    labels.write(json.dumps({"id": ident, "grounded": row["begin_label"] == "Fully attributable"}) + "\n")
+                    judge_in.write(
+                        json.dumps({"id": ident, "context": row["knowledge"], "answer": row["response"]}) + "\n"
+                    )
+                    labels.write(
+                        json.dumps({"id": ident, "grounded": row["begin_label"] == "Fully attributable"}) + "\n"
+                    )
     sets["begin"] = (out / "begin.jsonl", out / "begin.labels.jsonl", "answer")
     return sets
 
 
 def _judge(source: Path, target: Path, level: str, profile: Path | None) -> float:
     started = time.perf_counter()
-    code = cli(["judge", str(source), "--output", str(target), "--level", level, "--quiet",
-                *(["--profile", str(profile)] if profile else [])])
+    code = cli(
+        [
+            "judge",
+            str(source),
+            "--output",
+            str(target),
+            "--level",
+            level,
+            "--quiet",
+            *(["--profile", str(profile)] if profile else []),
+        ]
+    )
     if code != 0:
         raise SystemExit(f"judge failed on {source} (exit {code})")
     return time.perf_counter() - started
@@ -83,18 +101,32 @@ def _agreement(verdicts: Path, labels: Path, n_boot: int, seed: int) -> dict:
         boot.append(ba(y[index], p[index]))
     agreement = float((y == p).mean())
     expected = y.mean() * p.mean() + (1 - y.mean()) * (1 - p.mean())
-    return {"n": len(ids), "grounded": int(y.sum()), "predicted_grounded": int(p.sum()), "balanced_accuracy": round(ba(y, p), 4),
-            "ci95": [round(float(np.percentile(boot, 2.5)), 4), round(float(np.percentile(boot, 97.5)), 4)],
-            "agreement": round(agreement, 4), "cohen_kappa": round(float((agreement - expected) / (1 - expected)), 4)}
+    return {
+        "n": len(ids),
+        "grounded": int(y.sum()),
+        "predicted_grounded": int(p.sum()),
+        "balanced_accuracy": round(ba(y, p), 4),
+        "ci95": [round(float(np.percentile(boot, 2.5)), 4), round(float(np.percentile(boot, 97.5)), 4)],
+        "agreement": round(agreement, 4),
+        "cohen_kappa": round(float((agreement - expected) / (1 - expected)), 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="grounding development data (default: ../shared/data/grounding)")
-    parser.add_argument("--out", type=Path, default=ROOT / ".bench" / "grounding", help="working folder (default: .bench/grounding)")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="grounding development data (default: ../shared/data/grounding)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / ".bench" / "grounding", help="working folder (default: .bench/grounding)"
+    )
     parser.add_argument("--profile", type=Path, help="profile to report (with --no-fit); default: the one fitted here")
-    parser.add_argument("--no-fit", action="store_true", help="report --profile (default: the shipped one) without fitting")
-    parser.add_argument("--write-default", action="store_true", help="install the fitted profile as the shipped default")
+    parser.add_argument(
+        "--no-fit", action="store_true", help="report --profile (default: the shipped one) without fitting"
+    )
+    parser.add_argument(
+        "--write-default", action="store_true", help="install the fitted profile as the shipped default"
+    )
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -108,7 +140,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, (source, _, _) in sets.items():
             _judge(source, args.out / f"{name}.claims.jsonl", "claim", args.profile)
         profile = args.out / "local.fitted.yaml"
-        fit_args = ["calibrate", "--fit", "--output", str(profile), "--n-boot", str(args.n_boot), "--seed", str(args.seed)]
+        fit_args = [
+            "calibrate",
+            "--fit",
+            "--output",
+            str(profile),
+            "--n-boot",
+            str(args.n_boot),
+            "--seed",
+            str(args.seed),
+        ]
         for name, (_, labels, _) in sets.items():
             fit_args += ["--verdicts", str(args.out / f"{name}.claims.jsonl"), "--labels", str(labels)]
         if cli(fit_args) != 0:
@@ -120,11 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     for name, (source, labels, _) in sets.items():
         seconds = _judge(source, args.out / f"{name}.answers.jsonl", "answer", profile)
         claims_seconds = _judge(source, args.out / f"{name}.claims.final.jsonl", "claim", profile)
-        n_claims = sum(1 for line in (args.out / f"{name}.claims.final.jsonl").read_text().splitlines() if json.loads(line)["claim"] is not None)
+        n_claims = sum(
+            1
+            for line in (args.out / f"{name}.claims.final.jsonl").read_text().splitlines()
+            if json.loads(line)["claim"] is not None
+        )
         result = _agreement(args.out / f"{name}.answers.jsonl", labels, args.n_boot, args.seed)
         result.update(claims=n_claims, seconds=round(seconds, 2), claims_per_s=round(n_claims / claims_seconds))
         report["sets"][name] = result
-    versions = {json.loads(line)["judge_version"] for line in (args.out / "wice.answers.jsonl").read_text().splitlines()[:1]}
+    versions = {
+        json.loads(line)["judge_version"] for line in (args.out / "wice.answers.jsonl").read_text().splitlines()[:1]
+    }
     report["judge_version"] = versions.pop() if versions else None
     print(json.dumps(report, indent=2))
     (args.out / "report.json").write_text(json.dumps(report, indent=2))

@@ -66,20 +66,39 @@ class TraceSpans:
         self.count += 1
         return f"{self.trace_id[:12]}{self.count:04x}"
 
-    def add(self, span_id: str, parent: str | None, name: str, window: tuple[float, float], attrs: dict[str, Any],
-            error: str | None = None, error_type: str = "Exception") -> None:
+    def add(
+        self,
+        span_id: str,
+        parent: str | None,
+        name: str,
+        window: tuple[float, float],
+        attrs: dict[str, Any],
+        error: str | None = None,
+        error_type: str = "Exception",
+    ) -> None:
         """A span over the fraction `window` of the trace's duration; None-valued attributes are left out; a span
         with an error gets status ERROR and an exception event of `error_type`."""
-        span: dict[str, Any] = {"traceId": self.trace_id, "spanId": span_id, "name": name, "kind": SPAN_INTERNAL,
-                                "startTimeUnixNano": str(self.start + int(window[0] * self.duration)),
-                                "endTimeUnixNano": str(self.start + int(window[1] * self.duration)),
-                                "attributes": [attribute(k, v) for k, v in attrs.items() if v is not None], "status": {}}
+        span: dict[str, Any] = {
+            "traceId": self.trace_id,
+            "spanId": span_id,
+            "name": name,
+            "kind": SPAN_INTERNAL,
+            "startTimeUnixNano": str(self.start + int(window[0] * self.duration)),
+            "endTimeUnixNano": str(self.start + int(window[1] * self.duration)),
+            "attributes": [attribute(k, v) for k, v in attrs.items() if v is not None],
+            "status": {},
+        }
         if parent is not None:
             span["parentSpanId"] = parent
         if error is not None:
             span["status"] = {"code": STATUS_ERROR, "message": error}
-            span["events"] = [{"timeUnixNano": span["endTimeUnixNano"], "name": "exception",
-                               "attributes": [attribute("exception.type", error_type), attribute("exception.message", error)]}]
+            span["events"] = [
+                {
+                    "timeUnixNano": span["endTimeUnixNano"],
+                    "name": "exception",
+                    "attributes": [attribute("exception.type", error_type), attribute("exception.message", error)],
+                }
+            ]
         self.spans.append(span)
 
 
@@ -108,15 +127,28 @@ def _messages(prefix: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     return attrs
 
 
-def _llm(tokens: tuple[int, int], cost: float | None, inputs: list[dict[str, Any]], output: dict[str, Any]) -> dict[str, Any]:
-    return {KIND: "LLM", "llm.model_name": "synthetic-model", **_messages("llm.input_messages", inputs),
-            **_messages("llm.output_messages", [output]), "llm.token_count.prompt": tokens[0],
-            "llm.token_count.completion": tokens[1], "llm.token_count.total": tokens[0] + tokens[1], "llm.cost.total": cost}
+def _llm(
+    tokens: tuple[int, int], cost: float | None, inputs: list[dict[str, Any]], output: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        KIND: "LLM",
+        "llm.model_name": "synthetic-model",
+        **_messages("llm.input_messages", inputs),
+        **_messages("llm.output_messages", [output]),
+        "llm.token_count.prompt": tokens[0],
+        "llm.token_count.completion": tokens[1],
+        "llm.token_count.total": tokens[0] + tokens[1],
+        "llm.cost.total": cost,
+    }
 
 
 def _root(trace: dict[str, Any], answer: str | None) -> dict[str, Any]:
-    return {KIND: "CHAIN", "input.value": trace["input"], "output.value": answer,
-            "metadata": json.dumps({"case_id": trace["case_id"]})}
+    return {
+        KIND: "CHAIN",
+        "input.value": trace["input"],
+        "output.value": answer,
+        "metadata": json.dumps({"case_id": trace["case_id"]}),
+    }
 
 
 def _root_error(trace: dict[str, Any]) -> tuple[str | None, str]:
@@ -139,23 +171,61 @@ def rag_spans(trace: dict[str, Any], corpus: dict[str, str], out: TraceSpans) ->
     for n, r in enumerate(rounds):
         at = n * slot
         retriever, embedding = out.span_id(), out.span_id()
-        out.add(embedding, retriever, "OpenAIEmbeddings", (at + 0.01, at + 0.1 * slot),
-                {KIND: "EMBEDDING", "embedding.model_name": "synthetic-embedding", "embedding.embeddings.0.embedding.text": r["query"]})
+        out.add(
+            embedding,
+            retriever,
+            "OpenAIEmbeddings",
+            (at + 0.01, at + 0.1 * slot),
+            {
+                KIND: "EMBEDDING",
+                "embedding.model_name": "synthetic-embedding",
+                "embedding.embeddings.0.embedding.text": r["query"],
+            },
+        )
         found = r["candidates"] if r.get("candidates") is not None else r["hits"]
-        out.add(retriever, root, r.get("tool") or "retriever", (at + 0.01, at + 0.6 * slot),
-                {KIND: "RETRIEVER", "input.value": r["query"], **_documents("retrieval.documents", found, corpus)})
+        out.add(
+            retriever,
+            root,
+            r.get("tool") or "retriever",
+            (at + 0.01, at + 0.6 * slot),
+            {KIND: "RETRIEVER", "input.value": r["query"], **_documents("retrieval.documents", found, corpus)},
+        )
         if r.get("candidates") is not None:
-            out.add(out.span_id(), root, "CrossEncoderReranker", (at + 0.6 * slot, at + 0.95 * slot),
-                    {KIND: "RERANKER", "reranker.query": r["query"], "reranker.model_name": "synthetic-reranker",
-                     "reranker.top_k": len(r["hits"]), **_documents("reranker.input_documents", r["candidates"], corpus),
-                     **_documents("reranker.output_documents", r["hits"], corpus)})
+            out.add(
+                out.span_id(),
+                root,
+                "CrossEncoderReranker",
+                (at + 0.6 * slot, at + 0.95 * slot),
+                {
+                    KIND: "RERANKER",
+                    "reranker.query": r["query"],
+                    "reranker.model_name": "synthetic-reranker",
+                    "reranker.top_k": len(r["hits"]),
+                    **_documents("reranker.input_documents", r["candidates"], corpus),
+                    **_documents("reranker.output_documents", r["hits"], corpus),
+                },
+            )
     context = "\n\n".join(c["text"] for c in trace.get("context") or [])
-    out.add(out.span_id(), root, "ChatPromptTemplate", (0.5, 0.51),
-            {KIND: "CHAIN", "input.value": json.dumps({"question": trace["input"]})})
+    out.add(
+        out.span_id(),
+        root,
+        "ChatPromptTemplate",
+        (0.5, 0.51),
+        {KIND: "CHAIN", "input.value": json.dumps({"question": trace["input"]})},
+    )
     inputs = [{"role": "system", "content": RAG_SYSTEM + context}, {"role": "user", "content": trace["input"]}]
-    out.add(out.span_id(), root, "ChatOpenAI", (0.51, 0.98),
-            _llm((usage.get("input_tokens", 0), usage.get("output_tokens", 0)), usage.get("cost_usd"), inputs,
-                 {"role": "assistant", "content": answer}))
+    out.add(
+        out.span_id(),
+        root,
+        "ChatOpenAI",
+        (0.51, 0.98),
+        _llm(
+            (usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
+            usage.get("cost_usd"),
+            inputs,
+            {"role": "assistant", "content": answer},
+        ),
+    )
     out.add(out.span_id(), root, "StrOutputParser", (0.98, 0.99), {KIND: "CHAIN", "output.value": answer})
     out.add(root, None, "RetrievalQA", (0.0, 1.0), _root(trace, answer), *_root_error(trace))
 
@@ -164,11 +234,16 @@ def agent_spans(trace: dict[str, Any], out: TraceSpans) -> None:
     """A tool-calling agent's spans, one model turn per tool call and a last turn for the answer."""
     usage = trace.get("usage") or {}
     calls = [s for s in trace.get("steps") or [] if s["kind"] == "tool_call"]
-    answer = next((s.get("content") for s in reversed(trace.get("steps") or []) if s["kind"] in ("finish", "message")), None)
+    answer = next(
+        (s.get("content") for s in reversed(trace.get("steps") or []) if s["kind"] in ("finish", "message")), None
+    )
     turns = len(calls) + 1
     prompt, completion = _split(usage.get("input_tokens", 0), turns), _split(usage.get("output_tokens", 0), turns)
     root, slot = out.span_id(), 1.0 / turns
-    conversation: list[dict[str, Any]] = [{"role": "system", "content": AGENT_SYSTEM}, {"role": "user", "content": trace["input"]}]
+    conversation: list[dict[str, Any]] = [
+        {"role": "system", "content": AGENT_SYSTEM},
+        {"role": "user", "content": trace["input"]},
+    ]
     for turn in range(turns):
         at = turn * slot
         node, llm = out.span_id(), out.span_id()
@@ -180,19 +255,43 @@ def agent_spans(trace: dict[str, Any], out: TraceSpans) -> None:
         else:
             output = {"role": "assistant", "content": answer}
         cost = usage.get("cost_usd") if step is None else None
-        out.add(llm, node, "ChatOpenAI", (at + 0.01 * slot, at + 0.45 * slot),
-                _llm((prompt[turn], completion[turn]), cost, conversation, output))
+        out.add(
+            llm,
+            node,
+            "ChatOpenAI",
+            (at + 0.01 * slot, at + 0.45 * slot),
+            _llm((prompt[turn], completion[turn]), cost, conversation, output),
+        )
         out.add(node, root, "agent", (at, at + 0.5 * slot), {KIND: "CHAIN"})
         if step is None:
             break
         result = None if step["status"] == "error" else json.dumps(step.get("result"))
         tools, tool = out.span_id(), out.span_id()
-        out.add(tool, tools, step["tool"], (at + 0.55 * slot, at + 0.95 * slot),
-                {KIND: "TOOL", "tool.name": step["tool"], "tool_call.id": call["id"], "input.value": json.dumps(step["args"]),
-                 "output.value": result}, (step.get("error") or "the tool failed") if step["status"] == "error" else None, "ToolException")
+        out.add(
+            tool,
+            tools,
+            step["tool"],
+            (at + 0.55 * slot, at + 0.95 * slot),
+            {
+                KIND: "TOOL",
+                "tool.name": step["tool"],
+                "tool_call.id": call["id"],
+                "input.value": json.dumps(step["args"]),
+                "output.value": result,
+            },
+            (step.get("error") or "the tool failed") if step["status"] == "error" else None,
+            "ToolException",
+        )
         out.add(tools, root, "tools", (at + 0.5 * slot, at + slot), {KIND: "CHAIN"})
-        conversation = [*conversation, output, {"role": "tool", "tool_call_id": call["id"],
-                                                "content": result if result is not None else f"Error: {step.get('error')}"}]
+        conversation = [
+            *conversation,
+            output,
+            {
+                "role": "tool",
+                "tool_call_id": call["id"],
+                "content": result if result is not None else f"Error: {step.get('error')}",
+            },
+        ]
     out.add(root, None, "LangGraph", (0.0, 1.0), _root(trace, answer), *_root_error(trace))
 
 
@@ -289,9 +388,19 @@ def generate(n: int, seed: int, out: Path) -> Source:
         files.add(trace_spans(trace, index, corpus))
         traces += 1
     files.close()
-    source = Source(str(data), str(otlp), summary.run_id, manifest["dataset_version"], manifest["corpus_version"],
-                    manifest["environment_version"], traces, files.spans, len(files.files), files.bytes,
-                    round(time.perf_counter() - started, 2))
+    source = Source(
+        str(data),
+        str(otlp),
+        summary.run_id,
+        manifest["dataset_version"],
+        manifest["corpus_version"],
+        manifest["environment_version"],
+        traces,
+        files.spans,
+        len(files.files),
+        files.bytes,
+        round(time.perf_counter() - started, 2),
+    )
     marker.write_text(json.dumps(asdict(source), indent=2))
     return source
 
@@ -338,45 +447,109 @@ def measure(n: int, seed: int, out: Path, *, pipeline: bool = True) -> dict[str,
     # a Dagster instance of its own, so the bench leaves the project's .dagster alone
     (work / "dagster" / "dagster.yaml").write_text(DAGSTER_YAML)
     cli = str(Path(sys.executable).with_name("eval-pipeline"))
-    print(f"bench_import: {source.traces:,} traces, {source.spans:,} spans in {source.files} files "
-          f"({source.bytes / 2**20:,.1f} MiB); importing ...", file=sys.stderr)
-    rc, seconds, cpu, peak = timed([cli, "import", "otlp", source.otlp, "--run", run_id, "--data", source.data,
-                               "--dataset-version", source.dataset_version, "--corpus-version", source.corpus_version,
-                               "--environment-version", source.environment_version, "--force"], work / "import.log")
+    print(
+        f"bench_import: {source.traces:,} traces, {source.spans:,} spans in {source.files} files "
+        f"({source.bytes / 2**20:,.1f} MiB); importing ...",
+        file=sys.stderr,
+    )
+    rc, seconds, cpu, peak = timed(
+        [
+            cli,
+            "import",
+            "otlp",
+            source.otlp,
+            "--run",
+            run_id,
+            "--data",
+            source.data,
+            "--dataset-version",
+            source.dataset_version,
+            "--corpus-version",
+            source.corpus_version,
+            "--environment-version",
+            source.environment_version,
+            "--force",
+        ],
+        work / "import.log",
+    )
     traces, rejects, reasons = imported(data, run_id)
     result: dict[str, Any] = {
-        "traces": source.traces, "spans": source.spans, "files": source.files, "mib": round(source.bytes / 2**20, 1),
-        "generate_seconds": source.seconds, "import_exit": rc, "import_seconds": round(seconds, 2), "import_cpu_seconds": round(cpu, 2),
-        "spans_per_second": round(source.spans / seconds), "import_peak_rss_mib": round(peak, 1),
-        "imported": traces, "rejected": rejects, "reject_reasons": dict(reasons.most_common(5))}
+        "traces": source.traces,
+        "spans": source.spans,
+        "files": source.files,
+        "mib": round(source.bytes / 2**20, 1),
+        "generate_seconds": source.seconds,
+        "import_exit": rc,
+        "import_seconds": round(seconds, 2),
+        "import_cpu_seconds": round(cpu, 2),
+        "spans_per_second": round(source.spans / seconds),
+        "import_peak_rss_mib": round(peak, 1),
+        "imported": traces,
+        "rejected": rejects,
+        "reject_reasons": dict(reasons.most_common(5)),
+    }
     print(f"bench_import: imported in {seconds:.1f} s; decode floor ...", file=sys.stderr)
     floor, floor_cpu = decode_floor(sorted(Path(source.otlp).glob("*.jsonl")))
-    result.update(decode_floor_seconds=round(floor, 2), decode_floor_cpu_seconds=round(floor_cpu, 2),
-                  import_over_floor=round(seconds / floor, 2), import_over_floor_cpu=round(cpu / floor_cpu, 2))
+    result.update(
+        decode_floor_seconds=round(floor, 2),
+        decode_floor_cpu_seconds=round(floor_cpu, 2),
+        import_over_floor=round(seconds / floor, 2),
+        import_over_floor_cpu=round(cpu / floor_cpu, 2),
+    )
     if pipeline:
         print("bench_import: pipeline run on the imported run ...", file=sys.stderr)
-        rc, seconds, cpu, peak = timed([cli, "run", "--data", source.data, "--run", run_id, "--warehouse", str(work / "warehouse"),
-                                   "--reports", str(work / "reports"), "--deid-demo", "--quiet"], work / "pipeline.log",
-                                  {"DAGSTER_HOME": str(work / "dagster")})
-        result.update(pipeline_exit=rc, pipeline_seconds=round(seconds, 2), pipeline_cpu_seconds=round(cpu, 2),
-                      pipeline_peak_rss_mib=round(peak, 1), import_over_pipeline=round(result["import_seconds"] / seconds, 3),
-                      import_over_pipeline_cpu=round(result["import_cpu_seconds"] / cpu, 3))
+        rc, seconds, cpu, peak = timed(
+            [
+                cli,
+                "run",
+                "--data",
+                source.data,
+                "--run",
+                run_id,
+                "--warehouse",
+                str(work / "warehouse"),
+                "--reports",
+                str(work / "reports"),
+                "--deid-demo",
+                "--quiet",
+            ],
+            work / "pipeline.log",
+            {"DAGSTER_HOME": str(work / "dagster")},
+        )
+        result.update(
+            pipeline_exit=rc,
+            pipeline_seconds=round(seconds, 2),
+            pipeline_cpu_seconds=round(cpu, 2),
+            pipeline_peak_rss_mib=round(peak, 1),
+            import_over_pipeline=round(result["import_seconds"] / seconds, 3),
+            import_over_pipeline_cpu=round(result["import_cpu_seconds"] / cpu, 3),
+        )
     return result
 
 
 def report(r: dict[str, Any]) -> str:
     """The result as the lines the doc quotes."""
-    lines = [f"spans                {r['spans']:,} ({r['spans'] / r['traces']:.1f} a trace, {r['files']} files, {r['mib']:,.1f} MiB)",
-             (f"import               {r['import_seconds']:.1f} s ({r['import_cpu_seconds']:.1f} s CPU), "
-              f"{r['spans_per_second']:,} spans/s, peak RSS {r['import_peak_rss_mib']:,.0f} MiB (exit {r['import_exit']})"),
-             f"traces               {r['imported']:,} imported, {r['rejected']:,} rejected of {r['traces']:,}",
-             (f"decode floor         {r['decode_floor_seconds']:.1f} s ({r['decode_floor_cpu_seconds']:.1f} s CPU); import/floor "
-              f"{r['import_over_floor']:.1f}x ({r['import_over_floor_cpu']:.1f}x in CPU)")]
+    lines = [
+        f"spans                {r['spans']:,} ({r['spans'] / r['traces']:.1f} a trace, {r['files']} files, {r['mib']:,.1f} MiB)",
+        (
+            f"import               {r['import_seconds']:.1f} s ({r['import_cpu_seconds']:.1f} s CPU), "
+            f"{r['spans_per_second']:,} spans/s, peak RSS {r['import_peak_rss_mib']:,.0f} MiB (exit {r['import_exit']})"
+        ),
+        f"traces               {r['imported']:,} imported, {r['rejected']:,} rejected of {r['traces']:,}",
+        (
+            f"decode floor         {r['decode_floor_seconds']:.1f} s ({r['decode_floor_cpu_seconds']:.1f} s CPU); import/floor "
+            f"{r['import_over_floor']:.1f}x ({r['import_over_floor_cpu']:.1f}x in CPU)"
+        ),
+    ]
     lines += [f"  reject: {count} x {reason[:200]}" for reason, count in r["reject_reasons"].items()]
     if "pipeline_seconds" in r:
-        lines.append(f"pipeline             {r['pipeline_seconds']:.1f} s ({r['pipeline_cpu_seconds']:.1f} s CPU), peak RSS "
-                     f"{r['pipeline_peak_rss_mib']:,.0f} MiB (exit {r['pipeline_exit']})")
-        lines.append(f"import / pipeline    {r['import_over_pipeline']:.2f} ({r['import_over_pipeline_cpu']:.2f} in CPU)")
+        lines.append(
+            f"pipeline             {r['pipeline_seconds']:.1f} s ({r['pipeline_cpu_seconds']:.1f} s CPU), peak RSS "
+            f"{r['pipeline_peak_rss_mib']:,.0f} MiB (exit {r['pipeline_exit']})"
+        )
+        lines.append(
+            f"import / pipeline    {r['import_over_pipeline']:.2f} ({r['import_over_pipeline_cpu']:.2f} in CPU)"
+        )
     return "\n".join(lines)
 
 
@@ -392,7 +565,9 @@ def main(argv: list[str] | None = None) -> int:
     (out / "bench-import.json").write_text(json.dumps(result, indent=2))
     print(report(result))
     print(json.dumps(result))
-    return 0 if result["import_exit"] == 0 and result["rejected"] == 0 and result.get("pipeline_exit", 0) in (0, 1) else 1
+    return (
+        0 if result["import_exit"] == 0 and result["rejected"] == 0 and result.get("pipeline_exit", 0) in (0, 1) else 1
+    )
 
 
 if __name__ == "__main__":

@@ -69,23 +69,46 @@ def synthetic_run(n_answers: int, n_docs: int = 2000, seed: int = 0) -> tuple[pl
             if kind < 0.15:  # another number: a contradiction
                 sentence = " ".join(str(int(w) + 7) if w.isdigit() else w for w in sentence.split())
             elif kind < 0.25:  # another plan
-                sentence = sentence.replace(sentence.split()[0], rng.choice([p for p in PLANS if p != sentence.split()[0]]), 1)
+                sentence = sentence.replace(
+                    sentence.split()[0], rng.choice([p for p in PLANS if p != sentence.split()[0]]), 1
+                )
             elif kind < 0.40:  # invented
                 sentence = _sentence(rng, vocab)[:-1]
             parts.append(f"{sentence} [doc:{doc_id}]." if rng.random() < 0.5 else f"{sentence}.")
         if rng.random() < 0.5:
             parts.append(rng.choice(PLEASANTRIES))
-        traces.append({
-            "run_id": "bench", "trace_id": f"bench-{t}", "case_id": f"case-{t % 1000}", "attempt": 1 + t // 1000 % 3,
-            "status": "ok", "has_answer": True, "answer_text": " ".join(parts),
-            "context": [{"doc_id": doc_id, "text": " ".join(sentences), "tokens": None} for doc_id, sentences in chosen],
-        })
-    trace_frame = pl.DataFrame(traces, schema={k: TRACES_SCHEMA[k] for k in traces[0]}).with_columns(
-        [pl.lit(None, dtype).alias(name) for name, dtype in TRACES_SCHEMA.items() if name not in traces[0]]
-    ).select(list(TRACES_SCHEMA))
-    cases = pl.DataFrame({"case_id": [f"case-{i}" for i in range(1000)]}).with_columns(
-        lanes=pl.lit(["rag"]), expect_refusal=pl.lit(False)
-    ).with_columns([pl.lit(None, dtype).alias(name) for name, dtype in CASES_SCHEMA.items() if name not in ("case_id", "lanes", "expect_refusal")])
+        traces.append(
+            {
+                "run_id": "bench",
+                "trace_id": f"bench-{t}",
+                "case_id": f"case-{t % 1000}",
+                "attempt": 1 + t // 1000 % 3,
+                "status": "ok",
+                "has_answer": True,
+                "answer_text": " ".join(parts),
+                "context": [
+                    {"doc_id": doc_id, "text": " ".join(sentences), "tokens": None} for doc_id, sentences in chosen
+                ],
+            }
+        )
+    trace_frame = (
+        pl.DataFrame(traces, schema={k: TRACES_SCHEMA[k] for k in traces[0]})
+        .with_columns(
+            [pl.lit(None, dtype).alias(name) for name, dtype in TRACES_SCHEMA.items() if name not in traces[0]]
+        )
+        .select(list(TRACES_SCHEMA))
+    )
+    cases = (
+        pl.DataFrame({"case_id": [f"case-{i}" for i in range(1000)]})
+        .with_columns(lanes=pl.lit(["rag"]), expect_refusal=pl.lit(False))
+        .with_columns(
+            [
+                pl.lit(None, dtype).alias(name)
+                for name, dtype in CASES_SCHEMA.items()
+                if name not in ("case_id", "lanes", "expect_refusal")
+            ]
+        )
+    )
     return trace_frame, cases.select(list(CASES_SCHEMA)).cast(CASES_SCHEMA)
 
 
@@ -123,7 +146,8 @@ def loopback_process(latency_s: float):
     """The loopback server in its own process (so server and client threads do not share one interpreter lock)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "eval_pipeline_harness.loopback_server", "--latency-ms", str(latency_s * 1000)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         yield process.stdout.readline().strip()
@@ -137,15 +161,26 @@ def bench_openai(concurrency: int, latency_s: float, calls_per_worker: int, sepa
     os.environ.setdefault("BENCH_JUDGE_KEY", "sk-loopback")
     n = concurrency * calls_per_worker
     evidence = [{"doc_id": "doc-1", "text": "Annual Pro plans have a 14 day refund window."}]
-    requests = pl.DataFrame({"request_key": [f"k{i}" for i in range(n)], "claim": [f"Claim number {i}." for i in range(n)],
-                             "evidence": [evidence] * n})
+    requests = pl.DataFrame(
+        {
+            "request_key": [f"k{i}" for i in range(n)],
+            "claim": [f"Claim number {i}." for i in range(n)],
+            "evidence": [evidence] * n,
+        }
+    )
     with contextlib.ExitStack() as stack:
         if separate_process:
             base_url = stack.enter_context(loopback_process(latency_s))
         else:
             base_url = stack.enter_context(LoopbackServer(quoting_responder, latency_s=latency_s)).base_url
-        judge = make_judge("openai", model="bench-model", base_url=base_url, api_key_env="BENCH_JUDGE_KEY",
-                           concurrency=concurrency, timeout_s=30.0)
+        judge = make_judge(
+            "openai",
+            model="bench-model",
+            base_url=base_url,
+            api_key_env="BENCH_JUDGE_KEY",
+            concurrency=concurrency,
+            timeout_s=30.0,
+        )
         # One warm-up call per worker opens the connections, as a long run would have them open.
         judge.judge_claims(requests.head(concurrency).with_columns(pl.format("warm-{}", "claim").alias("claim")))
         started = time.perf_counter()
@@ -170,12 +205,18 @@ def bench_openai(concurrency: int, latency_s: float, calls_per_worker: int, sepa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--answers", type=int, default=100_000, help="synthetic answers for the local judge (default %(default)s)")
+    parser.add_argument(
+        "--answers", type=int, default=100_000, help="synthetic answers for the local judge (default %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16, 32], help="openai backend thread counts")
-    parser.add_argument("--latency-ms", type=float, default=200.0, help="loopback latency per completion (default %(default)s)")
+    parser.add_argument(
+        "--latency-ms", type=float, default=200.0, help="loopback latency per completion (default %(default)s)"
+    )
     parser.add_argument("--calls-per-worker", type=int, default=25, help="calls per thread (default %(default)s)")
-    parser.add_argument("--same-process", action="store_true", help="run the loopback server in this process (GIL shared)")
+    parser.add_argument(
+        "--same-process", action="store_true", help="run the loopback server in this process (GIL shared)"
+    )
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--skip-openai", action="store_true")
     parser.add_argument("--json-out", help="also write the figures as JSON here")
@@ -186,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"local": figures["local"]}, indent=2), flush=True)
     if not args.skip_openai:
         figures["openai"] = [
-            bench_openai(c, args.latency_ms / 1000, args.calls_per_worker, not args.same_process) for c in args.concurrency
+            bench_openai(c, args.latency_ms / 1000, args.calls_per_worker, not args.same_process)
+            for c in args.concurrency
         ]
         print(json.dumps({"openai": figures["openai"]}, indent=2), flush=True)
     if args.json_out:

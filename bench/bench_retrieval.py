@@ -40,7 +40,13 @@ import polars as pl
 from eval_pipeline.trec.trec_eval import evaluate
 
 # Measures all three tools define identically: ours/pytrec_eval name -> ranx name.
-MEASURES = {"map": "map", "recip_rank": "mrr", "P_10": "precision@10", "recall_10": "recall@10", "ndcg_cut_10": "ndcg@10"}
+MEASURES = {
+    "map": "map",
+    "recip_rank": "mrr",
+    "P_10": "precision@10",
+    "recall_10": "recall@10",
+    "ndcg_cut_10": "ndcg@10",
+}
 PYTREC_MEASURES = {"map", "recip_rank", "P.10", "recall.10", "ndcg_cut.10"}
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -89,9 +95,18 @@ def timed(label: str, fn: Callable[[], Any], log: list[dict]) -> Any:
         t0, c0 = time.perf_counter(), cpu_seconds()
         result = fn()
         seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-    log.append({"step": label, "seconds": seconds, "cpu": cpu, "peak_rss_mib": mem.peak / 2**20, "rss_growth_mib": mem.growth / 2**20})
+    log.append(
+        {
+            "step": label,
+            "seconds": seconds,
+            "cpu": cpu,
+            "peak_rss_mib": mem.peak / 2**20,
+            "rss_growth_mib": mem.growth / 2**20,
+        }
+    )
     print(
-        f"  {label:<40} {seconds:8.3f} s  cpu {cpu:7.3f} s   peak RSS {mem.peak / 2**20:8.0f} MiB  (+{mem.growth / 2**20:.0f})", flush=True
+        f"  {label:<40} {seconds:8.3f} s  cpu {cpu:7.3f} s   peak RSS {mem.peak / 2**20:8.0f} MiB  (+{mem.growth / 2**20:.0f})",
+        flush=True,
     )
     return result
 
@@ -136,7 +151,10 @@ def nested(frame: pl.DataFrame, value: str, cast: type) -> dict[str, dict[str, A
     """dict[query][doc] = value, the input form of pytrec_eval and ranx."""
     out: dict[str, dict[str, Any]] = {}
     for q, d, v in zip(
-        frame.get_column("query_id").to_list(), frame.get_column("doc_id").to_list(), frame.get_column(value).to_list(), strict=True
+        frame.get_column("query_id").to_list(),
+        frame.get_column("doc_id").to_list(),
+        frame.get_column(value).to_list(),
+        strict=True,
     ):
         out.setdefault(q, {})[d] = cast(v)
     return out
@@ -166,8 +184,14 @@ def from_files(run: pl.DataFrame, qrels: pl.DataFrame, measures: list[str], args
     with tempfile.TemporaryDirectory() as folder:
         qrels_path, run_path = Path(folder) / "qrels.txt", Path(folder) / "run.txt"
         ranked = run.with_columns(rank=pl.int_range(1, pl.len() + 1).over("query_id"), tag=pl.lit("bench"))
-        timed("write qrels + run files", lambda: (write_trec_qrels(qrels, qrels_path), write_run_frame(ranked, run_path)), log)
-        print(f"  qrels file {qrels_path.stat().st_size / 2**20:.0f} MiB, run file {run_path.stat().st_size / 2**20:.0f} MiB")
+        timed(
+            "write qrels + run files",
+            lambda: (write_trec_qrels(qrels, qrels_path), write_run_frame(ranked, run_path)),
+            log,
+        )
+        print(
+            f"  qrels file {qrels_path.stat().st_size / 2**20:.0f} MiB, run file {run_path.stat().st_size / 2**20:.0f} MiB"
+        )
         command = [*(a for m in measures for a in ("-m", m)), str(qrels_path), str(run_path)]
 
         def ours() -> str:
@@ -195,21 +219,32 @@ def from_files(run: pl.DataFrame, qrels: pl.DataFrame, measures: list[str], args
         print("ours, parts of the command (same calls, timed one by one)")
         for i in range(min(args.repeat, 3)):
             q = timed(f"ours read_trec_qrels #{i}", lambda: read_trec_qrels(qrels_path), log)
-            r = timed(f"ours read_trec_run #{i}", lambda: read_trec_run(run_path, ranks=False, refuse_duplicates=False), log)
-            evaluation = timed(f"ours evaluate #{i}", lambda: evaluate(q, r, measures=measures, refuse_duplicates=True), log)
+            r = timed(
+                f"ours read_trec_run #{i}", lambda: read_trec_run(run_path, ranks=False, refuse_duplicates=False), log
+            )
+            evaluation = timed(
+                f"ours evaluate #{i}", lambda q=q, r=r: evaluate(q, r, measures=measures, refuse_duplicates=True), log
+            )
     ours_q = evaluation.per_query.select("query_id", *MEASURES)
     theirs = pl.DataFrame({"query_id": list(scores), **{m: [scores[q][m] for q in scores] for m in MEASURES}})
     diffs = max_difference(ours_q, theirs)
     agree = all(d <= args.tolerance for d in diffs.values())
     print("agreement (largest per-query absolute difference)")
-    print("  ours vs pytrec_eval  " + "  ".join(f"{m} {d:.1e}" for m, d in diffs.items()) + ("  OK" if agree else "  DIFFERENT"))
+    print(
+        "  ours vs pytrec_eval  "
+        + "  ".join(f"{m} {d:.1e}" for m, d in diffs.items())
+        + ("  OK" if agree else "  DIFFERENT")
+    )
     frame = pl.DataFrame(log)
 
     def seconds(prefix: str, column: str = "seconds") -> tuple[float, float]:
         rows = frame.filter(pl.col("step").str.starts_with(prefix)).get_column(column).to_list()
         return min(rows), statistics.median(rows)
 
-    (ours_best, ours_median), (theirs_best, theirs_median) = seconds("ours trec-eval command"), seconds("pytrec_eval from files")
+    (ours_best, ours_median), (theirs_best, theirs_median) = (
+        seconds("ours trec-eval command"),
+        seconds("pytrec_eval from files"),
+    )
     print(f"summary ({args.repeat} alternating repetitions: best and median)")
     for name in ("read_trec_qrels", "read_trec_run", "evaluate"):
         best, middle = seconds(f"ours {name}")
@@ -239,24 +274,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=100, help="retrieved docs per query")
     parser.add_argument("--seed", type=int, default=20260301)
     parser.add_argument(
-        "--order", choices=("ranked", "random"), default="ranked", help="docs of a query by descending score (as run files) or shuffled"
+        "--order",
+        choices=("ranked", "random"),
+        default="ranked",
+        help="docs of a query by descending score (as run files) or shuffled",
     )
     parser.add_argument("--judged-fraction", type=float, default=0.1, help="share of retrieved docs that are judged")
-    parser.add_argument("--unretrieved", type=int, default=5, help="judged docs per query that the run did not retrieve")
+    parser.add_argument(
+        "--unretrieved", type=int, default=5, help="judged docs per query that the run did not retrieve"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="warm repetitions of each evaluation (median reported)")
     parser.add_argument("--tolerance", type=float, default=1e-9, help="largest per-query difference accepted")
     parser.add_argument("--skip-ranx", action="store_true")
     parser.add_argument("--skip-pytrec", action="store_true")
     parser.add_argument(
-        "--from-files", action="store_true", help="both tools start from TREC files: ours as the trec-eval command, pytrec_eval"
+        "--from-files",
+        action="store_true",
+        help="both tools start from TREC files: ours as the trec-eval command, pytrec_eval",
     )
     args = parser.parse_args(argv)
 
     log: list[dict] = []
-    print(f"python {sys.version.split()[0]}, polars {pl.__version__} ({pl.thread_pool_size()} threads), {os.cpu_count()} CPUs")
+    print(
+        f"python {sys.version.split()[0]}, polars {pl.__version__} ({pl.thread_pool_size()} threads), {os.cpu_count()} CPUs"
+    )
     print(f"generating {args.queries} queries x {args.docs} docs ({args.order} order), seed {args.seed}")
-    run, qrels = generate(args.queries, args.docs, args.seed, args.judged_fraction, args.unretrieved, args.order == "ranked")
-    print(f"  run rows {run.height:,}, qrels rows {qrels.height:,}, relevant (grade>=1) {qrels.filter(pl.col('grade') >= 1).height:,}")
+    run, qrels = generate(
+        args.queries, args.docs, args.seed, args.judged_fraction, args.unretrieved, args.order == "ranked"
+    )
+    print(
+        f"  run rows {run.height:,}, qrels rows {qrels.height:,}, relevant (grade>=1) {qrels.filter(pl.col('grade') >= 1).height:,}"
+    )
     measures = [m.replace("_10", ".10") if m != "recip_rank" else m for m in MEASURES]
     if args.from_files:
         return from_files(run, qrels, measures, args)
@@ -274,11 +322,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pytrec_eval {getattr(pytrec_eval, '__version__', '')} (trec_eval in C, one thread)")
         run_dict = timed("pytrec/ranx: run -> dict of dicts", lambda: nested(run, "score", float), log)
         qrels_dict = timed("pytrec/ranx: qrels -> dict of dicts", lambda: nested(qrels, "grade", int), log)
-        evaluator = timed("pytrec RelevanceEvaluator(qrels)", lambda: pytrec_eval.RelevanceEvaluator(qrels_dict, PYTREC_MEASURES), log)
+        evaluator = timed(
+            "pytrec RelevanceEvaluator(qrels)", lambda: pytrec_eval.RelevanceEvaluator(qrels_dict, PYTREC_MEASURES), log
+        )
         scores = None
         for i in range(args.repeat):
             scores = timed(f"pytrec evaluate(run) #{i}", lambda: evaluator.evaluate(run_dict), log)
-        results["pytrec_eval"] = pl.DataFrame({"query_id": list(scores), **{m: [scores[q][m] for q in scores] for m in MEASURES}})
+        results["pytrec_eval"] = pl.DataFrame(
+            {"query_id": list(scores), **{m: [scores[q][m] for q in scores] for m in MEASURES}}
+        )
     if not args.skip_ranx:
         import numba
         import ranx
@@ -292,11 +344,19 @@ def main(argv: list[str] | None = None) -> int:
         ranx_qrels = timed("ranx Qrels(dict)", lambda: ranx.Qrels(qrels_dict), log)
         ranx_run = timed("ranx Run(dict)", lambda: ranx.Run(run_dict), log)
         metrics = list(MEASURES.values())
-        values = timed("ranx evaluate cold (numba compile)", lambda: ranx.evaluate(ranx_qrels, ranx_run, metrics, return_mean=False), log)
+        values = timed(
+            "ranx evaluate cold (numba compile)",
+            lambda: ranx.evaluate(ranx_qrels, ranx_run, metrics, return_mean=False),
+            log,
+        )
         for i in range(args.repeat):
-            values = timed(f"ranx evaluate warm #{i}", lambda: ranx.evaluate(ranx_qrels, ranx_run, metrics, return_mean=False), log)
+            values = timed(
+                f"ranx evaluate warm #{i}", lambda: ranx.evaluate(ranx_qrels, ranx_run, metrics, return_mean=False), log
+            )
         qids = list(ranx_run.keys())
-        results["ranx"] = pl.DataFrame({"query_id": qids, **{m: np.asarray(values[r], dtype=float) for m, r in MEASURES.items()}})
+        results["ranx"] = pl.DataFrame(
+            {"query_id": qids, **{m: np.asarray(values[r], dtype=float) for m, r in MEASURES.items()}}
+        )
 
     print("agreement (largest per-query absolute difference)")
     agree = True
@@ -304,7 +364,11 @@ def main(argv: list[str] | None = None) -> int:
         diffs = max_difference(ours_q, frame)
         ok = all(d <= args.tolerance for d in diffs.values())
         agree &= ok
-        print(f"  ours vs {tool:<12} " + "  ".join(f"{m} {d:.1e}" for m, d in diffs.items()) + ("  OK" if ok else "  DIFFERENT"))
+        print(
+            f"  ours vs {tool:<12} "
+            + "  ".join(f"{m} {d:.1e}" for m, d in diffs.items())
+            + ("  OK" if ok else "  DIFFERENT")
+        )
     print("means: " + "  ".join(f"{m} {ours_q.get_column(m).mean():.6f}" for m in MEASURES))
 
     frame = pl.DataFrame(log)
@@ -332,16 +396,24 @@ def main(argv: list[str] | None = None) -> int:
         best_ratio = min(v[0] for v in warm.values()) / ours_min
         median_ratio = min(v[1] for v in warm.values()) / ours_median
         verdict = "met" if median_ratio >= 3 else "NOT met"
-        print(f"  speed-up over the faster of the two (warm): best {best_ratio:.2f}x, median {median_ratio:.2f}x (target >= 3x: {verdict})")
+        print(
+            f"  speed-up over the faster of the two (warm): best {best_ratio:.2f}x, median {median_ratio:.2f}x (target >= 3x: {verdict})"
+        )
     # End to end from the shared polars frames: each tool's conversion from them plus one warm evaluation.
     conversion = frame.filter(pl.col("step").str.contains("-> dict")).get_column("seconds").sum()
     end_to_end = {}
     if "pytrec_eval" in results:
-        end_to_end["pytrec_eval"] = conversion + seconds("pytrec RelevanceEvaluator")[1] + rivals["pytrec_eval evaluate"][1]
+        end_to_end["pytrec_eval"] = (
+            conversion + seconds("pytrec RelevanceEvaluator")[1] + rivals["pytrec_eval evaluate"][1]
+        )
     if "ranx" in results:
-        end_to_end["ranx"] = conversion + seconds("ranx Qrels")[1] + seconds("ranx Run")[1] + rivals["ranx evaluate (warm)"][1]
+        end_to_end["ranx"] = (
+            conversion + seconds("ranx Qrels")[1] + seconds("ranx Run")[1] + rivals["ranx evaluate (warm)"][1]
+        )
     for name, total in end_to_end.items():
-        print(f"  end to end from the frames: {name:<12} {total:7.3f} s   ratio {total / ours_median:5.2f}x (ours {ours_median:.3f} s)")
+        print(
+            f"  end to end from the frames: {name:<12} {total:7.3f} s   ratio {total / ours_median:5.2f}x (ours {ours_median:.3f} s)"
+        )
     print(f"  process max RSS (getrusage): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     return 0 if agree else 1
 

@@ -26,7 +26,13 @@ from eval_pipeline.scoring.outcome import score_outcomes
 from eval_pipeline.scoring.reliability import reliability
 from eval_pipeline.scoring.tools import score_tools
 
-SAMPLE = Path(__file__).resolve().parents[1] / "eval_pipeline_tests" / "reference_data" / "tau_bench" / "gpt-4o-airline.sample.json"
+SAMPLE = (
+    Path(__file__).resolve().parents[1]
+    / "eval_pipeline_tests"
+    / "reference_data"
+    / "tau_bench"
+    / "gpt-4o-airline.sample.json"
+)
 PROCESS_STAGES = ("policy", "tool_selection", "tool_arguments", "tool_order", "loop")
 
 
@@ -64,11 +70,15 @@ def report(path: Path) -> int:
     summary = import_tau_bench(path, "tau", work)
     tool_scores, outcomes, rel = score(work, "tau")
     rewards = rewards_of(outcomes, next((work / "traces" / "tau").glob("*.jsonl")))
-    frame = tool_scores.join(outcomes.select("trace_id", "outcome_stage", "success"), on="trace_id").join(rewards, on="trace_id")
+    frame = tool_scores.join(outcomes.select("trace_id", "outcome_stage", "success"), on="trace_id").join(
+        rewards, on="trace_id"
+    )
     rewarded = frame.filter(pl.col("reward").is_not_null())
     agree = rewarded.filter((pl.col("outcome_stage") == "pass") == (pl.col("reward") >= 1 - 1e-6)).height
-    print(f"{path.name}: {summary.records} records, {summary.traces} traces, {len(summary.rejects)} rejected, "
-          f"{len(summary.incomplete)} incomplete")
+    print(
+        f"{path.name}: {summary.records} records, {summary.traces} traces, {len(summary.rejects)} rejected, "
+        f"{len(summary.incomplete)} incomplete"
+    )
     print(f"  outcome stage vs reward: {agree} of {rewarded.height} agree ({agree / max(rewarded.height, 1):.2%})")
     top_k = int(rel["n_complete"].max() or 0)
     for k in range(1, top_k + 1):
@@ -87,8 +97,14 @@ def report(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="*", type=Path, default=[SAMPLE], metavar="RESULTS_FILE",
-                        help="τ-bench / τ²-bench results files (default: the committed airline sample)")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        default=[SAMPLE],
+        metavar="RESULTS_FILE",
+        help="τ-bench / τ²-bench results files (default: the committed airline sample)",
+    )
     args = parser.parse_args(argv)
     return max(report(path) for path in args.files)
 

@@ -65,7 +65,8 @@ class Truth:
             return True
         compact = re.sub(r"[^0-9A-Za-z@.]", "", normalize(entity_type, value)).upper()
         return any(compact and (compact in v or v in compact) for v in self.values if len(v) >= 6) or any(
-            compact in text for text in self.inputs)
+            compact in text for text in self.inputs
+        )
 
 
 def _leaves(traces: pl.DataFrame) -> pl.DataFrame:
@@ -128,7 +129,11 @@ def load_root(root: Path) -> tuple[pl.DataFrame, pl.DataFrame, Iterator[dict]]:
         cases.append(loaded)
         traces.append(ingest.parse_traces(ingest.read_raw_lines(location, run.name), loaded, run.name).traces)
     records = _records([*sorted((root / "traces").glob("*/*.jsonl")), *sorted((root / "cases").glob("*/*.jsonl"))])
-    return pl.concat(traces, how="vertical_relaxed"), pl.concat(cases, how="diagonal_relaxed").unique("case_id"), records
+    return (
+        pl.concat(traces, how="vertical_relaxed"),
+        pl.concat(cases, how="diagonal_relaxed").unique("case_id"),
+        records,
+    )
 
 
 def measure(name: str, traces: pl.DataFrame, cases: pl.DataFrame, records: Iterable[dict]) -> dict:
@@ -138,7 +143,10 @@ def measure(name: str, traces: pl.DataFrame, cases: pl.DataFrame, records: Itera
     truth = Truth(records, cases["input"].drop_nulls().to_list())
     values = _leaves(traces)
     result: dict = {"data": name, "traces": traces.height}
-    for detector, found in (("replacement", replacement_findings(values, names)), ("independent", independent_findings(values))):
+    for detector, found in (
+        ("replacement", replacement_findings(values, names)),
+        ("independent", independent_findings(values)),
+    ):
         false = {k: n for k, n in found.items() if not truth.holds(*k)}
         result[detector] = {
             "findings": sum(found.values()),
@@ -155,7 +163,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=Path, help="a data root (the bundled sample: data)")
     parser.add_argument("--tau", type=Path, help="a τ-bench results file, imported with import tau-bench")
-    parser.add_argument("--synthetic", type=int, help="traces of a generated data root (eval-pipeline bench's generator)")
+    parser.add_argument(
+        "--synthetic", type=int, help="traces of a generated data root (eval-pipeline bench's generator)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     results = []

@@ -40,7 +40,9 @@ def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
         pid = run.tags.get(RUNNER_PID_TAG, "")
         if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
             continue
-        instance.report_run_failed(run, message=f"the eval-pipeline process (pid {pid}) that ran it ended without "
-                                                "finishing it (killed or crashed)")
+        instance.report_run_failed(
+            run,
+            message=f"the eval-pipeline process (pid {pid}) that ran it ended without finishing it (killed or crashed)",
+        )
         failed.append(run.run_id)
     return failed

@@ -23,7 +23,6 @@ from eval_pipeline.io.storage import InputError, inside_root, is_url, open_locat
 from eval_pipeline.quality.contracts import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
 
-
 # `eval-pipeline run`'s exit status (docs/gates.md#exit-codes-and-checks): a blocked release is a completed evaluation.
 EXIT_COMPLETED, EXIT_INCOMPLETE = 0, 1
 
@@ -65,15 +64,20 @@ def validate_configuration(location, run_ids: list[str]) -> None:
         policy = load_gate_policy(location)
         if policy.judge.profile:
             if not location.exists(policy.judge.profile):
-                raise RunnerError(f"{location.uri_of('policy', 'gates.yaml')} names judge profile "
-                                  f"{policy.judge.profile}, which is not in the data root")
+                raise RunnerError(
+                    f"{location.uri_of('policy', 'gates.yaml')} names judge profile "
+                    f"{policy.judge.profile}, which is not in the data root"
+                )
             JudgeProfile.from_yaml(location.read_text(policy.judge.profile), location.uri_of(policy.judge.profile))
         checked: set[tuple[str, str]] = set()
         for run_id in run_ids:
             manifest = load_manifest(location, run_id)
             check_input_paths(location, manifest)  # a file that links out of the data root is refused before any step
-            for kind, version in (("tools", manifest.environment_version), ("corpus", manifest.corpus_version),
-                                  ("cases", manifest.dataset_version)):
+            for kind, version in (
+                ("tools", manifest.environment_version),
+                ("corpus", manifest.corpus_version),
+                ("cases", manifest.dataset_version),
+            ):
                 if version is None or (kind, version) in checked:
                     continue
                 checked.add((kind, version))
@@ -148,9 +152,16 @@ def run_pipeline(
     job_factory, execution = executor_setup(executor, instance, max_concurrent)
     total_steps = len(job_factory().graph.node_dict)
     # quiet: only errors on the console; otherwise one progress line per step
-    loggers = ({"console": {"config": {"log_level": "ERROR"}}} if quiet
-               else {"progress": {"config": {"total_steps": total_steps}}})
-    run_config: dict = {"loggers": loggers, **resources_run_config(config, judge_config_from_env()), "execution": execution}
+    loggers = (
+        {"console": {"config": {"log_level": "ERROR"}}}
+        if quiet
+        else {"progress": {"config": {"total_steps": total_steps}}}
+    )
+    run_config: dict = {
+        "loggers": loggers,
+        **resources_run_config(config, judge_config_from_env()),
+        "execution": execution,
+    }
     console = None if quiet else terminal_stderr()
     use_console(console)
     try:
@@ -159,8 +170,13 @@ def run_pipeline(
             started = time.perf_counter()
             print(f"Evaluating run {run_id} ...", file=sys.stderr)
             # execute_job, not execute_in_process: the latter keeps every step's output in memory until the run ends
-            with dg.execute_job(dg.reconstructable(job_factory), instance=instance, run_config=run_config,
-                                tags={"dagster/partition": run_id, **runner_tags()}, raise_on_error=False) as result:
+            with dg.execute_job(
+                dg.reconstructable(job_factory),
+                instance=instance,
+                run_config=run_config,
+                tags={"dagster/partition": run_id, **runner_tags()},
+                raise_on_error=False,
+            ) as result:
                 success, dagster_run = result.success, result.run_id
             took = time.perf_counter() - started
             failed_checks, blocked = check_outcomes(instance, dagster_run)
@@ -182,10 +198,16 @@ def run_pipeline(
             console.close()
     print_summary(config, ordered, out)
     if blocked_runs:
-        print(f"\nrelease blocked for {', '.join(blocked_runs)}: the evaluation completed and a release gate failed "
-              "(the check release_is_not_blocked is red in the UI; `eval-pipeline gate` exits 1)", file=out)
+        print(
+            f"\nrelease blocked for {', '.join(blocked_runs)}: the evaluation completed and a release gate failed "
+            "(the check release_is_not_blocked is red in the UI; `eval-pipeline gate` exits 1)",
+            file=out,
+        )
     if failed_runs:
-        print(f"\n{len(failed_runs)} run(s) had a failed step or a failed blocking check: {', '.join(failed_runs)}", file=out)
+        print(
+            f"\n{len(failed_runs)} run(s) had a failed step or a failed blocking check: {', '.join(failed_runs)}",
+            file=out,
+        )
         return EXIT_INCOMPLETE
     return EXIT_COMPLETED
 
@@ -226,12 +248,16 @@ IN_PROCESS_EXECUTION = {"config": {"in_process": {}}}
 
 def multiprocess_execution(instance: dg.DagsterInstance, max_concurrent: int = 2) -> dict:
     """Run config of the multiprocess executor: one process per step, forked from a server that preloaded the code."""
-    return {"config": {"multiprocess": {
-        "max_concurrent": max_concurrent,
-        # Spawned step processes would each re-import dagster, polars and Great Expectations (5-10 s of CPU in
-        # each of the ~25 steps of a run); forked from a server that preloaded them, they start in about a second.
-        "start_method": {"forkserver": {"preload_modules": [*FORKSERVER_PRELOAD, *storage_modules(instance)]}},
-    }}}
+    return {
+        "config": {
+            "multiprocess": {
+                "max_concurrent": max_concurrent,
+                # Spawned step processes would each re-import dagster, polars and Great Expectations (5-10 s of CPU in
+                # each of the ~25 steps of a run); forked from a server that preloaded them, they start in about a second.
+                "start_method": {"forkserver": {"preload_modules": [*FORKSERVER_PRELOAD, *storage_modules(instance)]}},
+            }
+        }
+    }
 
 
 def storage_modules(instance: dg.DagsterInstance) -> list[str]:
@@ -252,14 +278,22 @@ def celery_execution() -> dict:
     try:
         import dagster_celery  # noqa: F401
     except ImportError as exc:
-        raise RunnerError("--executor celery needs dagster-celery and a Redis client: "
-                          "pip install 'eval-pipeline[celery]'") from exc
+        raise RunnerError(
+            "--executor celery needs dagster-celery and a Redis client: pip install 'eval-pipeline[celery]'"
+        ) from exc
     missing = [name for name in (CELERY_BROKER_ENV, CELERY_BACKEND_ENV) if not os.environ.get(name)]
     if missing:
-        raise RunnerError(f"--executor celery needs {' and '.join(missing)} set to the broker and result backend the "
-                          "workers use, e.g. redis://127.0.0.1:6379/0 and redis://127.0.0.1:6379/1 (deploy/README.md)")
-    return {"config": {"broker": {"env": CELERY_BROKER_ENV}, "backend": {"env": CELERY_BACKEND_ENV},
-                       "config_source": dict(CELERY_CONFIG_SOURCE)}}
+        raise RunnerError(
+            f"--executor celery needs {' and '.join(missing)} set to the broker and result backend the "
+            "workers use, e.g. redis://127.0.0.1:6379/0 and redis://127.0.0.1:6379/1 (deploy/README.md)"
+        )
+    return {
+        "config": {
+            "broker": {"env": CELERY_BROKER_ENV},
+            "backend": {"env": CELERY_BACKEND_ENV},
+            "config_source": dict(CELERY_CONFIG_SOURCE),
+        }
+    }
 
 
 def executor_setup(executor: str, instance: dg.DagsterInstance, max_concurrent: int):
@@ -301,9 +335,13 @@ def resources_run_config(config, judge) -> dict:
     forked or on another machine) reads from the run record, so no configuration travels in the environment."""
     # The de-identification key is the exception: each step reads EVAL_PIPELINE_DEID_KEY itself. A forked step sees
     # the environment the fork server started with (once per process), which is this process's.
-    return {"resources": {"eval_config": {"config": config.run_config()},
-                          "warehouse_io": {"config": {"warehouse_root": config.warehouse().root}},
-                          "judge": {"config": judge.run_config()}}}
+    return {
+        "resources": {
+            "eval_config": {"config": config.run_config()},
+            "warehouse_io": {"config": {"warehouse_root": config.warehouse().root}},
+            "judge": {"config": judge.run_config()},
+        }
+    }
 
 
 def preflight(config, run_ids: list[str] | None = None) -> None:
@@ -324,5 +362,8 @@ def preflight(config, run_ids: list[str] | None = None) -> None:
     if run_ids:
         validate_configuration(open_location(config.data_root), run_ids)
     if config.deid_demo and not os.environ.get("EVAL_PIPELINE_DEID_KEY"):
-        print("WARNING: de-identification uses the fixed demo key (--deid-demo); set EVAL_PIPELINE_DEID_KEY "
-              "for real traces", file=sys.stderr)
+        print(
+            "WARNING: de-identification uses the fixed demo key (--deid-demo); set EVAL_PIPELINE_DEID_KEY "
+            "for real traces",
+            file=sys.stderr,
+        )

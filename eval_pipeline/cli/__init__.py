@@ -44,8 +44,11 @@ def _cmd_ui(args: argparse.Namespace) -> int:
         os.environ["EVAL_PIPELINE_DEID_DEMO"] = "1"
     # the same resolution as `run`: the project's workspace.yaml wherever below it the UI is started; outside a
     # project the code location is the installed package itself
-    code = (["-w", str(home.project / "workspace.yaml")] if home.project is not None
-            else ["-m", "eval_pipeline.definitions"])
+    code = (
+        ["-w", str(home.project / "workspace.yaml")]
+        if home.project is not None
+        else ["-m", "eval_pipeline.definitions"]
+    )
     command = [sys.executable, "-m", "dagster", "dev", *code, "-h", args.host, "-p", str(args.port)]
     print(f"{home.announcement().splitlines()[0]}\n$ {' '.join(command)}", file=sys.stderr)
     os.execv(sys.executable, command)
@@ -82,34 +85,56 @@ def build_parser() -> argparse.ArgumentParser:
         "blocking data check failed, so the evaluation is incomplete; 2 bad input or configuration, nothing ran.",
     )
     run.add_argument("--data", default="data", help="input root: local folder or object-store URL (default: data)")
-    run.add_argument("--run", action="append", metavar="RUN_ID", type=identifier_arg("run id"),
-                     help="run to evaluate (repeatable; default: every run)")
+    run.add_argument(
+        "--run",
+        action="append",
+        metavar="RUN_ID",
+        type=identifier_arg("run id"),
+        help="run to evaluate (repeatable; default: every run)",
+    )
     run.add_argument("--warehouse", default=None, help="Delta warehouse root (default: DATA/warehouse)")
     run.add_argument("--reports", default=None, help="report folder (default: DATA/reports)")
-    run.add_argument("--deid-demo", action="store_true",
-                     help="use the fixed demo de-identification key when EVAL_PIPELINE_DEID_KEY is not set (local demos only)")
+    run.add_argument(
+        "--deid-demo",
+        action="store_true",
+        help="use the fixed demo de-identification key when EVAL_PIPELINE_DEID_KEY is not set (local demos only)",
+    )
     run.add_argument("--quiet", action="store_true", help="no per-step progress lines")
-    run.add_argument("--executor", choices=["in_process", "multiprocess", "celery"], default="in_process",
-                     help="in_process (default); multiprocess: independent assets of a run in parallel subprocesses; "
-                     "celery: every step a task for Celery workers (dagster-celery worker start -A dagster_celery.app "
-                     "-y deploy/celery/celery.yaml) on the broker in DAGSTER_CELERY_BROKER_URL, results in "
-                     "DAGSTER_CELERY_BACKEND_URL; needs an instance every worker reaches (deploy/README.md)")
-    run.add_argument("--max-concurrent", type=int, default=2, help="subprocesses for --executor multiprocess (default 2)")
+    run.add_argument(
+        "--executor",
+        choices=["in_process", "multiprocess", "celery"],
+        default="in_process",
+        help="in_process (default); multiprocess: independent assets of a run in parallel subprocesses; "
+        "celery: every step a task for Celery workers (dagster-celery worker start -A dagster_celery.app "
+        "-y deploy/celery/celery.yaml) on the broker in DAGSTER_CELERY_BROKER_URL, results in "
+        "DAGSTER_CELERY_BACKEND_URL; needs an instance every worker reaches (deploy/README.md)",
+    )
+    run.add_argument(
+        "--max-concurrent", type=int, default=2, help="subprocesses for --executor multiprocess (default 2)"
+    )
     run.set_defaults(handler=_cmd_run)
 
-    ui = sub.add_parser("ui", help="open the Dagster UI on the same instance as `run`",
-                        description="Run `dagster dev` on the instance `run` uses (DAGSTER_HOME when set, else the "
-                        "project folder's .dagster, else ~/.eval_pipeline/dagster) with the project's workspace.yaml "
-                        "(outside a project: the installed eval_pipeline.definitions).")
+    ui = sub.add_parser(
+        "ui",
+        help="open the Dagster UI on the same instance as `run`",
+        description="Run `dagster dev` on the instance `run` uses (DAGSTER_HOME when set, else the "
+        "project folder's .dagster, else ~/.eval_pipeline/dagster) with the project's workspace.yaml "
+        "(outside a project: the installed eval_pipeline.definitions).",
+    )
     ui.add_argument("--data", default="data", help="input root the sensors watch (default: data)")
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.add_argument("--deid-demo", action="store_true", help="allow the demo de-identification key")
     ui.set_defaults(handler=_cmd_ui)
 
-    schemas = sub.add_parser("schemas", help="write the JSON Schema files of the input contracts",
-                             description="Write one JSON Schema file per input contract (docs/inputs.md) for validating your own exports.")
-    schemas.add_argument("--out", default="eval_pipeline/schemas", help="output folder (default: eval_pipeline/schemas)")
+    schemas = sub.add_parser(
+        "schemas",
+        help="write the JSON Schema files of the input contracts",
+        description="Write one JSON Schema file per input contract (docs/inputs.md) for validating your own exports.",
+    )
+    schemas.add_argument(
+        "--out", default="eval_pipeline/schemas", help="output folder (default: eval_pipeline/schemas)"
+    )
     schemas.set_defaults(handler=_cmd_schemas)
 
     for register in all_registrations():
@@ -161,8 +186,15 @@ def all_registrations() -> list:
     from eval_pipeline.cli.show import register as register_show
     from eval_pipeline.cli.trec import register as register_trec
 
-    return [*REGISTRATIONS, register_show, register_export, register_trec, register_import, register_judge,
-            *_entry_point_registrations()]
+    return [
+        *REGISTRATIONS,
+        register_show,
+        register_export,
+        register_trec,
+        register_import,
+        register_judge,
+        *_entry_point_registrations(),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

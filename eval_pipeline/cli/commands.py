@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import polars as pl
-from pathlib import Path
 
 from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.io.storage import InputError, is_url, open_location
@@ -46,16 +46,22 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     from eval_pipeline.scoring.gates import baseline_of, exit_code
 
     try:
-        policy = (parse_gate_policy(Path(args.policy).read_text(), args.policy) if args.policy
-                  else load_gate_policy(open_location(args.data if is_url(args.data) else str(Path(args.data).resolve()))))
+        policy = (
+            parse_gate_policy(Path(args.policy).read_text(), args.policy)
+            if args.policy
+            else load_gate_policy(open_location(args.data if is_url(args.data) else str(Path(args.data).resolve())))
+        )
     except (InputError, OSError) as exc:
         print(f"eval-pipeline gate: error: {exc}", file=sys.stderr)
         return 2
     warehouse = _warehouse(args)
     candidate = run_facts(warehouse, args.candidate)
     if candidate is None or candidate.outcomes is None:
-        print(f"eval-pipeline gate: error: run {args.candidate!r} has not been scored in {warehouse.root} "
-              f"(run `eval-pipeline run --run {args.candidate}` first)", file=sys.stderr)
+        print(
+            f"eval-pipeline gate: error: run {args.candidate!r} has not been scored in {warehouse.root} "
+            f"(run `eval-pipeline run --run {args.candidate}` first)",
+            file=sys.stderr,
+        )
         return 2
     # With --json, stdout holds the JSON document only.
     notes = sys.stderr if args.json else sys.stdout
@@ -86,21 +92,30 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from eval_pipeline.gating.versions import metric_versions
 
     try:
-        table, old_version, new_version = metric_versions(_warehouse(args), args.table, args.metric, args.run,
-                                                          args.from_version, args.to_version)
+        table, old_version, new_version = metric_versions(
+            _warehouse(args), args.table, args.metric, args.run, args.from_version, args.to_version
+        )
     except (LookupError, ValueError) as exc:
         print(f"eval-pipeline compare: error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.table}.{args.metric} for run {args.run}: version {old_version} → {new_version}")
     changed = table.filter(pl.col("changed"))
     print(f"{table.height} rows, {changed.height} changed\n")
-    key = [c for c in table.columns if c not in {"metric", "old", "new", "delta", "changed"} and not c.startswith(("old_", "new_"))][-1]
+    key = [
+        c
+        for c in table.columns
+        if c not in {"metric", "old", "new", "delta", "changed"} and not c.startswith(("old_", "new_"))
+    ][-1]
     shown = pl.concat([changed, table.filter(~pl.col("changed"))]).head(args.limit)
     print(f"{key:<40} {'old':>12} {'new':>12} {'delta':>10}  changed")
     for row in shown.iter_rows(named=True):
+
         def cell(value):
             return "null" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value))
-        print(f"{row[key]:<40} {cell(row['old']):>12} {cell(row['new']):>12} {cell(row['delta']):>10}  {'yes' if row['changed'] else ''}")
+
+        print(
+            f"{row[key]:<40} {cell(row['old']):>12} {cell(row['new']):>12} {cell(row['delta']):>10}  {'yes' if row['changed'] else ''}"
+        )
     return 0
 
 
@@ -114,16 +129,28 @@ def _register_gate(sub) -> None:
         "incomplete, incomparable or insufficient (a segmented gate's slice has fewer than min_cases cases), the run "
         "is not gated (no baseline, or it is its own baseline), or bad input.",
     )
-    gate.add_argument("--candidate", required=True, metavar="RUN", type=identifier_arg("run id"), help="the run under test")
-    gate.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"), help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the candidate's run.yaml, else of the policy)")
+    gate.add_argument(
+        "--candidate", required=True, metavar="RUN", type=identifier_arg("run id"), help="the run under test"
+    )
+    gate.add_argument(
+        "--baseline",
+        metavar="RUN",
+        type=identifier_arg("run id"),
+        help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the candidate's run.yaml, else of the policy)",
+    )
     gate.add_argument("--data", default="data", help="input root holding policy/gates.yaml (default: data)")
     gate.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")
     gate.add_argument("--policy", help="a gate policy file instead of DATA/policy/gates.yaml")
-    gate.add_argument("--json", action="store_true",
-                      help="print one JSON object instead of the table: verdict, exit_code and a `gates` list, each with "
-                      "gate, status, unit, baseline_value, candidate_value, delta, threshold, blocking_cases, owner "
-                      "(schema: docs/gate_json.md); the exit status is the same")
-    gate.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE, one test case per gate, for CI test reports")
+    gate.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of the table: verdict, exit_code and a `gates` list, each with "
+        "gate, status, unit, baseline_value, candidate_value, delta, threshold, blocking_cases, owner "
+        "(schema: docs/gate_json.md); the exit status is the same",
+    )
+    gate.add_argument(
+        "--junit", metavar="FILE", help="also write JUnit XML to FILE, one test case per gate, for CI test reports"
+    )
     gate.set_defaults(handler=_cmd_gate)
 
 

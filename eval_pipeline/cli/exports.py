@@ -11,7 +11,14 @@ from typing import BinaryIO
 
 from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.exports import langfuse, otel
-from eval_pipeline.exports.tables import FILE_FORMATS, ExportError, check_table, exportable_tables, runs_to_export, write_table
+from eval_pipeline.exports.tables import (
+    FILE_FORMATS,
+    ExportError,
+    check_table,
+    exportable_tables,
+    runs_to_export,
+    write_table,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 RESULT_FORMATS = ("langfuse", "otlp")
@@ -82,13 +89,21 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("table", metavar="TABLE", help="warehouse table, e.g. claims; for langfuse/otlp also `scores`")
-    parser.add_argument("--run", metavar="RUN", type=identifier_arg("run id"), help="only this run (default: every run)")
+    parser.add_argument(
+        "--run", metavar="RUN", type=identifier_arg("run id"), help="only this run (default: every run)"
+    )
     parser.add_argument("--format", required=True, choices=FORMATS, help="output format")
     parser.add_argument("--output", metavar="FILE", help="file to write (default: standard output; parquet needs one)")
     parser.add_argument("--endpoint", metavar="URL", help="langfuse/otlp: send to this server instead of writing")
     parser.add_argument("--data", default="data", metavar="DIR", help="input root (default: data)")
     parser.add_argument("--warehouse", metavar="DIR", help="Delta warehouse root (default: DATA/warehouse)")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="seconds per HTTP request with --endpoint (default 30)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds per HTTP request with --endpoint (default 30)",
+    )
 
 
 def _error(message: str, code: int = EXIT_USAGE) -> int:
@@ -146,12 +161,16 @@ def run_export(args: argparse.Namespace) -> int:
             choices = [langfuse.ALL_SCORES, *langfuse.SCORE_TABLES]
             if args.table not in choices:
                 check_table(warehouse, args.table)  # a restricted or unknown table is refused as such first
-                raise ExportError(f"table {args.table!r} holds no per-trace scores for --format {args.format}; "
-                                  f"choose one of: {', '.join(choices)}")
+                raise ExportError(
+                    f"table {args.table!r} holds no per-trace scores for --format {args.format}; "
+                    f"choose one of: {', '.join(choices)}"
+                )
             tables = [t for t in langfuse.tables_of(args.table) if t in exportable]
             if args.table != langfuse.ALL_SCORES and not tables:
-                raise ExportError(f"table {args.table!r} is not in {warehouse.root}; score tables there: "
-                                  f"{', '.join(t for t in langfuse.SCORE_TABLES if t in exportable) or 'none'}")
+                raise ExportError(
+                    f"table {args.table!r} is not in {warehouse.root}; score tables there: "
+                    f"{', '.join(t for t in langfuse.SCORE_TABLES if t in exportable) or 'none'}"
+                )
         runs = runs_to_export(warehouse, tables, args.run)
         refuse_failed_partitions(warehouse, tables, runs)
     except ExportError as exc:
@@ -189,16 +208,22 @@ def failed_checks(warehouse, tables: list[str], runs: list[str]) -> dict[tuple[s
                     # the newest materialization written into this warehouse: the instance may also know other
                     # warehouses' runs of the same name
                     records = instance.fetch_materializations(
-                        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[run_id]), limit=50).records
+                        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[run_id]), limit=50
+                    ).records
                     mine = [r for r in records if _delta_table(r) == uri]
                     if not mine:
                         continue
                     dagster_run = mine[0].run_id
                     if dagster_run not in evaluations:
-                        evaluations[dagster_run] = [e.dagster_event.event_specific_data for e in instance.all_logs(
-                            dagster_run, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
-                    names = [f"{e.asset_key.to_user_string()}.{e.check_name}" for e in evaluations[dagster_run]
-                             if e.asset_key == key and not e.passed and e.blocking]
+                        evaluations[dagster_run] = [
+                            e.dagster_event.event_specific_data
+                            for e in instance.all_logs(dagster_run, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+                        ]
+                    names = [
+                        f"{e.asset_key.to_user_string()}.{e.check_name}"
+                        for e in evaluations[dagster_run]
+                        if e.asset_key == key and not e.passed and e.blocking
+                    ]
                     if names:
                         failed.setdefault((table, run_id), []).extend(sorted(set(names)))
     return failed
@@ -215,8 +240,9 @@ def refuse_failed_partitions(warehouse, tables: list[str], runs: list[str]) -> N
     failed = failed_checks(warehouse, tables, runs)
     if failed:
         parts = [f"{table} of run {run_id} ({', '.join(names)})" for (table, run_id), names in sorted(failed.items())]
-        raise ExportError(f"blocking checks failed, not exported: {'; '.join(parts)}; fix the input and run "
-                          "`eval-pipeline run` again")
+        raise ExportError(
+            f"blocking checks failed, not exported: {'; '.join(parts)}; fix the input and run `eval-pipeline run` again"
+        )
 
 
 def _export_file(args: argparse.Namespace, warehouse, table: str, runs: list[str]) -> int:
@@ -245,18 +271,26 @@ def _export_langfuse(args: argparse.Namespace, warehouse, tables: list[str], run
     if result.failures:
         shown = result.failures[:20]
         for failure in shown:
-            print(f"eval-pipeline export: refused: score {failure.score_id} (trace {failure.trace_id}, {failure.name}): "
-                  f"{failure.status} {failure.message}", file=sys.stderr)
+            print(
+                f"eval-pipeline export: refused: score {failure.score_id} (trace {failure.trace_id}, {failure.name}): "
+                f"{failure.status} {failure.message}",
+                file=sys.stderr,
+            )
         if len(result.failures) > len(shown):
             print(f"eval-pipeline export: … and {len(result.failures) - len(shown)} more refused", file=sys.stderr)
         code = EXIT_FAILED
     if result.stopped:
-        print(f"eval-pipeline export: error: {result.stopped}; stopped after {result.accepted:,} accepted scores",
-              file=sys.stderr)
+        print(
+            f"eval-pipeline export: error: {result.stopped}; stopped after {result.accepted:,} accepted scores",
+            file=sys.stderr,
+        )
         code = EXIT_FAILED
     refused = f", {len(result.failures):,} refused" if result.failures else ""
-    print(f"sent {result.accepted:,} of {rows.height:,} Langfuse scores of {args.table} ({_scope(args)}) to "
-          f"{args.endpoint}{refused}", file=sys.stderr)
+    print(
+        f"sent {result.accepted:,} of {rows.height:,} Langfuse scores of {args.table} ({_scope(args)}) to "
+        f"{args.endpoint}{refused}",
+        file=sys.stderr,
+    )
     return code
 
 
@@ -265,23 +299,35 @@ def _export_otlp(args: argparse.Namespace, warehouse, tables: list[str], runs: l
     if not args.endpoint:
         with _sink(args.output) as out:
             spans, events = otel.write_requests(requests, out)
-        print(f"exported {spans:,} spans ({events:,} evaluation events) of {args.table} ({_scope(args)}) to "
-              f"{_where(args)}", file=sys.stderr)
+        print(
+            f"exported {spans:,} spans ({events:,} evaluation events) of {args.table} ({_scope(args)}) to "
+            f"{_where(args)}",
+            file=sys.stderr,
+        )
         return EXIT_OK
     result = otel.send_requests(requests, args.endpoint, timeout=args.timeout)
     if result.stopped:
-        print(f"eval-pipeline export: error: {result.stopped}; stopped after {result.accepted:,} accepted spans",
-              file=sys.stderr)
+        print(
+            f"eval-pipeline export: error: {result.stopped}; stopped after {result.accepted:,} accepted spans",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
-    print(f"sent {result.accepted:,} spans ({result.events:,} evaluation events) of {args.table} ({_scope(args)}) to "
-          f"{args.endpoint.rstrip('/')}{otel.TRACES_PATH}", file=sys.stderr)
+    print(
+        f"sent {result.accepted:,} spans ({result.events:,} evaluation events) of {args.table} ({_scope(args)}) to "
+        f"{args.endpoint.rstrip('/')}{otel.TRACES_PATH}",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m eval_pipeline.cli.exports TABLE ...`: the same command without the eval-pipeline wrapper."""
-    parser = argparse.ArgumentParser(prog="eval-pipeline export", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="eval-pipeline export",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_arguments(parser)
     args = parser.parse_args(argv)
     # as `eval-pipeline`'s main: an export cut off by a reader that went away (`… | head`) stops quietly with 1

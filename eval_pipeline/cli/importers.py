@@ -8,9 +8,9 @@ import sys
 from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.importers import IMPORTERS, TRACE_IMPORTERS, ImporterError
 from eval_pipeline.importers.attempts import ImportRun, Matching
-from eval_pipeline.importers.doc_ids import DOC_ID_KEYS
 from eval_pipeline.importers.bfcl import MAX_EXPANSION as BFCL_MAX_EXPANSION
 from eval_pipeline.importers.common import DEFAULT_CORPUS_VERSION, REJECTS_FILE
+from eval_pipeline.importers.doc_ids import DOC_ID_KEYS
 from eval_pipeline.io.storage import InputError
 
 DESCRIPTION = """\
@@ -84,61 +84,132 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "import",
         help="import OTLP (OpenInference, OTel GenAI), Langfuse, Ragas, DeepEval, τ-bench, OpenAI chat-message or BFCL "
-             "traces as an evaluation run",
+        "traces as an evaluation run",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("format", choices=sorted([*IMPORTERS, *TRACE_IMPORTERS]), metavar="FORMAT",
-                        help=" | ".join([*TRACE_IMPORTERS, *IMPORTERS]))
-    parser.add_argument("source", metavar="SOURCE", nargs="*",
-                        help="the file to import; for otlp, files or directories; for bfcl, the question file (or --questions)")
-    parser.add_argument("--run", dest="run_id", required=True, metavar="RUN_ID", type=identifier_arg("run id"),
-                        help="run id of the imported run; trace ids are prefixed with it")
+    parser.add_argument(
+        "format",
+        choices=sorted([*IMPORTERS, *TRACE_IMPORTERS]),
+        metavar="FORMAT",
+        help=" | ".join([*TRACE_IMPORTERS, *IMPORTERS]),
+    )
+    parser.add_argument(
+        "source",
+        metavar="SOURCE",
+        nargs="*",
+        help="the file to import; for otlp, files or directories; for bfcl, the question file (or --questions)",
+    )
+    parser.add_argument(
+        "--run",
+        dest="run_id",
+        required=True,
+        metavar="RUN_ID",
+        type=identifier_arg("run id"),
+        help="run id of the imported run; trace ids are prefixed with it",
+    )
     parser.add_argument("--data", default="data", metavar="DIR", help="data root to write into (default: data)")
-    parser.add_argument("--dataset-version", metavar="VERSION", type=identifier_arg("dataset version"),
-                        help="dataset version of the cases (default: <format>-<source file stem>)")
-    parser.add_argument("--environment-version", metavar="VERSION", type=identifier_arg("environment version"),
-                        help="environment version of the tool registry (default: the dataset version)")
-    parser.add_argument("--corpus-version", metavar="VERSION", type=identifier_arg("corpus version"),
-                        help="corpus version named in run.yaml; for otlp, langfuse, ragas and deepeval also the corpus whose "
-                             "texts give retrieved documents their ids (default: the documents the source holds, as "
-                             f"<RUN_ID>-docs; for the other formats {DEFAULT_CORPUS_VERSION}, written empty if absent)")
-    parser.add_argument("--tools", metavar="TOOLS_YAML",
-                        help="a tools.yaml registry to use when the environment version has none yet "
-                             "(default: the source's tool definitions, else inferred from the calls)")
-    parser.add_argument("--tool-match", choices=("strict_order", "unordered", "goal_only"),
-                        help="tool_match of the written cases (tau-bench default: unordered; openai-messages default: "
-                             "unordered with reference calls, goal_only without)")
+    parser.add_argument(
+        "--dataset-version",
+        metavar="VERSION",
+        type=identifier_arg("dataset version"),
+        help="dataset version of the cases (default: <format>-<source file stem>)",
+    )
+    parser.add_argument(
+        "--environment-version",
+        metavar="VERSION",
+        type=identifier_arg("environment version"),
+        help="environment version of the tool registry (default: the dataset version)",
+    )
+    parser.add_argument(
+        "--corpus-version",
+        metavar="VERSION",
+        type=identifier_arg("corpus version"),
+        help="corpus version named in run.yaml; for otlp, langfuse, ragas and deepeval also the corpus whose "
+        "texts give retrieved documents their ids (default: the documents the source holds, as "
+        f"<RUN_ID>-docs; for the other formats {DEFAULT_CORPUS_VERSION}, written empty if absent)",
+    )
+    parser.add_argument(
+        "--tools",
+        metavar="TOOLS_YAML",
+        help="a tools.yaml registry to use when the environment version has none yet "
+        "(default: the source's tool definitions, else inferred from the calls)",
+    )
+    parser.add_argument(
+        "--tool-match",
+        choices=("strict_order", "unordered", "goal_only"),
+        help="tool_match of the written cases (tau-bench default: unordered; openai-messages default: "
+        "unordered with reference calls, goal_only without)",
+    )
     parser.add_argument("--candidate", help="candidate named in run.yaml (default: the source file name)")
     parser.add_argument("--model", help="model named in run.yaml")
-    parser.add_argument("--mode", choices=("gate", "exploratory"), default=None,
-                        help="run mode in run.yaml (default: exploratory, never gated, unless --baseline names a baseline)")
-    parser.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"),
-                        help="gate the run against RUN, a run of the same dataset under DATA/traces "
-                             "(run.yaml gets mode: gate and baseline_run_id: RUN)")
-    parser.add_argument("--force", action="store_true", help="replace the run if traces/<RUN_ID>/run.yaml already exists")
+    parser.add_argument(
+        "--mode",
+        choices=("gate", "exploratory"),
+        default=None,
+        help="run mode in run.yaml (default: exploratory, never gated, unless --baseline names a baseline)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="RUN",
+        type=identifier_arg("run id"),
+        help="gate the run against RUN, a run of the same dataset under DATA/traces "
+        "(run.yaml gets mode: gate and baseline_run_id: RUN)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace the run if traces/<RUN_ID>/run.yaml already exists"
+    )
     traces = parser.add_argument_group("otlp, langfuse, ragas, deepeval")
-    traces.add_argument("--case-key", default="case_id", metavar="KEY",
-                        help="the metadata key, attribute or field that names a trace's golden case (default: case_id)")
-    traces.add_argument("--doc-id-key", action="append", metavar="KEY",
-                        help=f"a document metadata key that holds its id, tried in the order given (default: {', '.join(DOC_ID_KEYS)})")
-    traces.add_argument("--doc-path", metavar="PATH",
-                        help="langfuse: the dotted path of the documents list in a RETRIEVER observation's output "
-                             "(default: the output itself when it is a list, else documents)")
+    traces.add_argument(
+        "--case-key",
+        default="case_id",
+        metavar="KEY",
+        help="the metadata key, attribute or field that names a trace's golden case (default: case_id)",
+    )
+    traces.add_argument(
+        "--doc-id-key",
+        action="append",
+        metavar="KEY",
+        help=f"a document metadata key that holds its id, tried in the order given (default: {', '.join(DOC_ID_KEYS)})",
+    )
+    traces.add_argument(
+        "--doc-path",
+        metavar="PATH",
+        help="langfuse: the dotted path of the documents list in a RETRIEVER observation's output "
+        "(default: the output itself when it is a list, else documents)",
+    )
     bfcl = parser.add_argument_group("bfcl")
     bfcl.add_argument("--questions", metavar="FILE", help="BFCL question file (default: SOURCE)")
-    bfcl.add_argument("--answers", metavar="FILE", help="its possible-answer file (default: possible_answer/<same name> beside it)")
+    bfcl.add_argument(
+        "--answers", metavar="FILE", help="its possible-answer file (default: possible_answer/<same name> beside it)"
+    )
     results = bfcl.add_mutually_exclusive_group()
-    results.add_argument("--results", metavar="FILE", help="BFCL model result file (JSONL of {id, result}) to import as traces")
-    results.add_argument("--self-check", action="store_true", help="write one trace per item from its first accepted answer")
-    bfcl.add_argument("--collisions", choices=("qualify", "error"), default="qualify",
-                      help="a function name defined differently by two items: register each as <name>@<first item> "
-                           "(default) or refuse the file")
-    bfcl.add_argument("--underscore-to-dot", action="store_true",
-                      help="a called name that is an offered name with '.' written '_' is that function")
-    bfcl.add_argument("--max-expansion", type=int, default=BFCL_MAX_EXPANSION, metavar="N",
-                      help="most concrete accepted values of one parameter after expanding nested answers "
-                           f"(default: {BFCL_MAX_EXPANSION})")
+    results.add_argument(
+        "--results", metavar="FILE", help="BFCL model result file (JSONL of {id, result}) to import as traces"
+    )
+    results.add_argument(
+        "--self-check", action="store_true", help="write one trace per item from its first accepted answer"
+    )
+    bfcl.add_argument(
+        "--collisions",
+        choices=("qualify", "error"),
+        default="qualify",
+        help="a function name defined differently by two items: register each as <name>@<first item> "
+        "(default) or refuse the file",
+    )
+    bfcl.add_argument(
+        "--underscore-to-dot",
+        action="store_true",
+        help="a called name that is an offered name with '.' written '_' is that function",
+    )
+    bfcl.add_argument(
+        "--max-expansion",
+        type=int,
+        default=BFCL_MAX_EXPANSION,
+        metavar="N",
+        help="most concrete accepted values of one parameter after expanding nested answers "
+        f"(default: {BFCL_MAX_EXPANSION})",
+    )
     parser.set_defaults(handler=run_import)
     return parser
 
@@ -149,10 +220,19 @@ def _trace_import(args: argparse.Namespace):
         raise ImporterError(f"{args.format} needs a SOURCE file")
     if len(args.source) > 1 and args.format != "otlp":
         raise ImporterError(f"{args.format} reads one SOURCE file, got {len(args.source)}")
-    run = ImportRun(run_id=args.run_id, data_root=args.data, dataset_version=args.dataset_version,
-                    environment_version=args.environment_version, corpus_version=args.corpus_version, tools=args.tools,
-                    candidate=args.candidate, model=args.model, mode=args.mode, baseline_run_id=args.baseline,
-                    overwrite=args.force)
+    run = ImportRun(
+        run_id=args.run_id,
+        data_root=args.data,
+        dataset_version=args.dataset_version,
+        environment_version=args.environment_version,
+        corpus_version=args.corpus_version,
+        tools=args.tools,
+        candidate=args.candidate,
+        model=args.model,
+        mode=args.mode,
+        baseline_run_id=args.baseline,
+        overwrite=args.force,
+    )
     matching = Matching(case_key=args.case_key, doc_id_keys=tuple(args.doc_id_key or DOC_ID_KEYS))
     extra = {"doc_path": args.doc_path} if args.format == "langfuse" else {}
     if args.doc_path and args.format != "langfuse":
@@ -164,8 +244,16 @@ def _trace_import(args: argparse.Namespace):
 def run_import(args: argparse.Namespace) -> int:
     """Run the importer the arguments name, print its summary, and return the exit status."""
     if args.format in TRACE_IMPORTERS:
-        trace_only = [flag for flag, value in (("--questions", args.questions), ("--results", args.results),
-                                               ("--self-check", args.self_check), ("--tool-match", args.tool_match)) if value]
+        trace_only = [
+            flag
+            for flag, value in (
+                ("--questions", args.questions),
+                ("--results", args.results),
+                ("--self-check", args.self_check),
+                ("--tool-match", args.tool_match),
+            )
+            if value
+        ]
         if trace_only:
             print(f"eval-pipeline import: options not read by {args.format}: {', '.join(trace_only)}", file=sys.stderr)
             return 2
@@ -193,23 +281,48 @@ def run_import(args: argparse.Namespace) -> int:
     if args.tool_match:
         options["tool_match"] = args.tool_match
     source = args.source
-    bfcl_given = [flag for flag, value in (("--questions", args.questions), ("--answers", args.answers), ("--results", args.results),
-                                           ("--self-check", args.self_check), ("--underscore-to-dot", args.underscore_to_dot)) if value]
+    bfcl_given = [
+        flag
+        for flag, value in (
+            ("--questions", args.questions),
+            ("--answers", args.answers),
+            ("--results", args.results),
+            ("--self-check", args.self_check),
+            ("--underscore-to-dot", args.underscore_to_dot),
+        )
+        if value
+    ]
     if args.format == "bfcl":
         if args.source and args.questions and args.source != args.questions:
             print("eval-pipeline import: give the question file once, as SOURCE or --questions", file=sys.stderr)
             return 2
         source = args.questions or args.source
-        options.update(answers=args.answers, results=args.results, self_check=args.self_check, collisions=args.collisions,
-                       underscore_to_dot=args.underscore_to_dot, max_expansion=args.max_expansion)
+        options.update(
+            answers=args.answers,
+            results=args.results,
+            self_check=args.self_check,
+            collisions=args.collisions,
+            underscore_to_dot=args.underscore_to_dot,
+            max_expansion=args.max_expansion,
+        )
     elif bfcl_given:
         print(f"eval-pipeline import: bfcl options given to {args.format}: {', '.join(bfcl_given)}", file=sys.stderr)
         return 2
-    trace_given = [flag for flag, value in (("--case-key", args.case_key != "case_id"), ("--doc-id-key", args.doc_id_key),
-                                            ("--doc-path", args.doc_path)) if value]
+    trace_given = [
+        flag
+        for flag, value in (
+            ("--case-key", args.case_key != "case_id"),
+            ("--doc-id-key", args.doc_id_key),
+            ("--doc-path", args.doc_path),
+        )
+        if value
+    ]
     if trace_given:
-        print(f"eval-pipeline import: options of otlp, langfuse, ragas and deepeval given to {args.format}: "
-              f"{', '.join(trace_given)}", file=sys.stderr)
+        print(
+            f"eval-pipeline import: options of otlp, langfuse, ragas and deepeval given to {args.format}: "
+            f"{', '.join(trace_given)}",
+            file=sys.stderr,
+        )
         return 2
     if not source:
         print(f"eval-pipeline import: {args.format} needs a SOURCE file", file=sys.stderr)
@@ -225,7 +338,9 @@ def run_import(args: argparse.Namespace) -> int:
 def _report(summary, args: argparse.Namespace) -> int:
     print("\n".join(summary.lines()))
     if summary.mode == "exploratory":
-        print("  mode: exploratory, not gated; to gate this run, import it again with --baseline RUN (a run of the same dataset)")
+        print(
+            "  mode: exploratory, not gated; to gate this run, import it again with --baseline RUN (a run of the same dataset)"
+        )
     elif args.baseline:
         print(f"  mode: gate, against baseline run {args.baseline}")
     return 0 if summary.traces else 1

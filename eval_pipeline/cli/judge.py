@@ -13,13 +13,13 @@ import polars as pl
 from pydantic import ValidationError
 
 from eval_pipeline.contracts.frames import GROUNDING_LABELS_SCHEMA
+from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.contracts.models import GroundingLabel
 from eval_pipeline.io.loaders import (
     describe_validation_error,
     iter_lines,
     parse_json_line,
 )
-from eval_pipeline.contracts.identifiers import identifier_arg
 from eval_pipeline.io.storage import InputError, open_location
 from eval_pipeline.judge.base import VERDICTS, Judge, JudgeConfigError
 from eval_pipeline.judge.reuse import VERDICT_STORE, ReusingJudge
@@ -68,10 +68,21 @@ def _score(value: dict[str, Any], path: str, number: int) -> float | None:
     return float(score)
 
 
-CLAIM_VERDICT_SCHEMA = {"judge_version": pl.String, "trace_id": pl.String, "claim": pl.String, "verdict": pl.String,
-                        "score": pl.Float64, "status": pl.String}
-ANSWER_VERDICT_SCHEMA = {"judge_version": pl.String, "trace_id": pl.String, "judge_grounded": pl.Boolean, "score": pl.Float64,
-                         "n_claims": pl.Int64}
+CLAIM_VERDICT_SCHEMA = {
+    "judge_version": pl.String,
+    "trace_id": pl.String,
+    "claim": pl.String,
+    "verdict": pl.String,
+    "score": pl.Float64,
+    "status": pl.String,
+}
+ANSWER_VERDICT_SCHEMA = {
+    "judge_version": pl.String,
+    "trace_id": pl.String,
+    "judge_grounded": pl.Boolean,
+    "score": pl.Float64,
+    "n_claims": pl.Int64,
+}
 
 
 def read_verdicts(paths: str | list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -96,20 +107,40 @@ def read_verdicts(paths: str | list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
                     raise InputError(f"{path}:{number}: answer_grounded/grounded must be true, false or null")
                 n_claims = value.get("n_claims")
                 n_claims = n_claims if isinstance(n_claims, int) and not isinstance(n_claims, bool) else None
-                answers.append({"judge_version": version, "trace_id": ident, "judge_grounded": grounded, "score": score,
-                                "n_claims": n_claims})
+                answers.append(
+                    {
+                        "judge_version": version,
+                        "trace_id": ident,
+                        "judge_grounded": grounded,
+                        "score": score,
+                        "n_claims": n_claims,
+                    }
+                )
                 continue
             claim, verdict, status = value.get("claim"), value.get("verdict"), value.get("status") or "ok"
             if claim is None and verdict is None and "claim" in value:
-                answers.append({"judge_version": version, "trace_id": ident, "judge_grounded": None, "score": None, "n_claims": 0})
+                answers.append(
+                    {"judge_version": version, "trace_id": ident, "judge_grounded": None, "score": None, "n_claims": 0}
+                )
                 continue
             if not isinstance(claim, str) or (verdict not in VERDICTS and not (verdict is None and status != "ok")):
-                raise InputError(f"{path}:{number}: a verdict line needs a string claim and a verdict in {', '.join(VERDICTS)} "
-                                 "(or answer_grounded / grounded for an answer-level verdict)")
-            claims.append({"judge_version": version, "trace_id": ident, "claim": claim, "verdict": verdict, "score": score,
-                           "status": "ok" if verdict is not None else status})
+                raise InputError(
+                    f"{path}:{number}: a verdict line needs a string claim and a verdict in {', '.join(VERDICTS)} "
+                    "(or answer_grounded / grounded for an answer-level verdict)"
+                )
+            claims.append(
+                {
+                    "judge_version": version,
+                    "trace_id": ident,
+                    "claim": claim,
+                    "verdict": verdict,
+                    "score": score,
+                    "status": "ok" if verdict is not None else status,
+                }
+            )
     claim_frame = pl.DataFrame(claims, schema=CLAIM_VERDICT_SCHEMA).with_columns(
-        run_id=pl.lit(None, pl.String), claim_index=pl.int_range(pl.len(), dtype=pl.Int64).over("judge_version", "trace_id")
+        run_id=pl.lit(None, pl.String),
+        claim_index=pl.int_range(pl.len(), dtype=pl.Int64).over("judge_version", "trace_id"),
     )
     return claim_frame, pl.DataFrame(answers, schema=ANSWER_VERDICT_SCHEMA)
 
@@ -145,12 +176,16 @@ def _print_calibration(calibration: pl.DataFrame) -> None:
     for row in calibration.iter_rows(named=True):
         print(f"judge {row['judge_version']}  level {row['level']}")
         print(f"  n {row['n']}  agreement {_fmt(row['agreement'])}  balanced_accuracy {_fmt(row['balanced_accuracy'])}")
-        print(f"  cohen_kappa {_fmt(row['cohen_kappa'])}  95% CI [{_fmt(row['kappa_ci_low'])}, {_fmt(row['kappa_ci_high'])}]")
+        print(
+            f"  cohen_kappa {_fmt(row['cohen_kappa'])}  95% CI [{_fmt(row['kappa_ci_low'])}, {_fmt(row['kappa_ci_high'])}]"
+        )
         gate = "yes" if row["may_gate"] else "no"
         print(f"  may_gate {gate} (needs kappa >= {row['min_kappa']:g} and n >= {row['min_n']})")
         print(f"  unmatched labels {row['n_unmatched_labels']}  judge incomplete {row['n_judge_incomplete']}")
         if row.get("self_consistency_note") and row["self_consistency_note"] != "not measured":
-            print(f"  self-consistency: flip rate {_fmt(row['self_consistency_flip_rate'])} ({row['self_consistency_note']})")
+            print(
+                f"  self-consistency: flip rate {_fmt(row['self_consistency_flip_rate'])} ({row['self_consistency_note']})"
+            )
         confusion = json.loads(row["confusion"])
         columns = list(next(iter(confusion.values()), {}).keys())
         print("  confusion (rows: human, columns: judge)")
@@ -183,7 +218,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace, claims: pl.DataFrame, answers: pl.DataFrame, label_sets: list[pl.DataFrame]) -> int:
     """`calibrate --fit`: the support threshold that maximises balanced accuracy, written as a judge profile."""
-    from eval_pipeline.judge.profile import fit_support_threshold, fitted_profile, load_profile, default_profile, MIN_SUPPORT
+    from eval_pipeline.judge.profile import (
+        MIN_SUPPORT,
+        default_profile,
+        fit_support_threshold,
+        fitted_profile,
+        load_profile,
+    )
     from eval_pipeline.scoring.calibration import labelled_scores
 
     if not args.output:
@@ -191,11 +232,17 @@ def _fit(args: argparse.Namespace, claims: pl.DataFrame, answers: pl.DataFrame, 
         return 2
     versions = sorted(set(claims["judge_version"].to_list()) | set(answers["judge_version"].to_list()))
     if len(versions) != 1:
-        print(f"error: --fit needs the verdicts of one judge version, found {', '.join(versions) or 'none'}", file=sys.stderr)
+        print(
+            f"error: --fit needs the verdicts of one judge version, found {', '.join(versions) or 'none'}",
+            file=sys.stderr,
+        )
         return 2
     backend = "model" if versions[0].startswith("model:") else "local" if versions[0].startswith("local-") else None
     if backend is None:
-        print(f"error: judge {versions[0]} gives no support scores to fit; fit the local or model judge's verdicts", file=sys.stderr)
+        print(
+            f"error: judge {versions[0]} gives no support scores to fit; fit the local or model judge's verdicts",
+            file=sys.stderr,
+        )
         return 2
     sets = []
     for path, labels in zip(args.labels, label_sets, strict=True):
@@ -211,14 +258,23 @@ def _fit(args: argparse.Namespace, claims: pl.DataFrame, answers: pl.DataFrame, 
     except (ValueError, JudgeConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    provenance = {"by": "eval-pipeline calibrate --fit", "verdicts": [Path(p).name for p in args.verdicts], "judge_version": versions[0],
-                  "seed": args.seed, "n_boot": args.n_boot}
+    provenance = {
+        "by": "eval-pipeline calibrate --fit",
+        "verdicts": [Path(p).name for p in args.verdicts],
+        "judge_version": versions[0],
+        "seed": args.seed,
+        "n_boot": args.n_boot,
+    }
     profile = fitted_profile(base, fit, provenance)
     Path(args.output).write_text(profile.to_yaml(), encoding="utf-8")
-    print(f"support threshold {fit.threshold:g}: balanced accuracy {fit.balanced_accuracy:.4f} "
-          f"(95% CI {fit.ci_low:.4f}-{fit.ci_high:.4f}, mean over {len(sets)} label set(s))")
+    print(
+        f"support threshold {fit.threshold:g}: balanced accuracy {fit.balanced_accuracy:.4f} "
+        f"(95% CI {fit.ci_low:.4f}-{fit.ci_high:.4f}, mean over {len(sets)} label set(s))"
+    )
     for part in fit.per_set:
-        print(f"  {part['labels']}: n {part['n']} ({part['grounded']} grounded), balanced accuracy {part['balanced_accuracy']:.4f}")
+        print(
+            f"  {part['labels']}: n {part['n']} ({part['grounded']} grounded), balanced accuracy {part['balanced_accuracy']:.4f}"
+        )
     print(f"wrote {args.output} (judge version {versions[0].rsplit('+', 1)[0]}+{profile.digest})")
     return 0
 
@@ -230,8 +286,7 @@ def estimate_judge(data: str, model: str | None) -> tuple[str, str | None]:
 
     if model:
         return judge_version(model), model
-    from eval_pipeline.defs.resources import judge_config_from_env, make_run_judge
-    from eval_pipeline.defs.resources import EvalConfig
+    from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env, make_run_judge
 
     config = judge_config_from_env()
     if config.backend == "openai":
@@ -269,7 +324,9 @@ class _DryRun(Judge):
         self.asked: dict[str, list[pl.DataFrame]] = {}
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        self.asked.setdefault(self.phase, []).append(requests.select("request_key", "claim", "evidence", "evidence_key"))
+        self.asked.setdefault(self.phase, []).append(
+            requests.select("request_key", "claim", "evidence", "evidence_key")
+        )
         return requests.select("request_key", status=pl.lit("incomplete"), reason=pl.lit("dry run: not judged"))
 
     def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
@@ -292,8 +349,15 @@ class _CountedReuse(ReusingJudge):
         return result
 
 
-def estimate_run(data: str, run_id: str, model: str | None, prices: dict[str, float], cache_path: str | None,
-                 output_tokens_per_call: int = 60, warehouse: str | None = None) -> dict[str, Any]:
+def estimate_run(
+    data: str,
+    run_id: str,
+    model: str | None,
+    prices: dict[str, float],
+    cache_path: str | None,
+    output_tokens_per_call: int = 60,
+    warehouse: str | None = None,
+) -> dict[str, Any]:
     """Calls and cost the grounding and citation checks of one run would need, before spending anything.
 
     The run's claims go through the pipeline's own judging path with a judge that answers nothing: a request whose
@@ -329,15 +393,32 @@ def estimate_run(data: str, run_id: str, model: str | None, prices: dict[str, fl
     parts = {}
     for name, phase in (("grounding", "grounding"), ("citations_at_most", "citations")):
         asked = pl.concat(dry.asked.get(phase) or [pl.DataFrame(schema=REQUEST_SCHEMA)], how="vertical_relaxed")
-        part = estimate_calls(asked, cache, openai_model or version, prices, CLAIM_PROMPT_VERSION, output_tokens_per_call)
+        part = estimate_calls(
+            asked, cache, openai_model or version, prices, CLAIM_PROMPT_VERSION, output_tokens_per_call
+        )
         reused = judge.reused_in.get(phase, 0)
-        parts[name] = {**part, "requests": judge.requests.get(phase, 0), "unique_inputs": part["unique_inputs"] + reused,
-                       "in_judge_verdicts": reused}
-    total = {k: parts["grounding"][k] + parts["citations_at_most"][k] for k in ("calls", "est_input_tokens", "est_output_tokens", "est_cost_usd")}
-    return {"run_id": run_id, "judge_version": version, "model": openai_model, "inputs": inputs, "traces": rag.height,
-            "claims": claims.height, "judge_verdicts": store.uri(VERDICT_STORE) if known is not None else None,
-            "cache": cache_path if cache is not None else None, **parts,
-            "total_at_most": {**total, "est_cost_usd": round(total["est_cost_usd"], 6)}}
+        parts[name] = {
+            **part,
+            "requests": judge.requests.get(phase, 0),
+            "unique_inputs": part["unique_inputs"] + reused,
+            "in_judge_verdicts": reused,
+        }
+    total = {
+        k: parts["grounding"][k] + parts["citations_at_most"][k]
+        for k in ("calls", "est_input_tokens", "est_output_tokens", "est_cost_usd")
+    }
+    return {
+        "run_id": run_id,
+        "judge_version": version,
+        "model": openai_model,
+        "inputs": inputs,
+        "traces": rag.height,
+        "claims": claims.height,
+        "judge_verdicts": store.uri(VERDICT_STORE) if known is not None else None,
+        "cache": cache_path if cache is not None else None,
+        **parts,
+        "total_at_most": {**total, "est_cost_usd": round(total["est_cost_usd"], 6)},
+    }
 
 
 def _cache_line(report: dict[str, Any]) -> str:
@@ -348,30 +429,48 @@ def _cache_line(report: dict[str, Any]) -> str:
     else:
         stored = f"no judge_verdicts table yet, so nothing is reused for {version}"
     if report["model"]:
-        stored += f"; openai cache {report['cache']} holds {grounding['cached']} more" if report["cache"] else "; no openai cache found"
+        stored += (
+            f"; openai cache {report['cache']} holds {grounding['cached']} more"
+            if report["cache"]
+            else "; no openai cache found"
+        )
     return f"cache: {stored}; {grounding['calls']} calls needed"
 
 
 def run_estimate(args: argparse.Namespace) -> int:
     """Handler of `judge-estimate`."""
     prices = {"input_per_1k": args.price_input_per_1k, "output_per_1k": args.price_output_per_1k}
-    cache_path = args.cache or os.environ.get("EVAL_PIPELINE_JUDGE_CACHE") or os.path.join(args.data, ".judge_cache", "verdicts.sqlite")
+    cache_path = (
+        args.cache
+        or os.environ.get("EVAL_PIPELINE_JUDGE_CACHE")
+        or os.path.join(args.data, ".judge_cache", "verdicts.sqlite")
+    )
     try:
-        report = estimate_run(args.data, args.run, args.model, prices, cache_path, args.output_tokens_per_call, args.warehouse)
+        report = estimate_run(
+            args.data, args.run, args.model, prices, cache_path, args.output_tokens_per_call, args.warehouse
+        )
     except (InputError, JudgeConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    source = "de-identified inputs of the last materialization" if report["inputs"] == "warehouse" else "raw inputs under the data root"
-    print(f"run {report['run_id']}: {report['traces']} rag traces, {report['claims']} claims ({source}); judge {report['judge_version']}")
+    source = (
+        "de-identified inputs of the last materialization"
+        if report["inputs"] == "warehouse"
+        else "raw inputs under the data root"
+    )
+    print(
+        f"run {report['run_id']}: {report['traces']} rag traces, {report['claims']} claims ({source}); judge {report['judge_version']}"
+    )
     print(_cache_line(report))
     for label, key in (("grounding", "grounding"), ("citations (at most)", "citations_at_most")):
         part = report[key]
-        print(f"{label}: {part['unique_inputs']} distinct inputs, {part['in_judge_verdicts']} in judge_verdicts, "
-              f"{part['cached']} in the openai cache, {part['calls']} calls, "
-              f"~{part['est_input_tokens']} input + {part['est_output_tokens']} output tokens, ~${part['est_cost_usd']:.4f}")
+        print(
+            f"{label}: {part['unique_inputs']} distinct inputs, {part['in_judge_verdicts']} in judge_verdicts, "
+            f"{part['cached']} in the openai cache, {part['calls']} calls, "
+            f"~{part['est_input_tokens']} input + {part['est_output_tokens']} output tokens, ~${part['est_cost_usd']:.4f}"
+        )
     total = report["total_at_most"]
     print(f"total (at most): {total['calls']} calls, ~${total['est_cost_usd']:.4f}")
     if not (args.price_input_per_1k or args.price_output_per_1k):
@@ -400,13 +499,22 @@ def run_judge(args: argparse.Namespace) -> int:
         return 2
     try:
         with stream, open(args.output, "wb") as out:
-            lines, claims, skipped = judge_file(stream, out, judge, args.level, batch_lines=args.batch_lines,
-                                                name=args.input, progress=None if args.quiet else sys.stderr)
+            lines, claims, skipped = judge_file(
+                stream,
+                out,
+                judge,
+                args.level,
+                batch_lines=args.batch_lines,
+                name=args.input,
+                progress=None if args.quiet else sys.stderr,
+            )
     except OSError as exc:
         print(f"eval-pipeline judge: error: {exc}", file=sys.stderr)
         return 2
-    print(f"judge {judge.version}: {lines} lines judged ({claims} claims), {len(skipped)} skipped; wrote {args.output}",
-          file=sys.stderr)
+    print(
+        f"judge {judge.version}: {lines} lines judged ({claims} claims), {len(skipped)} skipped; wrote {args.output}",
+        file=sys.stderr,
+    )
     return 2 if lines == 0 and skipped else 0
 
 
@@ -416,8 +524,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "judge",
         help="judge a JSONL file of answers or claims against their context, without a pipeline run",
         description=(
-            "Judge every line of INPUT (JSONL; - for standard input): {\"id\", \"context\": STRING or [STRING or "
-            "{\"doc_id\", \"text\"}], \"answer\": STRING} or, with claims already split, \"claim\" instead of \"answer\". "
+            'Judge every line of INPUT (JSONL; - for standard input): {"id", "context": STRING or [STRING or '
+            '{"doc_id", "text"}], "answer": STRING} or, with claims already split, "claim" instead of "answer". '
             "--level claim writes one line per claim {id, claim_index, claim, verdict, score, evidence_quote, reason, "
             "judge_version, status}; --level answer one line per input {id, grounded, score, n_claims, n_supported, "
             "judge_version, status, reason}, grounded when the answer has a claim and every claim is SUPPORTED. "
@@ -429,11 +537,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     judge.add_argument("input", metavar="INPUT.jsonl", help="lines to judge (- for standard input)")
     judge.add_argument("--output", required=True, metavar="OUT.jsonl", help="where the verdicts go")
-    judge.add_argument("--level", choices=["claim", "answer"], default="claim", help="one line per claim (default) or per input")
-    judge.add_argument("--backend", choices=["local", "openai", "model"], help="judge backend (default: EVAL_PIPELINE_JUDGE_BACKEND or local)")
-    judge.add_argument("--profile", metavar="PROFILE.yaml", help="judge profile of the local or model backend (default: shipped)")
-    judge.add_argument("--model-dir", metavar="DIR", help="model folder of the model backend (default: EVAL_PIPELINE_JUDGE_MODEL_DIR)")
-    judge.add_argument("--batch-lines", type=int, default=2000, help="input lines judged at a time (default %(default)s)")
+    judge.add_argument(
+        "--level", choices=["claim", "answer"], default="claim", help="one line per claim (default) or per input"
+    )
+    judge.add_argument(
+        "--backend",
+        choices=["local", "openai", "model"],
+        help="judge backend (default: EVAL_PIPELINE_JUDGE_BACKEND or local)",
+    )
+    judge.add_argument(
+        "--profile", metavar="PROFILE.yaml", help="judge profile of the local or model backend (default: shipped)"
+    )
+    judge.add_argument(
+        "--model-dir", metavar="DIR", help="model folder of the model backend (default: EVAL_PIPELINE_JUDGE_MODEL_DIR)"
+    )
+    judge.add_argument(
+        "--batch-lines", type=int, default=2000, help="input lines judged at a time (default %(default)s)"
+    )
     judge.add_argument("--quiet", action="store_true", help="no progress lines")
     judge.set_defaults(handler=run_judge)
 
@@ -453,16 +573,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Exits 0, or 2 when a file is missing or malformed or the fit is impossible."
         ),
     )
-    calibrate.add_argument("--verdicts", required=True, action="append", metavar="FILE",
-                           help="judge verdicts, JSONL (repeatable: the files are pooled)")
-    calibrate.add_argument("--labels", required=True, action="append", metavar="FILE",
-                           help="human grounding labels, JSONL (repeatable: with --fit each file is one label set, counted equally)")
-    calibrate.add_argument("--fit", action="store_true",
-                           help="choose the support threshold that maximises balanced accuracy and write a judge profile (--output)")
+    calibrate.add_argument(
+        "--verdicts",
+        required=True,
+        action="append",
+        metavar="FILE",
+        help="judge verdicts, JSONL (repeatable: the files are pooled)",
+    )
+    calibrate.add_argument(
+        "--labels",
+        required=True,
+        action="append",
+        metavar="FILE",
+        help="human grounding labels, JSONL (repeatable: with --fit each file is one label set, counted equally)",
+    )
+    calibrate.add_argument(
+        "--fit",
+        action="store_true",
+        help="choose the support threshold that maximises balanced accuracy and write a judge profile (--output)",
+    )
     calibrate.add_argument("--output", metavar="PROFILE.yaml", help="where --fit writes the judge profile")
-    calibrate.add_argument("--profile", metavar="PROFILE.yaml", help="with --fit: the profile whose other thresholds are kept (default: shipped)")
-    calibrate.add_argument("--min-kappa", type=float, default=ScoringSettings.min_kappa, help="kappa needed to gate (default %(default)s)")
-    calibrate.add_argument("--min-n", type=int, default=ScoringSettings.min_n, help="labels needed to gate (default %(default)s)")
+    calibrate.add_argument(
+        "--profile",
+        metavar="PROFILE.yaml",
+        help="with --fit: the profile whose other thresholds are kept (default: shipped)",
+    )
+    calibrate.add_argument(
+        "--min-kappa", type=float, default=ScoringSettings.min_kappa, help="kappa needed to gate (default %(default)s)"
+    )
+    calibrate.add_argument(
+        "--min-n", type=int, default=ScoringSettings.min_n, help="labels needed to gate (default %(default)s)"
+    )
     calibrate.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default %(default)s)")
     calibrate.add_argument("--seed", type=int, default=0, help="bootstrap seed (default %(default)s)")
     calibrate.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -481,14 +622,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "anywhere. Exits 0, or 2 when the data root, run or judge configuration cannot be read."
         ),
     )
-    estimate.add_argument("--data", default="data", metavar="DIR", help="data root, local path or object-store URL (default: data)")
-    estimate.add_argument("--run", required=True, metavar="RUN_ID", type=identifier_arg("run id"), help="run id under traces/")
-    estimate.add_argument("--warehouse", metavar="DIR", help="Delta warehouse root holding judge_verdicts (default: DATA/warehouse)")
-    estimate.add_argument("--model", help=f"estimate the openai judge of this model (e.g. {DEFAULT_ESTIMATE_MODEL}) instead of the run's judge")
-    estimate.add_argument("--cache", metavar="PATH",
-                          help="openai verdict cache (default EVAL_PIPELINE_JUDGE_CACHE, else DATA/.judge_cache/verdicts.sqlite)")
+    estimate.add_argument(
+        "--data", default="data", metavar="DIR", help="data root, local path or object-store URL (default: data)"
+    )
+    estimate.add_argument(
+        "--run", required=True, metavar="RUN_ID", type=identifier_arg("run id"), help="run id under traces/"
+    )
+    estimate.add_argument(
+        "--warehouse", metavar="DIR", help="Delta warehouse root holding judge_verdicts (default: DATA/warehouse)"
+    )
+    estimate.add_argument(
+        "--model",
+        help=f"estimate the openai judge of this model (e.g. {DEFAULT_ESTIMATE_MODEL}) instead of the run's judge",
+    )
+    estimate.add_argument(
+        "--cache",
+        metavar="PATH",
+        help="openai verdict cache (default EVAL_PIPELINE_JUDGE_CACHE, else DATA/.judge_cache/verdicts.sqlite)",
+    )
     estimate.add_argument("--price-input-per-1k", type=float, default=0.0, help="USD per 1000 input tokens")
     estimate.add_argument("--price-output-per-1k", type=float, default=0.0, help="USD per 1000 output tokens")
-    estimate.add_argument("--output-tokens-per-call", type=int, default=60, help="output tokens assumed per call (default %(default)s)")
+    estimate.add_argument(
+        "--output-tokens-per-call", type=int, default=60, help="output tokens assumed per call (default %(default)s)"
+    )
     estimate.add_argument("--json", action="store_true", help="print the estimate as JSON")
     estimate.set_defaults(handler=run_estimate)

@@ -38,11 +38,17 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="CASE_OR_TRACE", help="a case id (agent-009) or a trace id (cand-42:agent-009#2)")
+    parser.add_argument(
+        "target", metavar="CASE_OR_TRACE", help="a case id (agent-009) or a trace id (cand-42:agent-009#2)"
+    )
     parser.add_argument("--run", required=True, metavar="RUN", type=identifier_arg("run id"), help="the scored run")
-    parser.add_argument("--baseline", metavar="RUN", type=identifier_arg("run id"),
-                        help=f"baseline run, or '{LATEST_PASSING}' (default: as `gate` and the reports choose it, the run's "
-                             "baseline_run_id in its run.yaml, else the policy's, when it is another scored run)")
+    parser.add_argument(
+        "--baseline",
+        metavar="RUN",
+        type=identifier_arg("run id"),
+        help=f"baseline run, or '{LATEST_PASSING}' (default: as `gate` and the reports choose it, the run's "
+        "baseline_run_id in its run.yaml, else the policy's, when it is another scored run)",
+    )
     parser.add_argument("--data", default="data", help="input root holding policy/gates.yaml (default: data)")
     parser.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")
     parser.add_argument("--html", metavar="FILE", help="also write the story as a self-contained HTML page")
@@ -73,8 +79,10 @@ def _resolve(warehouse, run_id: str, target: str) -> tuple[str, str | None] | st
     traces = warehouse.read("deid_traces", run_id, columns=["trace_id", "case_id"])
     cases = warehouse.read("deid_cases", run_id, columns=["case_id"])
     trace_ids = traces["trace_id"].to_list() if traces is not None else []
-    case_ids = sorted(set(cases["case_id"].to_list() if cases is not None else []) |
-                      set(traces["case_id"].to_list() if traces is not None else []))
+    case_ids = sorted(
+        set(cases["case_id"].to_list() if cases is not None else [])
+        | set(traces["case_id"].to_list() if traces is not None else [])
+    )
     # `agent-009#2` is shorthand for the run's trace `cand-42:agent-009#2`; ids are matched exactly, then case-blind
     for candidate in (target, f"{run_id}:{target}" if ":" not in target else None):
         if candidate and traces is not None and candidate in trace_ids:
@@ -90,7 +98,9 @@ def _resolve(warehouse, run_id: str, target: str) -> tuple[str, str | None] | st
     return f"{kind} {target!r} is not in run {run_id!r}{_suggest(target, choices)}"
 
 
-def _baseline(requested: str | None, default: str | None, warehouse, run_id: str, accepted: str | None = None) -> str | None:
+def _baseline(
+    requested: str | None, default: str | None, warehouse, run_id: str, accepted: str | None = None
+) -> str | None:
     """The baseline asked for, else the run's default one (`latest-passing` resolved as `gate` resolves it, the
     policy's baseline `accepted`); None when it is this run."""
     from eval_pipeline.cli.commands import latest_passing_baseline
@@ -121,8 +131,10 @@ def run_show(args: argparse.Namespace) -> int:
     run_id = args.run
     manifest = manifest_from_warehouse(warehouse, run_id)
     if manifest is None:
-        return _fail(f"run {run_id!r} has not been scored in {warehouse.root} (run `eval-pipeline run --run {run_id}` first)"
-                     f"{_suggest(run_id, _scored(warehouse))}")
+        return _fail(
+            f"run {run_id!r} has not been scored in {warehouse.root} (run `eval-pipeline run --run {run_id}` first)"
+            f"{_suggest(run_id, _scored(warehouse))}"
+        )
     resolved = _resolve(warehouse, run_id, args.target)
     if isinstance(resolved, str):
         return _fail(resolved)
@@ -135,8 +147,10 @@ def run_show(args: argparse.Namespace) -> int:
     if baseline_id is not None:
         base_tables = read_case_tables(warehouse, baseline_id, [case_id], threshold)
         if base_tables is None and args.baseline:
-            return _fail(f"baseline run {baseline_id!r} has not been scored in {warehouse.root}"
-                         f"{_suggest(baseline_id, _scored(warehouse))}")
+            return _fail(
+                f"baseline run {baseline_id!r} has not been scored in {warehouse.root}"
+                f"{_suggest(baseline_id, _scored(warehouse))}"
+            )
         # the side by side pairs attempts by number, so a focused trace meets the baseline's attempt of that number
         baseline = build_story(base_tables, case_id) if base_tables is not None else None
     print(case_story_text(story, baseline), end="")

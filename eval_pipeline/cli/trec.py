@@ -86,9 +86,19 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("qrels", metavar="QRELS", help="relevance judgments: 'qid iter docno rel' per line (rel_info_file)")
-    parser.add_argument("run", metavar="RUN", help="run file: 'qid Q0 docno rank sim tag' per line, '-' for standard input")
-    parser.add_argument("-q", "--query_eval_wanted", dest="per_query", action="store_true", help="print every query's values before 'all'")
+    parser.add_argument(
+        "qrels", metavar="QRELS", help="relevance judgments: 'qid iter docno rel' per line (rel_info_file)"
+    )
+    parser.add_argument(
+        "run", metavar="RUN", help="run file: 'qid Q0 docno rank sim tag' per line, '-' for standard input"
+    )
+    parser.add_argument(
+        "-q",
+        "--query_eval_wanted",
+        dest="per_query",
+        action="store_true",
+        help="print every query's values before 'all'",
+    )
     parser.add_argument(
         "-m",
         "--measure",
@@ -105,11 +115,24 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="average over every query of the qrels; a query without results is evaluated on trec_eval's stand-in ranking",
     )
     parser.add_argument(
-        "-l", "--level_for_rel", dest="level", type=int, default=1, metavar="LEVEL", help="lowest grade that counts as relevant (default 1)"
+        "-l",
+        "--level_for_rel",
+        dest="level",
+        type=int,
+        default=1,
+        metavar="LEVEL",
+        help="lowest grade that counts as relevant (default 1)",
     )
-    parser.add_argument("-n", "--nosummary", dest="summary", action="store_false", help="do not print the 'all' summary")
     parser.add_argument(
-        "-M", "--Max_retrieved_per_topic", dest="max_docs", type=int, metavar="NUM", help="evaluate only each query's top NUM documents"
+        "-n", "--nosummary", dest="summary", action="store_false", help="do not print the 'all' summary"
+    )
+    parser.add_argument(
+        "-M",
+        "--Max_retrieved_per_topic",
+        dest="max_docs",
+        type=int,
+        metavar="NUM",
+        help="evaluate only each query's top NUM documents",
     )
     parser.add_argument(
         "-J",
@@ -131,19 +154,34 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="relevance format: qrels (default) or qrels_jg",
     )
     parser.add_argument(
-        "-T", "--Results_format", dest="results_format", default="trec_results", metavar="FORMAT", help="results format: trec_results"
+        "-T",
+        "--Results_format",
+        dest="results_format",
+        default="trec_results",
+        metavar="FORMAT",
+        help="results format: trec_results",
     )
     parser.add_argument(
-        "-Z", "--Zscore", dest="zscores", metavar="FILE", help="print z-scores against the 'qid measure mean std_dev' lines of FILE"
+        "-Z",
+        "--Zscore",
+        dest="zscores",
+        metavar="FILE",
+        help="print z-scores against the 'qid measure mean std_dev' lines of FILE",
     )
     parser.add_argument(
         "-D", "--Debug_level", dest="debug", metavar="LEVEL[.QID]",
         help="with .QID, evaluate only query QID (trec_eval's debug traces themselves are not printed)",
     )  # fmt: skip
     parser.add_argument(
-        "-o", "--Output_old_results_format", dest="old_format", action="store_true", help="obsolete in trec_eval 10.0; ignored"
+        "-o",
+        "--Output_old_results_format",
+        dest="old_format",
+        action="store_true",
+        help="obsolete in trec_eval 10.0; ignored",
     )
-    parser.add_argument("-v", "--version", action="version", version=f"trec_eval version {VERSION} (eval-pipeline trec-eval)")
+    parser.add_argument(
+        "-v", "--version", action="version", version=f"trec_eval version {VERSION} (eval-pipeline trec-eval)"
+    )
     parser.add_argument(
         "--gain",
         choices=("linear", "exponential"),
@@ -156,7 +194,9 @@ def _read_inputs(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame, 
     """The qrels, run and z-score frames the options name."""
     if args.rel_format not in ("qrels", "qrels_jg"):
         if args.rel_format in ("prefs", "qrels_prefs"):
-            raise ValueError(f"relevance format {args.rel_format!r} (preference judgments) is not supported; use qrels or qrels_jg")
+            raise ValueError(
+                f"relevance format {args.rel_format!r} (preference judgments) is not supported; use qrels or qrels_jg"
+            )
         raise ValueError(f"unknown relevance format {args.rel_format!r}; formats: qrels, qrels_jg")
     if args.results_format != "trec_results":
         raise ValueError(f"unknown results format {args.results_format!r}; format: trec_results")
@@ -199,7 +239,9 @@ def run_trec_eval(args: argparse.Namespace) -> int:
         if not args.complete:
             # Compared with the evaluated queries rather than the run's rows, which would cost a pass over millions.
             queries = qrels.select(pl.col("query_id").unique())
-            unanswered = queries.join(evaluation.per_query.select("query_id"), on="query_id", how="anti").sort("query_id")
+            unanswered = queries.join(evaluation.per_query.select("query_id"), on="query_id", how="anti").sort(
+                "query_id"
+            )
             if unanswered.height:
                 note = f"{unanswered.height} queries of the qrels have no results (e.g. {unanswered.item(0, 0)}); skipped (-c counts them)"
                 print(f"trec-eval: {note}", file=sys.stderr)
@@ -215,7 +257,10 @@ def run_trec_eval(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m eval_pipeline.cli.trec QRELS RUN ...`: the same command without the eval-pipeline wrapper."""
     parser = argparse.ArgumentParser(
-        prog="trec-eval", description=DESCRIPTION, epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="trec-eval",
+        description=DESCRIPTION,
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_arguments(parser)
     args = parser.parse_args(argv)

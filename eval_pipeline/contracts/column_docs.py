@@ -121,8 +121,10 @@ COLUMNS: dict[str, str] = {
     "evidence_round": "First round whose hits held a relevant doc.",
     "repeated_queries": "Rounds whose query repeats an earlier round's (case and spacing ignored).",
     "novelty_per_round": "Per round, share of its hits not seen in an earlier round (null for a round without hits).",
-    "failure_class": ("Why a failed retrieval failed, first match: doc_missing_from_corpus, stale_version_outranks_current, "
-                      "reranker_demotion, keyword_miss, embedding_miss."),
+    "failure_class": (
+        "Why a failed retrieval failed, first match: doc_missing_from_corpus, stale_version_outranks_current, "
+        "reranker_demotion, keyword_miss, embedding_miss."
+    ),
     "retrieval_stage": f"Retrieval stage: {_STAGE_VALUES}; passes when a relevant doc is in the top k (multi-hop: every required doc).",
     "retrieval_reason": "Why the retrieval stage failed (with the failure class and its docs), is incomplete or not applicable.",
     # context assembly
@@ -131,19 +133,27 @@ COLUMNS: dict[str, str] = {
     "n_chunks": "Chunks in the context.",
     "chunks_without_tokens": "Chunks logged without a token count.",
     "relevant_in_context": "Relevant docs that reached the context.",
-    "context_assembly_stage": (f"Context assembly stage: {_STAGE_VALUES}; applies after a retrieval pass, fails when none of "
-                               "the relevant docs in the top k reached the context."),
+    "context_assembly_stage": (
+        f"Context assembly stage: {_STAGE_VALUES}; applies after a retrieval pass, fails when none of "
+        "the relevant docs in the top k reached the context."
+    ),
     "context_assembly_reason": "Why the context assembly stage failed, is incomplete or not applicable.",
     # evidence diversity (docs/evidence_diversity.md)
-    "context_families": ("Distinct document families among the context chunks (a doc absent from the corpus or without a "
-                         "family is its own); 0 for an empty context; null when the context is not logged or the trace is incomplete."),
+    "context_families": (
+        "Distinct document families among the context chunks (a doc absent from the corpus or without a "
+        "family is its own); 0 for an empty context; null when the context is not logged or the trace is incomplete."
+    ),
     "context_sources": "Distinct source systems (corpus `source`) of the context docs; null when no context doc names one.",
     "redundant_chunk_share": "(Context chunks − distinct families) / chunks: chunks of a family beyond its first; null without chunks.",
-    "cited_families": ("Distinct document families among the cited ids that exist (inline and structured; a dead id is "
-                       "none); null when nothing is cited or the citation stage is not scored."),
+    "cited_families": (
+        "Distinct document families among the cited ids that exist (inline and structured; a dead id is "
+        "none); null when nothing is cited or the citation stage is not scored."
+    ),
     "cited_sources": "Distinct source systems (corpus `source`) of the existing cited docs; null when none names one or nothing is scored.",
-    "supporting_families": ("Distinct context families whose chunks alone support the claim (SUPPORTED claims; 1 when the "
-                            "context holds one family); 0 when not supported; null when the claim or a family decision is incomplete."),
+    "supporting_families": (
+        "Distinct context families whose chunks alone support the claim (SUPPORTED claims; 1 when the "
+        "context holds one family); 0 when not supported; null when the claim or a family decision is incomplete."
+    ),
     "triangulated": "supporting_families ≥ 2: two or more independent document families support the claim; null when unknown.",
     "n_triangulated": "Supported claims that are triangulated (≥ 2 supporting families); null when a count is unknown.",
     # claims and the judge
@@ -177,8 +187,10 @@ COLUMNS: dict[str, str] = {
     "quotes_found_rate": "Structured citation quotes found in the corpus (whitespace-normalized) / quotes.",
     "n_dead_citations": "Cited ids in neither the corpus nor the context.",
     "dead_citation_ids": "The dead cited ids.",
-    "citation_stage": (f"Citation stage: {_STAGE_VALUES}; applies when the answer cites or the run requires citations, "
-                       "passes when every claim is SUPPORTS and no citation is dead."),
+    "citation_stage": (
+        f"Citation stage: {_STAGE_VALUES}; applies when the answer cites or the run requires citations, "
+        "passes when every claim is SUPPORTS and no citation is dead."
+    ),
     # answer
     "contains_all": "The answer contains every expected string; null when the case lists none.",
     "missing_expected": "Expected strings the answer lacks.",
@@ -186,8 +198,10 @@ COLUMNS: dict[str, str] = {
     "token_f1": "Token F1 against reference_answer (SQuAD normalization); null without a reference.",
     "refused": "The answer refuses (a refusal phrase, or answer.refused).",
     "answer_correct": "The answer stage passed; null when it is incomplete or not applicable.",
-    "answer_stage": (f"Answer stage: {_STAGE_VALUES}; passes on contains_all without a refusal, on a refusal for a "
-                     "refusal case, or on token_f1 ≥ threshold with only a reference answer."),
+    "answer_stage": (
+        f"Answer stage: {_STAGE_VALUES}; passes on contains_all without a refusal, on a refusal for a "
+        "refusal case, or on token_f1 ≥ threshold with only a reference answer."
+    ),
     "answer_reason": "Why the answer stage failed, is incomplete or not applicable.",
     # tool calls
     "matched_path": "Path the calls are scored against: reference or alternative:<i> (highest tool_call_f1).",
@@ -213,8 +227,10 @@ COLUMNS: dict[str, str] = {
     "escalated_after_fault": "An escalation tool was called after the fault.",
     "policy_stage": f"Policy stage: {_STAGE_VALUES}; fails on a tool outside allowed_tools, a forbidden tool or an out-of-scope argument.",
     "policy_reason": "Why the policy stage failed or is incomplete.",
-    "tool_selection_stage": (f"Tool selection stage: {_STAGE_VALUES}; fails when a non-read-only path tool is missing or "
-                             "called too often, or an unexpected or unknown tool is called."),
+    "tool_selection_stage": (
+        f"Tool selection stage: {_STAGE_VALUES}; fails when a non-read-only path tool is missing or "
+        "called too often, or an unexpected or unknown tool is called."
+    ),
     "tool_selection_reason": "Why the tool selection stage failed, is incomplete or not applicable.",
     "tool_arguments_stage": f"Tool arguments stage: {_STAGE_VALUES}; fails when a call fails its schema or matches no reference args.",
     "tool_arguments_reason": "Why the tool arguments stage failed, is incomplete or not applicable.",
@@ -338,9 +354,14 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "answer_text": "Answer text, with inline [doc:ID] citations, de-identified.",
     },
     "cases": {"source_file": "Case file the case was read from.", "input": "User input of the case."},
-    "deid_cases": {"source_file": "Case file the case was read from.", "input": "User input of the case, de-identified."},
-    "deid_corpus": {"text": "Document text, de-identified.",
-                    "source": "Source system the document comes from (e.g. confluence, zendesk); null when not given."},
+    "deid_cases": {
+        "source_file": "Case file the case was read from.",
+        "input": "User input of the case, de-identified.",
+    },
+    "deid_corpus": {
+        "text": "Document text, de-identified.",
+        "source": "Source system the document comes from (e.g. confluence, zendesk); null when not given.",
+    },
     "corpus": {"source": "Source system the document comes from (e.g. confluence, zendesk); null when not given."},
     "tools": {"value_rules_json": "How the tool's argument values are compared, as JSON; null: exact."},
     "trace_rejects": {
@@ -383,7 +404,9 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     },
     "grounding_scores": {"judge_version": "Judge whose verdicts the grounding rate is computed from."},
     "citation_scores": {"citation_reason": "Why the citation stage failed, is incomplete or not applicable."},
-    "tool_scores": {"status": "Row status: scored, or incomplete (harness status or adapter divergence; reason says why)."},
+    "tool_scores": {
+        "status": "Row status: scored, or incomplete (harness status or adapter divergence; reason says why)."
+    },
     "outcome_scores": {
         "milestones": "Each milestone of the case (name, path, operator) and whether the final state meets it.",
         "fault_kind": "Fault injected into the case; null without one.",
@@ -420,10 +443,10 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "counterfactual_passed": "Every complete attempt of the counterfactual passes every lane; null without a complete attempt.",
         "expectations_differ": "The two cases expect something different (reference calls, alternatives, milestones, answer, refusal).",
         "same_behaviour": "A complete attempt of each case did exactly the same (same call keys in order, same normalized answer); "
-                          "null when undecided.",
+        "null when undecided.",
         "shared_behaviour": "The behaviour both cases showed, when they showed one; null otherwise.",
         "evidence_use": "responsive (both pass), ignored (same behaviour although the expectations differ), broken (otherwise, "
-                        "a case fails) or incomplete (a case without a complete attempt, or a pair that cannot be evaluated).",
+        "a case fails) or incomplete (a case without a complete attempt, or a pair that cannot be evaluated).",
         "reason": "Why the pair is ignored, broken or incomplete; null when responsive.",
     },
     "pairwise_comparison": {
@@ -442,10 +465,19 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
 }
 
 _FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"recall_at_(\d+)"), "Relevant docs in the top {0} / relevant docs in the qrels; null without relevant docs."),
+    (
+        re.compile(r"recall_at_(\d+)"),
+        "Relevant docs in the top {0} / relevant docs in the qrels; null without relevant docs.",
+    ),
     (re.compile(r"precision_at_(\d+)"), "Relevant docs in the top {0} / {0}; null without relevant docs."),
-    (re.compile(r"ndcg_at_(\d+)"), "nDCG@{0}: gain 2^grade − 1, discount log2(rank + 1), ideal from every judged doc; null when the ideal is 0."),
-    (re.compile(r"pass_hat_(\d+)"), "pass^{0} = C(c,{0}) / C(n,{0}): all of {0} attempts succeed (τ-bench); null where {0} > n."),
+    (
+        re.compile(r"ndcg_at_(\d+)"),
+        "nDCG@{0}: gain 2^grade − 1, discount log2(rank + 1), ideal from every judged doc; null when the ideal is 0.",
+    ),
+    (
+        re.compile(r"pass_hat_(\d+)"),
+        "pass^{0} = C(c,{0}) / C(n,{0}): all of {0} attempts succeed (τ-bench); null where {0} > n.",
+    ),
 )
 
 

@@ -16,7 +16,15 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from eval_pipeline.contracts.models import Case, CorpusDoc, GroundingLabel, QrelsJudgment, RunManifest, ToolRegistry, Trace
+from eval_pipeline.contracts.models import (
+    Case,
+    CorpusDoc,
+    GroundingLabel,
+    QrelsJudgment,
+    RunManifest,
+    ToolRegistry,
+    Trace,
+)
 
 
 def _normalize(value: Any) -> Any:
@@ -82,13 +90,19 @@ def _normalize_noting_floats(value: Any, path: str, found: list[str]) -> Any:
             return int(value)
         return value
     if isinstance(value, Mapping):
-        return {str(k): v if isinstance(v, str | int) or v is None
-                else _normalize_noting_floats(v, f"{path}.{k}" if path else str(k), found)
-                for k, v in value.items()}
+        return {
+            str(k): v
+            if isinstance(v, str | int) or v is None
+            else _normalize_noting_floats(v, f"{path}.{k}" if path else str(k), found)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [v if isinstance(v, str | int) or v is None
-                else _normalize_noting_floats(v, f"{path}.{i}" if path else str(i), found)
-                for i, v in enumerate(value)]
+        return [
+            v
+            if isinstance(v, str | int) or v is None
+            else _normalize_noting_floats(v, f"{path}.{i}" if path else str(i), found)
+            for i, v in enumerate(value)
+        ]
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
@@ -194,7 +208,9 @@ TRACES_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # accepted_json: {arg: [accepted values]} of the BFCL form (null when the call states its args only)
-TOOL_CALL = pl.Struct({"name": pl.String, "args_json": pl.String, "accepted_json": pl.String, "optional": pl.List(pl.String)})
+TOOL_CALL = pl.Struct(
+    {"name": pl.String, "args_json": pl.String, "accepted_json": pl.String, "optional": pl.List(pl.String)}
+)
 MILESTONE = pl.Struct({"name": pl.String, "path": pl.String, "op": pl.String, "value_json": pl.String})
 TAG = pl.Struct({"name": pl.String, "value": pl.String})
 
@@ -326,7 +342,9 @@ def trace_row(trace: Trace, run_id: str, source_file: str = "", source_line: int
                 "status": s.status,
                 "result_json": sorted_json(s.result) if s.result is not None else None,
                 "error": s.error,
-                "state_diff_json": sorted_json([c.model_dump() for c in s.state_diff]) if s.state_diff is not None else None,
+                "state_diff_json": sorted_json([c.model_dump() for c in s.state_diff])
+                if s.state_diff is not None
+                else None,
                 "dispatched_tool": s.dispatched.tool if s.dispatched is not None else None,
                 "dispatched_args_json": canonical_json(s.dispatched.args) if s.dispatched is not None else None,
                 "content": s.content,
@@ -476,12 +494,16 @@ def cases_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     return frame_from_rows(rows, CASES_SCHEMA)
 
 
-def cases_frame_from_records(records: Iterable[Mapping[str, Any]], dataset_version: str = "test-dataset") -> pl.DataFrame:
+def cases_frame_from_records(
+    records: Iterable[Mapping[str, Any]], dataset_version: str = "test-dataset"
+) -> pl.DataFrame:
     """A cases frame from case dicts as they appear in YAML (validated, so bad records raise)."""
     return cases_frame(case_row(Case.model_validate(r), dataset_version, "inline") for r in records)
 
 
-def corpus_frame_from_records(records: Iterable[Mapping[str, Any]], corpus_version: str = "test-corpus") -> pl.DataFrame:
+def corpus_frame_from_records(
+    records: Iterable[Mapping[str, Any]], corpus_version: str = "test-corpus"
+) -> pl.DataFrame:
     """A corpus frame from corpus lines."""
     rows = [{"corpus_version": corpus_version, **CorpusDoc.model_validate(r).model_dump()} for r in records]
     return pl.DataFrame(rows, schema=CORPUS_SCHEMA, strict=False)

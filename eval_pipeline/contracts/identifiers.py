@@ -8,7 +8,6 @@ import re
 import unicodedata
 from urllib.parse import unquote_to_bytes
 
-
 # Characters a reader does not see or that reorder what is shown: controls, format characters (bidirectional overrides
 # and isolates U+202A..U+202E, U+2066..U+2069, zero-width U+200B..U+200D, U+FEFF …), line and paragraph separators.
 HIDDEN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")

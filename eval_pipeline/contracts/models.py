@@ -101,6 +101,7 @@ class ValueRules(_Strict):
 
 class ToolSpec(_Strict):
     """A tool of the registry: its argument schema and side effects; an unknown key is an error."""
+
     # extra="forbid": a misspelt read_only would otherwise silently make a tool writable
 
     name: str = Field(min_length=1)
@@ -137,7 +138,9 @@ class ToolCall(_Strict):
 
     @model_validator(mode="after")
     def _accepted_values(self) -> ToolCall:
-        empty = sorted(name for name, values in (self.accepted or {}).items() if not values and name not in self.optional)
+        empty = sorted(
+            name for name, values in (self.accepted or {}).items() if not values and name not in self.optional
+        )
         if empty:
             raise ValueError(f"accepted values of {', '.join(empty)} are empty and the argument is not optional")
         return self
@@ -241,15 +244,32 @@ class Case(_Strict):
             return value
         for key, tag in value.items():
             if not isinstance(key, str) or not TAG_KEY_RE.fullmatch(key):
-                raise PydanticCustomError("tag_key", "{message}", {"message": (
-                    f"tag name {key!r} must be a letter then up to {TAG_KEY_MAX - 1} letters, digits, _ or -")})
+                raise PydanticCustomError(
+                    "tag_key",
+                    "{message}",
+                    {
+                        "message": (
+                            f"tag name {key!r} must be a letter then up to {TAG_KEY_MAX - 1} letters, digits, _ or -"
+                        )
+                    },
+                )
             if not isinstance(tag, str):
                 # YAML reads `language: no` as false and `tier: 1` as a number: a tag must be written as a string
-                raise PydanticCustomError("tag_value", "{message}", {"message": (
-                    f"tag {key}: {tag!r} is a {type(tag).__name__}, not a string; quote it in the YAML")})
+                raise PydanticCustomError(
+                    "tag_value",
+                    "{message}",
+                    {"message": (f"tag {key}: {tag!r} is a {type(tag).__name__}, not a string; quote it in the YAML")},
+                )
             if not 0 < len(tag) <= TAG_VALUE_MAX or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in tag):
-                raise PydanticCustomError("tag_value", "{message}", {"message": (
-                    f"tag {key}: {tag!r} must be 1 to {TAG_VALUE_MAX} characters without control characters")})
+                raise PydanticCustomError(
+                    "tag_value",
+                    "{message}",
+                    {
+                        "message": (
+                            f"tag {key}: {tag!r} must be 1 to {TAG_VALUE_MAX} characters without control characters"
+                        )
+                    },
+                )
         return value
 
     @field_validator("dependencies")
@@ -275,8 +295,11 @@ class Case(_Strict):
     @model_validator(mode="after")
     def _pair_names_its_fact(self) -> Case:
         if (self.counterfactual_of is None) != (self.changed_fact is None):
-            raise PydanticCustomError("counterfactual", "a counterfactual case names both counterfactual_of (the case "
-                                      "it varies) and changed_fact (the decision-bearing fact that differs)")
+            raise PydanticCustomError(
+                "counterfactual",
+                "a counterfactual case names both counterfactual_of (the case "
+                "it varies) and changed_fact (the decision-bearing fact that differs)",
+            )
         if self.counterfactual_of is not None and self.counterfactual_of == self.case_id:
             raise PydanticCustomError("counterfactual", "a case cannot be the counterfactual of itself")
         return self
@@ -535,23 +558,29 @@ def _segment_error(message: str) -> PydanticCustomError:
 def _check_segment(segment: dict) -> None:
     """Raise unless every key of a gate's segment is a slice dimension with a value it can take."""
     if not segment:
-        raise _segment_error("segment names no slice: give one or more of criticality, tags.<name>, corpus_family, "
-                             "tool_risk, or leave segment out")
+        raise _segment_error(
+            "segment names no slice: give one or more of criticality, tags.<name>, corpus_family, "
+            "tool_risk, or leave segment out"
+        )
     for key, value in segment.items():
         if not isinstance(key, str) or not (key in SLICE_DIMENSIONS or key.startswith(TAG_DIMENSION_PREFIX)):
             raise _segment_error(f"unknown segment key {key!r}; known: {', '.join(SLICE_DIMENSIONS)}, tags.<name>")
         if not isinstance(value, str):
-            raise _segment_error(f"segment {key}: {value!r} is a {type(value).__name__}, not a string; quote it in the YAML")
+            raise _segment_error(
+                f"segment {key}: {value!r} is a {type(value).__name__}, not a string; quote it in the YAML"
+            )
         allowed = {"criticality": CRITICALITIES, "tool_risk": TOOL_RISKS}.get(key)
         if allowed and value not in allowed:
             raise _segment_error(f"segment {key}: {value!r} is not one of {', '.join(allowed)}")
         tag = key.removeprefix(TAG_DIMENSION_PREFIX) if key.startswith(TAG_DIMENSION_PREFIX) else None
         if tag is not None and not TAG_KEY_RE.fullmatch(tag):
-            raise _segment_error(f"segment {key}: tag name {tag!r} must be a letter then up to {TAG_KEY_MAX - 1} "
-                                 "letters, digits, _ or -")
+            raise _segment_error(
+                f"segment {key}: tag name {tag!r} must be a letter then up to {TAG_KEY_MAX - 1} letters, digits, _ or -"
+            )
         if not 0 < len(value) <= TAG_VALUE_MAX or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
-            raise _segment_error(f"segment {key}: {value!r} must be 1 to {TAG_VALUE_MAX} characters without control "
-                                 "characters")
+            raise _segment_error(
+                f"segment {key}: {value!r} must be 1 to {TAG_VALUE_MAX} characters without control characters"
+            )
 
 
 class GateSpec(_Strict):
@@ -596,8 +625,10 @@ class GateSpec(_Strict):
             raise _segment_error(f"gate {self.name}: min_cases applies to a segmented gate only (add a segment)")
         # the agent lane reads no corpus (a corpus bump never re-scores it): families slice the rag lane and `all`
         if self.segment and "corpus_family" in self.segment and self.lane == "agent":
-            raise _segment_error(f"gate {self.name}: corpus_family slices by required documents, a rag contract: use it "
-                                 "on a rag or all gate")
+            raise _segment_error(
+                f"gate {self.name}: corpus_family slices by required documents, a rag contract: use it "
+                "on a rag or all gate"
+            )
         return self
 
 

@@ -79,9 +79,19 @@ def tables_markdown(schemas: dict[str, list[tuple[str, str]]]) -> str:
     lines = [HEADER.format(restricted=RESTRICTED), "| table | what a row is about |", "|---|---|"]
     lines += [f"| [`{name}`](#{_anchor(name)}) | {_cell(TABLE_MEANINGS.get(name, ''))} |" for name in names]
     for name in names:
-        lines += ["", f"## {name}", "", TABLE_MEANINGS.get(name, ""), "", "| column | type | meaning |", "|---|---|---|"]
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            TABLE_MEANINGS.get(name, ""),
+            "",
+            "| column | type | meaning |",
+            "|---|---|---|",
+        ]
         table = name.rsplit("/", 1)[-1]
-        lines += [f"| `{column}` | `{dtype}` | {_cell(describe(table, column) or '')} |" for column, dtype in schemas[name]]
+        lines += [
+            f"| `{column}` | `{dtype}` | {_cell(describe(table, column) or '')} |" for column, dtype in schemas[name]
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -27,8 +27,12 @@ def all_assets_definitions() -> dg.Definitions:
     return dg.Definitions.merge(*(domain.defs for domain in DOMAINS))
 
 
-def build_definitions(eval_config: EvalConfig | None = None, judge_config: JudgeConfig | None = None,
-                      extra_resources: dict | None = None, executor: dg.ExecutorDefinition | None = None) -> dg.Definitions:
+def build_definitions(
+    eval_config: EvalConfig | None = None,
+    judge_config: JudgeConfig | None = None,
+    extra_resources: dict | None = None,
+    executor: dg.ExecutorDefinition | None = None,
+) -> dg.Definitions:
     """All definitions, with the evaluation config and judge (default: from the environment) bound, and `executor`
     as the default of every job (None: Dagster's, which `eval-pipeline run` and deploy/ override)."""
     config = eval_config or config_from_env()
@@ -40,7 +44,10 @@ def build_definitions(eval_config: EvalConfig | None = None, judge_config: Judge
     }
     return dg.Definitions.merge(
         all_assets_definitions(),
-        dg.Definitions(jobs=[evaluate_run], resources=resources, executor=executor,
-                       loggers={"console": dg.colored_console_logger, "progress": progress_logger}),
+        dg.Definitions(
+            jobs=[evaluate_run],
+            resources=resources,
+            executor=executor,
+            loggers={"console": dg.colored_console_logger, "progress": progress_logger},
+        ),
     )
-

@@ -26,7 +26,10 @@ def _names(contract: TableContract) -> list[str]:
 def specs(asset: str | dg.AssetKey, contract: TableContract) -> list[dg.AssetCheckSpec]:
     """The blocking check specs of a table."""
     key = dg.AssetKey.from_coercible(asset)
-    return [dg.AssetCheckSpec(name, asset=key, blocking=True, description=CHECK_DESCRIPTIONS[name]) for name in _names(contract)]
+    return [
+        dg.AssetCheckSpec(name, asset=key, blocking=True, description=CHECK_DESCRIPTIONS[name])
+        for name in _names(contract)
+    ]
 
 
 def _result(asset_key: dg.AssetKey, name: str, verdict: Verdict) -> dg.AssetCheckResult:
@@ -40,8 +43,9 @@ def _result(asset_key: dg.AssetKey, name: str, verdict: Verdict) -> dg.AssetChec
     )
 
 
-def results(asset: str | dg.AssetKey, contract: TableContract, frame: pl.DataFrame,
-            expected_traces: pl.DataFrame | None = None) -> list[dg.AssetCheckResult]:
+def results(
+    asset: str | dg.AssetKey, contract: TableContract, frame: pl.DataFrame, expected_traces: pl.DataFrame | None = None
+) -> list[dg.AssetCheckResult]:
     """Evaluate every check of a table's contract."""
     key = dg.AssetKey.from_coercible(asset)
     table = key.path[-1]
@@ -50,5 +54,7 @@ def results(asset: str | dg.AssetKey, contract: TableContract, frame: pl.DataFra
     if contract.per_trace:
         out.append(_result(key, COMPLETE, quality.check_complete(frame, expected_traces)))
     if contract.scan_personal_data:
-        out.append(_result(key, NO_PERSONAL_DATA, quality.check_no_personal_data(table, frame, contract.independent_scan)))
+        out.append(
+            _result(key, NO_PERSONAL_DATA, quality.check_no_personal_data(table, frame, contract.independent_scan))
+        )
     return out

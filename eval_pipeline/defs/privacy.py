@@ -42,8 +42,9 @@ def ids_deidentifier(eval_config: EvalConfig, locale: str | None) -> Callable[[]
 
 def privacy_spec(key: dg.AssetKey) -> dg.AssetCheckSpec:
     """The blocking no_personal_data check of one table."""
-    return dg.AssetCheckSpec(NO_PERSONAL_DATA, asset=key, blocking=True,
-                             description=checks.CHECK_DESCRIPTIONS[NO_PERSONAL_DATA])
+    return dg.AssetCheckSpec(
+        NO_PERSONAL_DATA, asset=key, blocking=True, description=checks.CHECK_DESCRIPTIONS[NO_PERSONAL_DATA]
+    )
 
 
 def with_privacy_checks(build: Callable[[dict], Callable], options: dict) -> Callable:
@@ -52,8 +53,12 @@ def with_privacy_checks(build: Callable[[dict], Callable], options: dict) -> Cal
 
     def decorate(fn: Callable) -> dg.AssetsDefinition:
         assets_def = build(options)(fn)
-        missing = [key for key in assets_def.keys if not restricted(assets_def.metadata_by_key.get(key))
-                   and dg.AssetCheckKey(key, NO_PERSONAL_DATA) not in assets_def.check_keys]
+        missing = [
+            key
+            for key in assets_def.keys
+            if not restricted(assets_def.metadata_by_key.get(key))
+            and dg.AssetCheckKey(key, NO_PERSONAL_DATA) not in assets_def.check_keys
+        ]
         if not missing:
             return assets_def
         specs = [*options.get("check_specs", []), *map(privacy_spec, missing)]
@@ -63,13 +68,19 @@ def with_privacy_checks(build: Callable[[dict], Callable], options: dict) -> Cal
 
 
 def _checked(key: dg.AssetKey | None, verdict: quality.Verdict) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(asset_key=key, check_name=NO_PERSONAL_DATA, passed=verdict.passed,
-                               severity=dg.AssetCheckSeverity.ERROR, description=verdict.description,
-                               metadata=verdict.metadata)
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=NO_PERSONAL_DATA,
+        passed=verdict.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict.description,
+        metadata=verdict.metadata,
+    )
 
 
-def privacy_result(asset_key: str | dg.AssetKey | None, frame: pl.DataFrame,
-                   check_results: Sequence[dg.AssetCheckResult] | None) -> list[dg.AssetCheckResult] | None:
+def privacy_result(
+    asset_key: str | dg.AssetKey | None, frame: pl.DataFrame, check_results: Sequence[dg.AssetCheckResult] | None
+) -> list[dg.AssetCheckResult] | None:
     """The check results with the table's no_personal_data result added when the asset declares that check, it is
     selected and the caller did not evaluate it already."""
     given = list(check_results or [])
@@ -84,7 +95,8 @@ def privacy_result(asset_key: str | dg.AssetKey | None, frame: pl.DataFrame,
     key = dg.AssetKey.from_coercible(asset_key) if asset_key is not None else context.asset_key
     check_key = dg.AssetCheckKey(key, NO_PERSONAL_DATA)
     if check_key not in context.selected_asset_check_keys or any(
-            r.check_name == NO_PERSONAL_DATA and (r.asset_key is None or r.asset_key == key) for r in given):
+        r.check_name == NO_PERSONAL_DATA and (r.asset_key is None or r.asset_key == key) for r in given
+    ):
         return given if check_results is not None else None
     return [*given, _checked(key, quality.check_no_personal_data(table_of(key)[0], frame))]
 
@@ -98,9 +110,14 @@ def published(key: str | dg.AssetKey, location, files: Sequence[ReportFile]) -> 
     """Write report files through reporting.publish (temporary names, moved into place only when no personal data
     is found, nothing left otherwise): the privacy check's result, and whether they were written."""
     verdict = publish(location, files, dg.AssetKey.from_coercible(key).path[-1])
-    return dg.AssetCheckResult(asset_key=dg.AssetKey.from_coercible(key), check_name=REPORT_PRIVACY_CHECK,
-                               passed=verdict.passed, severity=dg.AssetCheckSeverity.ERROR,
-                               description=verdict.description, metadata=verdict.metadata), verdict.passed
+    return dg.AssetCheckResult(
+        asset_key=dg.AssetKey.from_coercible(key),
+        check_name=REPORT_PRIVACY_CHECK,
+        passed=verdict.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict.description,
+        metadata=verdict.metadata,
+    ), verdict.passed
 
 
 def restricted(metadata: Mapping | None) -> bool:

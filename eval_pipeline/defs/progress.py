@@ -63,8 +63,10 @@ class _StepProgress(logging.Handler):
                 if self.release_announced:  # gate_results and gate_report carry the same decision: said once
                     return
                 self.release_announced = True
-                self.stream.write(f"  ! release blocked: check {data.check_name} on {data.asset_key.to_user_string()} "
-                                  "failed (a result: the evaluation goes on)\n")
+                self.stream.write(
+                    f"  ! release blocked: check {data.check_name} on {data.asset_key.to_user_string()} "
+                    "failed (a result: the evaluation goes on)\n"
+                )
             elif not data.passed:
                 self.stream.write(f"  ! check {data.check_name} on {data.asset_key.to_user_string()} failed\n")
         self.stream.flush()

@@ -13,19 +13,31 @@ from eval_pipeline.defs.privacy import privacy_result
 from eval_pipeline.defs.resources import table_of
 from eval_pipeline.io.warehouse import FrameBatches
 
-VERSION_COLUMNS = ("dataset_version", "corpus_version", "environment_version", "index_version", "candidate", "model", "prompt_version")
+VERSION_COLUMNS = (
+    "dataset_version",
+    "corpus_version",
+    "environment_version",
+    "index_version",
+    "candidate",
+    "model",
+    "prompt_version",
+)
 
 
 def with_versions(frame: pl.DataFrame, manifest: Mapping[str, Any], code_version: str) -> pl.DataFrame:
     """The frame with its run id, the run's versions and the scorer's code version on every row (existing columns kept)."""
-    stamps = {c: pl.lit(manifest.get(c), dtype=pl.String) for c in ("run_id", *VERSION_COLUMNS) if c not in frame.columns}
+    stamps = {
+        c: pl.lit(manifest.get(c), dtype=pl.String) for c in ("run_id", *VERSION_COLUMNS) if c not in frame.columns
+    }
     stamps["code_version"] = pl.lit(code_version, dtype=pl.String)
     return frame.with_columns(**stamps)
 
 
 def table_schema(schema: dict, table: str | None = None) -> dg.TableSchema:
     """Columns as a Dagster table schema, each with its meaning in `table`."""
-    return dg.TableSchema(columns=[dg.TableColumn(name=n, type=str(t), description=describe(table, n)) for n, t in schema.items()])
+    return dg.TableSchema(
+        columns=[dg.TableColumn(name=n, type=str(t), description=describe(table, n)) for n, t in schema.items()]
+    )
 
 
 def _table_name(asset_key: str | dg.AssetKey | None) -> str | None:
@@ -97,9 +109,16 @@ def materialized(
     Batches are counted by the IO manager as it writes them, so their row count comes from it."""
     table = _table_name(asset_key)
     if isinstance(frame, FrameBatches):
-        return dg.MaterializeResult(asset_key=asset_key, value=frame, check_results=check_results,
-                                    metadata={"dagster/column_schema": table_schema(frame.schema, table),
-                                              **_versions_and_headline(versions, headline), **(extra or {})})
+        return dg.MaterializeResult(
+            asset_key=asset_key,
+            value=frame,
+            check_results=check_results,
+            metadata={
+                "dagster/column_schema": table_schema(frame.schema, table),
+                **_versions_and_headline(versions, headline),
+                **(extra or {}),
+            },
+        )
     # every table outside the restricted area declares a blocking no_personal_data check (run_assets)
     check_results = privacy_result(asset_key, frame, check_results)
     metadata: dict[str, Any] = {

@@ -63,10 +63,13 @@ class EvalConfig(dg.ConfigurableResource):
     def from_environment(cls) -> EvalConfig:
         """The configuration the EVAL_PIPELINE_* variables describe (DATA, WAREHOUSE, REPORTS, DEID_DEMO, DEID_KEY)."""
         demo = (dg.EnvVar("EVAL_PIPELINE_DEID_DEMO").get_value("") or "").lower() in {"1", "true", "yes"}
-        return cls(data_root=dg.EnvVar("EVAL_PIPELINE_DATA").get_value("data") or "data",
-                   warehouse_root=dg.EnvVar("EVAL_PIPELINE_WAREHOUSE").get_value("") or "",
-                   reports_root=dg.EnvVar("EVAL_PIPELINE_REPORTS").get_value("") or "",
-                   deid_demo=demo, deid_key=deid_key_from_environment())
+        return cls(
+            data_root=dg.EnvVar("EVAL_PIPELINE_DATA").get_value("data") or "data",
+            warehouse_root=dg.EnvVar("EVAL_PIPELINE_WAREHOUSE").get_value("") or "",
+            reports_root=dg.EnvVar("EVAL_PIPELINE_REPORTS").get_value("") or "",
+            deid_demo=demo,
+            deid_key=deid_key_from_environment(),
+        )
 
     def deid_key_source(self) -> dict[str, str]:
         """The key as resolve_key reads it: the bound key, else EVAL_PIPELINE_DEID_KEY where the step runs (a step pod
@@ -77,8 +80,12 @@ class EvalConfig(dg.ConfigurableResource):
     def run_config(self) -> dict[str, Any]:
         """This configuration as run config of the `eval_config` resource. A key bound as an EnvVar travels as the
         reference to its variable; a key value never enters a run record (unbound, each step reads the variable)."""
-        config: dict[str, Any] = {"data_root": self.data_root, "warehouse_root": self.warehouse().root,
-                                  "reports_root": self.reports().uri, "deid_demo": self.deid_demo}
+        config: dict[str, Any] = {
+            "data_root": self.data_root,
+            "warehouse_root": self.warehouse().root,
+            "reports_root": self.reports().uri,
+            "deid_demo": self.deid_demo,
+        }
         if isinstance(self.deid_key, dg.EnvVar):
             config["deid_key"] = {"env": self.deid_key.env_var_name}
         return config
@@ -144,7 +151,8 @@ class OtherRuns:
     def _declared(self, table: str, run_id: str | None) -> None:
         if table not in self.declared:
             raise dg.DagsterInvariantViolationError(
-                f"reads table {table} of other runs without declaring it as an input (declared: {', '.join(sorted(self.declared))})")
+                f"reads table {table} of other runs without declaring it as an input (declared: {', '.join(sorted(self.declared))})"
+            )
         if run_id != self.own_run:
             read = f"{table}[{run_id or 'all runs'}]"
             if read not in self.reads:
@@ -210,8 +218,11 @@ class JudgeConfig(dg.ConfigurableResource):
         options = {k: v for k, v in self.model_dump().items() if k not in skip and v not in ("", None)}
         if "cache_path" not in options:
             # under the data root's real path: a `.judge_cache` link out of the root is refused like any other
-            options["cache_path"] = (f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite" if is_url(data_root)
-                                     else inside_root(data_root, ".judge_cache", "verdicts.sqlite"))
+            options["cache_path"] = (
+                f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite"
+                if is_url(data_root)
+                else inside_root(data_root, ".judge_cache", "verdicts.sqlite")
+            )
         return make_judge(self.backend, **options)
 
     def run_config(self) -> dict[str, Any]:
@@ -261,7 +272,10 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
             table, obj, context.partition_key, restricted=restricted, within=within or None
         )
         # Text, not a number: a table version is an identifier, and the UI would plot a number as a metric.
-        metadata = {"delta_table": self._warehouse().uri(table, restricted), "delta_version": dg.MetadataValue.text(str(version))}
+        metadata = {
+            "delta_table": self._warehouse().uri(table, restricted),
+            "delta_version": dg.MetadataValue.text(str(version)),
+        }
         if isinstance(obj, FrameBatches):
             metadata["dagster/row_count"] = obj.rows
         context.add_output_metadata(metadata)
@@ -276,7 +290,9 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
             return TableBatches(warehouse, table, context.asset_partition_key, restricted, batch_rows=int(batch_rows))
         skip = set((context.definition_metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
         columns = [c for c in warehouse.columns(table, restricted) if c not in skip] if skip else None
-        frame = warehouse.read(table, context.asset_partition_key, restricted=restricted, within=within or None, columns=columns)
+        frame = warehouse.read(
+            table, context.asset_partition_key, restricted=restricted, within=within or None, columns=columns
+        )
         if frame is None:
             raise dg.Failure(f"table {table} has not been materialized for run {context.asset_partition_key}")
         return frame

@@ -17,8 +17,16 @@ def run_table(group: str, code_version: str, **options) -> dg.AssetsDefinition:
     """@dg.asset for one table of a run (partitioned by run, written by the warehouse IO manager), with a blocking
     no_personal_data check unless it is restricted."""
     options.setdefault("kinds", set(TABLE_KINDS))
-    return with_privacy_checks(lambda opts: dg.asset(partitions_def=runs_partitions, group_name=group,  # type: ignore[return-value]
-                                                     code_version=code_version, io_manager_key=WAREHOUSE_IO, **opts), options)
+    return with_privacy_checks(
+        lambda opts: dg.asset(
+            partitions_def=runs_partitions,
+            group_name=group,  # type: ignore[return-value]
+            code_version=code_version,
+            io_manager_key=WAREHOUSE_IO,
+            **opts,
+        ),
+        options,
+    )
 
 
 def table_out(description: str, **options) -> dg.AssetOut:
@@ -29,8 +37,16 @@ def table_out(description: str, **options) -> dg.AssetOut:
 def run_tables(group: str, code_version: str, outs: dict[str, dg.AssetOut], **options) -> dg.AssetsDefinition:
     """@dg.multi_asset for several tables of a run computed together, each with a blocking no_personal_data check
     unless it is restricted."""
-    return with_privacy_checks(lambda opts: dg.multi_asset(partitions_def=runs_partitions, group_name=group,  # type: ignore[return-value]
-                                                           code_version=code_version, outs=outs, **opts), options)
+    return with_privacy_checks(
+        lambda opts: dg.multi_asset(
+            partitions_def=runs_partitions,
+            group_name=group,  # type: ignore[return-value]
+            code_version=code_version,
+            outs=outs,
+            **opts,
+        ),
+        options,
+    )
 
 
 def manifest_of(run_manifest: pl.DataFrame) -> dict:
@@ -40,4 +56,6 @@ def manifest_of(run_manifest: pl.DataFrame) -> dict:
 
 def expected_traces(deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, lane: str) -> pl.DataFrame:
     """The trace ids a lane table of this run must cover."""
-    return lane_traces(deid_traces.select("trace_id", "case_id"), deid_cases.select("case_id", "lanes"), lane).select("trace_id")
+    return lane_traces(deid_traces.select("trace_id", "case_id"), deid_cases.select("case_id", "lanes"), lane).select(
+        "trace_id"
+    )

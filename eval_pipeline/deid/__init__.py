@@ -5,8 +5,8 @@ from eval_pipeline.deid.residual import independent_scan
 from eval_pipeline.deid.scan import FINDINGS_SCHEMA, leak_summary, scan_documents, scan_frame, scan_text
 from eval_pipeline.deid.tables import (
     REPORT_SCHEMA,
-    DeidResult,
     Deidentifier,
+    DeidResult,
     NameCollector,
     case_names,
     collect_names,

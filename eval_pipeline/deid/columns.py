@@ -119,8 +119,10 @@ class StringLeaves:
             return
         if self._leaf_of is None:
             self._leaf_of = pl.concat(
-                [_flat(self.frame, path, rows=False).unique().with_columns(pl.lit(i, dtype=pl.Int64).alias("leaf"))
-                 for i, path in enumerate(self.paths)]
+                [
+                    _flat(self.frame, path, rows=False).unique().with_columns(pl.lit(i, dtype=pl.Int64).alias("leaf"))
+                    for i, path in enumerate(self.paths)
+                ]
             ).collect()
         # One join tells which leaves hold a matched value at all (a membership test per leaf rebuilds its set).
         held = self._leaf_of.join(matched.select(VALUE), on=VALUE, how="semi")["leaf"].unique().sort().to_list()
@@ -161,7 +163,9 @@ def rewrite_each_leaf(
             return expr.arr.eval(build(pl.element(), dtype.inner, node))
         if isinstance(dtype, pl.Struct):
             fields = node.items()  # type: ignore[union-attr]
-            return expr.struct.with_fields([build(pl.field(n), _field_dtype(dtype, n), sub).alias(n) for n, sub in fields])
+            return expr.struct.with_fields(
+                [build(pl.field(n), _field_dtype(dtype, n), sub).alias(n) for n, sub in fields]
+            )
         return node(expr)  # type: ignore[operator]
 
     columns = dict(schema)
@@ -175,4 +179,8 @@ def keep_matches(matched: pl.DataFrame, keep: pl.Series) -> pl.DataFrame:
     # for every list (gigabytes over tens of thousands of values).
     flat = matched.select(VALUE, "match").with_row_index("__deid_list").explode("match")
     kept = flat.filter(pl.col("match").is_in(keep.implode()))
-    return kept.group_by("__deid_list", maintain_order=True).agg(pl.col(VALUE).first(), pl.col("match")).drop("__deid_list")
+    return (
+        kept.group_by("__deid_list", maintain_order=True)
+        .agg(pl.col(VALUE).first(), pl.col("match"))
+        .drop("__deid_list")
+    )

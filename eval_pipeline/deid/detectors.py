@@ -806,6 +806,8 @@ def learned_field_pattern(keys: Iterable[str]) -> str | None:
     if not keys:
         return None
     return r'"(?:' + "|".join(re.escape(k) for k in keys) + r')"\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
 _NAME_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*\.?")
 _HONORIFICS = {"mr", "mrs", "ms", "mx", "dr", "prof", "sir", "jr", "sr", "ii", "iii", "iv"}
 

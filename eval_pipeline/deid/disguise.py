@@ -48,8 +48,14 @@ def _splice(value: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(pieces) + value[pos:]
 
 
-def _undisguise_round(values: list[str], pattern: str, names: frozenset[str], regions: frozenset[str],
-                      pseudonymizer: Pseudonymizer, memo: dict[str, list[Finding]]) -> Changes:
+def _undisguise_round(
+    values: list[str],
+    pattern: str,
+    names: frozenset[str],
+    regions: frozenset[str],
+    pseudonymizer: Pseudonymizer,
+    memo: dict[str, list[Finding]],
+) -> Changes:
     """One round: each value whose folded text holds personal data, with the values replaced over their original spans."""
     if not values:
         return {}
@@ -95,7 +101,9 @@ def _rounds(values: list[str], one_round: Callable[[list[str]], Changes]) -> Cha
     return changes
 
 
-def undisguise(values: list[str], names: frozenset[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
+def undisguise(
+    values: list[str], names: frozenset[str], regions: frozenset[str], pseudonymizer: Pseudonymizer
+) -> Changes:
     """Disguised values holding personal data: original value -> (the value with each one tokenized, their types)."""
     series = pl.Series(values, dtype=pl.String)
     # Besides disguised values, e-mails holding non-ASCII text: they may be written in any script, which only the
@@ -124,8 +132,9 @@ def union(values: list[str], regions: frozenset[str], pseudonymizer: Pseudonymiz
     return _rounds(values, lambda vs: _union_round(vs, regions, pseudonymizer))
 
 
-def apply_changes(leaves: list[pl.DataFrame], table: str, paths: tuple[LeafPath, ...], changes: Changes, current: str,
-                  active: str) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+def apply_changes(
+    leaves: list[pl.DataFrame], table: str, paths: tuple[LeafPath, ...], changes: Changes, current: str, active: str
+) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """Each leaf's distinct values (`current`, COUNT, `active`) with the changes made, and the replacement counts
     (tables.REPORT_SCHEMA, each value weighted by its occurrences)."""
     schema = {"table": pl.String, "field": pl.String, "entity_type": pl.String, "replacements": pl.Int64}
@@ -133,14 +142,19 @@ def apply_changes(leaves: list[pl.DataFrame], table: str, paths: tuple[LeafPath,
         return leaves, pl.DataFrame(schema=schema)
     old = pl.Series(list(changes), dtype=pl.String)
     new = pl.Series([new for new, _ in changes.values()], dtype=pl.String)
-    types = pl.DataFrame([(o, t) for o, (_, ts) in changes.items() for t in ts], schema={"old": pl.String, "entity_type": pl.String},
-                         orient="row")
+    types = pl.DataFrame(
+        [(o, t) for o, (_, ts) in changes.items() for t in ts],
+        schema={"old": pl.String, "entity_type": pl.String},
+        orient="row",
+    )
     out, counts = [], []
     for leaf, path in zip(leaves, paths, strict=True):
         hit = pl.col(current).is_in(old.implode())
         counts.append(
-            leaf.filter(hit).join(types, left_on=current, right_on="old", how="inner")
-            .group_by("entity_type").agg(pl.col(COUNT).sum().cast(pl.Int64).alias("replacements"))
+            leaf.filter(hit)
+            .join(types, left_on=current, right_on="old", how="inner")
+            .group_by("entity_type")
+            .agg(pl.col(COUNT).sum().cast(pl.Int64).alias("replacements"))
             .select(pl.lit(table).alias("table"), pl.lit(leaf_name(path)).alias("field"), "entity_type", "replacements")
         )
         out.append(leaf.with_columns(pl.col(current).replace(old, new), (pl.col(active) | hit).alias(active)))

@@ -30,11 +30,14 @@ _PERCENT_CHAR = re.compile(
 # In polars: a value worth folding holds a percent escape, or non-ASCII text that folding may change.
 _PERCENT = r"%[0-9A-Fa-f]{2}"
 _NON_ASCII = r"[^\x00-\x7f]"
-_FOLDED_CLASSES = r"[\p{Cf}\x{34F}\x{115F}\x{1160}\x{17B4}\x{17B5}\x{3164}\x{FFA0}\x{180B}-\x{180F}\x{FE00}-\x{FE0F}]|[\p{Nd}--0-9]"
+_FOLDED_CLASSES = (
+    r"[\p{Cf}\x{34F}\x{115F}\x{1160}\x{17B4}\x{17B5}\x{3164}\x{FFA0}\x{180B}-\x{180F}\x{FE00}-\x{FE0F}]|[\p{Nd}--0-9]"
+)
 
 # A non-ASCII character inside an e-mail-like run around an `@` (`josé.garcía@…`, `jane@bücher.de`): only such text
 # needs the (three times slower) Unicode e-mail pattern of detectors.combined_pattern.
 NON_ASCII_EMAIL = r"[^\x00-\x7f][A-Za-z0-9._%+-]*@|@[A-Za-z0-9.-]*[^\x00-\x7f]"
+
 
 @dataclass(frozen=True)
 class Folded:
@@ -91,7 +94,9 @@ def _fold_unicode(text: str) -> Folded:
     while i < n:
         j = i + 1
         # A base character and its combining marks fold together (NFKC composes `e` + U+0301 into `é`).
-        while j < n and text[j] >= "\u0300" and unicodedata.category(text[j])[0] == "M" and ord(text[j]) not in _IGNORABLE:
+        while (
+            j < n and text[j] >= "\u0300" and unicodedata.category(text[j])[0] == "M" and ord(text[j]) not in _IGNORABLE
+        ):
             j += 1
         chunk = text[i:j] if j - i > 1 or text[i] >= "\x80" else None
         folded = text[i] if chunk is None else _fold_chars(chunk)
@@ -113,7 +118,11 @@ def _decoded(match: re.Match[str]) -> str | None:
 
 def fold(text: str) -> Folded:
     """`text` with its Unicode disguises undone (see the module docstring), with the original span of each character."""
-    folded = _fold_unicode(text) if not text.isascii() else Folded(text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
+    folded = (
+        _fold_unicode(text)
+        if not text.isascii()
+        else Folded(text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
+    )
     # Each decoded character spans its own escapes (`%EF%BC%A0`, a full-width `@`, is one `@`).
     return folded.rewrite(_PERCENT_CHAR, _decoded) if "%" in folded.text else folded
 

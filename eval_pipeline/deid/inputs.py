@@ -112,8 +112,11 @@ def manifest_refusals(row: Mapping[str, Any], locale: str | None = None) -> list
     fields = [f for f in MANIFEST_KEY_FIELDS if isinstance(row.get(f), str)]
     if not fields:
         return []
-    findings = scan_frame(pl.DataFrame({f: [row[f]] for f in fields}, schema={f: pl.String for f in fields}),
-                          "run_manifest", locale=locale)
+    findings = scan_frame(
+        pl.DataFrame({f: [row[f]] for f in fields}, schema={f: pl.String for f in fields}),
+        "run_manifest",
+        locale=locale,
+    )
     kinds = findings.select("column", "entity_type").unique(maintain_order=True).iter_rows()
     return [f"run.yaml {column}: contains {kind_words(kind)}" for column, kind in kinds]
 
@@ -121,8 +124,9 @@ def manifest_refusals(row: Mapping[str, Any], locale: str | None = None) -> list
 def deidentify_manifest(row: Mapping[str, Any], deid: Callable[[], Deidentifier]) -> dict[str, Any]:
     """The manifest row with its free-text fields (candidate, model, versions shown in reports) de-identified."""
     fields = [f for f in MANIFEST_TEXT_FIELDS if f in row]
-    frame = pl.DataFrame({f: [None if row[f] is None else str(row[f])] for f in fields},
-                         schema={f: pl.String for f in fields})
+    frame = pl.DataFrame(
+        {f: [None if row[f] is None else str(row[f])] for f in fields}, schema={f: pl.String for f in fields}
+    )
     out, _ = deidentify_leaves(frame, [(f,) for f in fields], "run_manifest", deid)
     changed = out.row(0, named=True)
     return {**row, **{f: changed[f] for f in fields if changed[f] != frame[f][0]}}

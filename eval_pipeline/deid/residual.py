@@ -26,8 +26,6 @@ from stdnum.nl import bsn
 from stdnum.us import itin, ssn
 
 from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, keep_matches, leaf_name
-from eval_pipeline.deid.folding import Folded, fold, folded_values
-from eval_pipeline.deid.lookalikes import holds_date
 from eval_pipeline.deid.detectors import (
     CARD,
     EMAIL,
@@ -38,6 +36,8 @@ from eval_pipeline.deid.detectors import (
     TOKEN_PATTERN,
     mask,
 )
+from eval_pipeline.deid.folding import Folded, fold, folded_values
+from eval_pipeline.deid.lookalikes import holds_date
 
 # Keywords that announce a national id; a bare digit run right after one is checked against every id.
 _ID_WORDS = (
@@ -46,9 +46,7 @@ _ID_WORDS = (
     r"aadhaa?r|ssn|social[ _]security[ _]number|itin"
 )
 # A candidate: an optional id keyword, then a run of digits and capitals with single separators between groups.
-_CANDIDATE = (
-    r"(?i:(?:" + _ID_WORDS + r")[\"' :=#]{0,5})?\+?\(?[0-9A-Z]+(?:\)?[ ./\-]?\(?[0-9A-Z]+){0,10}"
-)
+_CANDIDATE = r"(?i:(?:" + _ID_WORDS + r")[\"' :=#]{0,5})?\+?\(?[0-9A-Z]+(?:\)?[ ./\-]?\(?[0-9A-Z]+){0,10}"
 # An optional `:` before the local part marks URL credentials (`https://user:pass@host`), the URL detector's part.
 # Local parts and domains may be written in any script (`josé.garcía@ejemplo.es`, `jane@bücher.de`); `{L}` is a
 # letter or digit of any script in Rust, any non-ASCII character in Python (which only sees what Rust matched).
@@ -98,7 +96,13 @@ def _windows(groups: list[re.Match[str]]) -> Iterable[tuple[int, tuple[int, ...]
     for i in range(len(groups)):
         for j in range(i + 1, min(len(groups), i + 8) + 1):
             part = groups[i:j]
-            yield i, tuple(len(g.group()) for g in part), "".join(g.group() for g in part), part[0].start(), part[-1].end()
+            yield (
+                i,
+                tuple(len(g.group()) for g in part),
+                "".join(g.group() for g in part),
+                part[0].start(),
+                part[-1].end(),
+            )
 
 
 def _phones(candidate: str, regions: tuple[str, ...]) -> list[tuple[str, int, int]]:
@@ -140,7 +144,10 @@ def judge_spans(candidate: str, regions: frozenset[str] = frozenset()) -> tuple[
         elif dated:
             continue
         elif not digits and (
-            dni.is_valid(compact) or nie.is_valid(compact) or codicefiscale.is_valid(compact) or _NINO_RE.fullmatch(compact)
+            dni.is_valid(compact)
+            or nie.is_valid(compact)
+            or codicefiscale.is_valid(compact)
+            or _NINO_RE.fullmatch(compact)
         ):
             kind = NATIONAL_ID
         elif digits and len(shape) > 1 and any(shape == s and m.is_valid(compact) for s, m in _SHAPED_IDS):
@@ -148,12 +155,20 @@ def judge_spans(candidate: str, regions: frozenset[str] = frozenset()) -> tuple[
         elif digits and shape in ((3, 2, 4),) and _ssn_like(compact):
             kind = NATIONAL_ID
         # After a keyword only the value right after it counts, and only at an id's length (stdnum pads short BSNs).
-        elif digits and start == 0 and len(shape) == 1 and keyword and len(compact) >= 8 and (
-            any(m.is_valid(compact) for m in _ALL_BARE) or _ssn_like(compact)
+        elif (
+            digits
+            and start == 0
+            and len(shape) == 1
+            and keyword
+            and len(compact) >= 8
+            and (any(m.is_valid(compact) for m in _ALL_BARE) or _ssn_like(compact))
         ):
             kind = NATIONAL_ID
-        elif digits and len(shape) == 1 and any(len(compact) == n and m.is_valid(compact) for r, (n, m) in
-                                                 _BARE_IDS.items() if r in regions):
+        elif (
+            digits
+            and len(shape) == 1
+            and any(len(compact) == n and m.is_valid(compact) for r, (n, m) in _BARE_IDS.items() if r in regions)
+        ):
             kind = NATIONAL_ID
         if kind is not None:
             found.append((kind, compact, lead + first, lead + last))
@@ -196,7 +211,10 @@ def _candidate_lists(distinct: pl.DataFrame, folded: pl.Series | None = None) ->
     worth = distinct.with_columns(folded.alias("text")).filter(pl.col("text").str.contains(_WORTH_SCANNING))
     text = worth.with_columns(normalized(pl.col("text")).alias("text"))
     return text.select(
-        VALUE, pl.concat_list(pl.col("text").str.extract_all(_CANDIDATE), pl.col("text").str.extract_all(_EMAIL)).alias("match")
+        VALUE,
+        pl.concat_list(pl.col("text").str.extract_all(_CANDIDATE), pl.col("text").str.extract_all(_EMAIL)).alias(
+            "match"
+        ),
     )
 
 
@@ -224,8 +242,9 @@ def scan_leaves(
                 rows.append((match, EMAIL, mask(match.replace(" ", ""))))
             continue
         rows += [(match, kind, mask(value)) for kind, value in judge(match, regions)]
-    verdicts = pl.DataFrame(rows, schema={"match": pl.String, "entity_type": pl.String, "masked_excerpt": pl.String},
-                            orient="row")
+    verdicts = pl.DataFrame(
+        rows, schema={"match": pl.String, "entity_type": pl.String, "masked_excerpt": pl.String}, orient="row"
+    )
     if verdicts.height == 0:
         return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
     matched = keep_matches(matched, verdicts["match"].unique())
@@ -234,7 +253,8 @@ def scan_leaves(
         or [pl.DataFrame(schema={"column": pl.String, ROW: pl.Int64, "match": pl.String})]
     )
     found = hits.join(verdicts, on="match", how="inner", maintain_order="left").select(
-        pl.lit(table).alias("table"), "column", pl.col(ROW).alias("row"), "entity_type", "masked_excerpt")
+        pl.lit(table).alias("table"), "column", pl.col(ROW).alias("row"), "entity_type", "masked_excerpt"
+    )
     return found.unique(maintain_order=True).cast(_SCHEMA)  # type: ignore[arg-type]
 
 
@@ -256,7 +276,9 @@ def residual_spans(value: str, regions: frozenset[str] = frozenset()) -> list[tu
     text = _normalized_with_spans(value)
     found: list[tuple[str, str, int, int]] = []
     for match in _CANDIDATE_RE.finditer(text.text):
-        found += [(kind, v, match.start() + a, match.start() + b) for kind, v, a, b in judge_spans(match.group(), regions)]
+        found += [
+            (kind, v, match.start() + a, match.start() + b) for kind, v, a, b in judge_spans(match.group(), regions)
+        ]
     for match in _EMAIL_RE.finditer(text.text):
         if not match.group().startswith(":"):
             found.append((EMAIL, match.group().replace(" ", ""), match.start(), match.end()))

@@ -83,8 +83,12 @@ def scan_frame(
     unicode_pattern = combined_pattern(person_words=bool(name_set), regions=regions, unicode=True)
     for by_field, regex in ((False, pattern), (True, by_key)):
         extract = [(pl.lit(True), regex)] if by_field else [(~wide, regex), (wide, unicode_pattern)]
-        matched = pl.concat([distinct.filter(rows).select(VALUE, pl.col("folded").str.extract_all(rx).alias("match"))
-                             for rows, rx in extract])
+        matched = pl.concat(
+            [
+                distinct.filter(rows).select(VALUE, pl.col("folded").str.extract_all(rx).alias("match"))
+                for rows, rx in extract
+            ]
+        )
         unique = matched["match"].explode().drop_nulls().unique().to_list()
         verdicts = _named(unique, learned) if by_field else _classified(unique, name_set, regions)
         if verdicts.height == 0:
@@ -153,7 +157,9 @@ def scan_documents(
         pl.concat([own, split])
         .with_columns(pl.col("document").replace_strict(order, return_dtype=pl.Int64).alias("__document"))
         .sort("__document", "line", "entity_type", maintain_order=True)
-        .select("table", pl.col("document").alias("column"), pl.col("line").alias("row"), "entity_type", "masked_excerpt")
+        .select(
+            "table", pl.col("document").alias("column"), pl.col("line").alias("row"), "entity_type", "masked_excerpt"
+        )
         .cast(FINDINGS_SCHEMA)  # type: ignore[arg-type]
     )
 

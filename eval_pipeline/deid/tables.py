@@ -143,7 +143,9 @@ def _state_diff_seeds(changes: Iterable[dict]) -> set[str]:
     names: set[str] = set()
     for change in changes:
         if NAME_KEY_RE.fullmatch(str(change.get("path", "")).rsplit(".", 1)[-1]):
-            names.update(n for v in (change.get("before"), change.get("after")) if isinstance(v, str) if (n := person_name(v)))
+            names.update(
+                n for v in (change.get("before"), change.get("after")) if isinstance(v, str) if (n := person_name(v))
+            )
     return names
 
 
@@ -312,7 +314,9 @@ class NameCollector:
             for change in changes:
                 if isinstance(change.get("path"), str):
                     key = change["path"].rsplit(".", 1)[-1]
-                    diff_pairs += [(key, v, 1) for v in (change.get("before"), change.get("after")) if isinstance(v, str)]
+                    diff_pairs += [
+                        (key, v, 1) for v in (change.get("before"), change.get("after")) if isinstance(v, str)
+                    ]
         pairs.append(self._pairs_frame(diff_pairs))
         self._add_pairs(pl.concat(pairs))
 
@@ -514,11 +518,13 @@ def _deidentify_until_stable(
         )
         for path in paths
     ]
+
     def distinct_current() -> list[str]:
         return pl.concat([leaf[_CURRENT] for leaf in leaves]).unique().to_list() if leaves else []
 
-    leaves, report = apply_changes(leaves, table, paths, undisguise(distinct_current(), names, regions, pseudonymizer),
-                                   _CURRENT, _ACTIVE)
+    leaves, report = apply_changes(
+        leaves, table, paths, undisguise(distinct_current(), names, regions, pseudonymizer), _CURRENT, _ACTIVE
+    )
     reports = [report]
     for _ in range(MAX_PASSES):
         leaves, report, ran_on = _deidentify_pass(leaves, table, paths, names, pseudonymizer, regions, verdicts)
@@ -526,7 +532,9 @@ def _deidentify_until_stable(
         glued = any(leaf[_CURRENT].str.contains(_GLUED_TOKEN).any() for leaf in leaves)
         if report.height == 0 or not (ran_on or glued):
             break
-    leaves, report = apply_changes(leaves, table, paths, union(distinct_current(), regions, pseudonymizer), _CURRENT, _ACTIVE)
+    leaves, report = apply_changes(
+        leaves, table, paths, union(distinct_current(), regions, pseudonymizer), _CURRENT, _ACTIVE
+    )
     reports.append(report)
     replacements = {}
     for path, leaf in zip(paths, leaves, strict=True):
@@ -550,7 +558,9 @@ class Deidentifier:
         self._verdicts: dict[str, Verdict] = {}
 
     def _run(self, frame: pl.DataFrame, table: str, paths: tuple[LeafPath, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return _deidentify_until_stable(frame, table, paths, self.names, self.pseudonymizer, self.regions, self._verdicts)
+        return _deidentify_until_stable(
+            frame, table, paths, self.names, self.pseudonymizer, self.regions, self._verdicts
+        )
 
     def traces(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """A traces frame (or one batch of it) de-identified, with its replacement counts."""

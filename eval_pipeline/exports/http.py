@@ -25,8 +25,10 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _CREDENTIAL_PATTERNS = (
     # a header or field that carries a credential, quoted or not: Authorization: …, "x-api-key": "…", token=…
-    re.compile(r"""(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|access[-_]?token|secret[-_]?key|password)"""
-               r"""(["']?\s*[:=]\s*["']?)[^"'\r\n,;}&]+"""),
+    re.compile(
+        r"""(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|access[-_]?token|secret[-_]?key|password)"""
+        r"""(["']?\s*[:=]\s*["']?)[^"'\r\n,;}&]+"""
+    ),
     re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}"),
     # Langfuse-style keys (pk-lf-…, sk-lf-…), OpenAI-style sk-… keys
     re.compile(r"\b()()(?:pk|sk)-[A-Za-z0-9_-]{4,}"),
@@ -85,16 +87,21 @@ def _redirect_target(url: str, exc: urllib.error.HTTPError, secrets: list[str], 
     target = urllib.parse.urljoin(url, location)
     shown = scrub(target, secrets, limit=500)
     if origin(target) != origin(url):
-        raise SendError(f"HTTP {exc.code} from {shown_url} redirects to another origin, {shown}: refused, credentials are "
-                        "never sent to another server (give that URL as --endpoint if you trust it)")
+        raise SendError(
+            f"HTTP {exc.code} from {shown_url} redirects to another origin, {shown}: refused, credentials are "
+            "never sent to another server (give that URL as --endpoint if you trust it)"
+        )
     if exc.code not in KEEPS_METHOD_AND_BODY:
-        raise SendError(f"HTTP {exc.code} from {shown_url} redirects to {shown}: not followed, a {exc.code} would resend the "
-                        "POST as a GET without its body (only 307 and 308 keep them)")
+        raise SendError(
+            f"HTTP {exc.code} from {shown_url} redirects to {shown}: not followed, a {exc.code} would resend the "
+            "POST as a GET without its body (only 307 and 308 keep them)"
+        )
     return target
 
 
-def post_json(url: str, body: bytes, headers: dict[str, str], timeout: float,
-              secrets: Iterable[str] = ()) -> tuple[int, bytes]:
+def post_json(
+    url: str, body: bytes, headers: dict[str, str], timeout: float, secrets: Iterable[str] = ()
+) -> tuple[int, bytes]:
     """(HTTP status, response body) of a POST; SendError for an HTTP error status, a refused redirect or an
     unreachable receiver. `secrets` (besides the header values) are never shown in the error."""
     hidden = [*header_secrets(headers), *secrets]

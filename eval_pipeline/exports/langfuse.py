@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import BinaryIO
 
 import polars as pl
@@ -44,9 +44,18 @@ INGESTION_PATH = "/api/public/ingestion"
 SCORE_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "eval_pipeline/exports/langfuse/score")
 
 SCORE_ROWS_SCHEMA = {
-    "run_id": pl.String, "trace_id": pl.String, "case_id": pl.String, "attempt": pl.Int64, "lane": pl.String,
-    "name": pl.String, "data_type": pl.String, "number": pl.Float64, "label": pl.String, "comment": pl.String,
-    "source": pl.String, "code_version": pl.String,
+    "run_id": pl.String,
+    "trace_id": pl.String,
+    "case_id": pl.String,
+    "attempt": pl.Int64,
+    "lane": pl.String,
+    "name": pl.String,
+    "data_type": pl.String,
+    "number": pl.Float64,
+    "label": pl.String,
+    "comment": pl.String,
+    "source": pl.String,
+    "code_version": pl.String,
 }
 
 
@@ -63,7 +72,11 @@ def score_id(run_id: str, trace_id: str, name: str) -> str:
 def stage_score_rows(stages: pl.DataFrame) -> pl.DataFrame:
     """One CATEGORICAL score row per (trace, lane, stage): the status (incomplete stays `incomplete`), the reason."""
     return stages.sort("run_id", "trace_id", "lane", "stage_order").select(
-        "run_id", "trace_id", "case_id", "attempt", "lane",
+        "run_id",
+        "trace_id",
+        "case_id",
+        "attempt",
+        "lane",
         pl.concat_str(pl.lit("eval."), "lane", pl.lit("."), "stage").alias("name"),
         pl.lit("CATEGORICAL").alias("data_type"),
         pl.lit(None, pl.Float64).alias("number"),
@@ -80,14 +93,21 @@ def metric_score_rows(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     kinds = {m: "BOOLEAN" if frame.schema[m] == pl.Boolean else "NUMERIC" for m in metrics}
     long = (
         frame.with_columns(pl.col(m).cast(pl.Float64) for m in metrics)
-        .unpivot(index=["run_id", "trace_id", "case_id", "attempt", "status", "reason", "code_version"], on=list(metrics),
-                 variable_name="metric", value_name="number")
+        .unpivot(
+            index=["run_id", "trace_id", "case_id", "attempt", "status", "reason", "code_version"],
+            on=list(metrics),
+            variable_name="metric",
+            value_name="number",
+        )
         # an evaluation that did not complete has no number; one that slipped through is still not sent as a value
         .filter(pl.col("number").is_not_null() & pl.col("number").is_not_nan() & (pl.col("status") != "incomplete"))
     )
     order = {m: i for i, m in enumerate(metrics)}
     return long.sort("run_id", "trace_id", pl.col("metric").replace_strict(order, return_dtype=pl.Int64)).select(
-        "run_id", "trace_id", "case_id", "attempt",
+        "run_id",
+        "trace_id",
+        "case_id",
+        "attempt",
         pl.lit(lane).alias("lane"),
         pl.concat_str(pl.lit(f"eval.{lane}."), "metric").alias("name"),
         pl.col("metric").replace_strict(kinds, return_dtype=pl.String).alias("data_type"),
@@ -121,12 +141,23 @@ def score_objects(rows: pl.DataFrame) -> Iterator[dict]:
             value = int(row["number"])
         else:
             value = row["number"]
-        score = {"id": score_id(row["run_id"], row["trace_id"], row["name"]), "traceId": row["trace_id"],
-                 "name": row["name"], "value": value, "dataType": row["data_type"]}
+        score = {
+            "id": score_id(row["run_id"], row["trace_id"], row["name"]),
+            "traceId": row["trace_id"],
+            "name": row["name"],
+            "value": value,
+            "dataType": row["data_type"],
+        }
         if row["comment"] is not None:
             score["comment"] = row["comment"]
-        score["metadata"] = {"run_id": row["run_id"], "case_id": row["case_id"], "attempt": row["attempt"],
-                             "lane": row["lane"], "source": row["source"], "code_version": row["code_version"]}
+        score["metadata"] = {
+            "run_id": row["run_id"],
+            "case_id": row["case_id"],
+            "attempt": row["attempt"],
+            "lane": row["lane"],
+            "source": row["source"],
+            "code_version": row["code_version"],
+        }
         yield score
 
 
@@ -160,7 +191,7 @@ class SendResult:
 
 
 def _timestamp() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _batches(items: Iterable[dict], size: int) -> Iterator[list[dict]]:
@@ -178,8 +209,15 @@ def _authorization(public_key: str, secret_key: str) -> str:
     return "Basic " + base64.b64encode(f"{public_key}:{secret_key}".encode()).decode()
 
 
-def send_scores(scores: Iterable[dict], endpoint: str, public_key: str, secret_key: str, *,
-                batch_events: int = BATCH_EVENTS, timeout: float = 30.0) -> SendResult:
+def send_scores(
+    scores: Iterable[dict],
+    endpoint: str,
+    public_key: str,
+    secret_key: str,
+    *,
+    batch_events: int = BATCH_EVENTS,
+    timeout: float = 30.0,
+) -> SendResult:
     """POST the scores as score-create events to {endpoint}/api/public/ingestion, at most `batch_events` a request."""
     url = endpoint.rstrip("/") + INGESTION_PATH
     headers = {"Content-Type": "application/json", "Authorization": _authorization(public_key, secret_key)}
@@ -188,8 +226,12 @@ def send_scores(scores: Iterable[dict], endpoint: str, public_key: str, secret_k
         # Event ids are fresh per send: Langfuse deduplicates events by them, while the score id (stable) is what
         # makes a resend overwrite the same score.
         events = {str(uuid.uuid4()): score for score in batch}
-        body = {"batch": [{"id": event_id, "type": "score-create", "timestamp": _timestamp(), "body": score}
-                          for event_id, score in events.items()]}
+        body = {
+            "batch": [
+                {"id": event_id, "type": "score-create", "timestamp": _timestamp(), "body": score}
+                for event_id, score in events.items()
+            ]
+        }
         try:
             status, text = post_json(url, json.dumps(body).encode(), headers, timeout, secrets=(public_key, secret_key))
         except SendError as exc:
@@ -202,25 +244,37 @@ def send_scores(scores: Iterable[dict], endpoint: str, public_key: str, secret_k
         # A score counts as sent only when the answer names its event among the successes: a 2xx from something
         # that is not Langfuse's ingestion API (a web page, an empty 200) confirms nothing.
         if not isinstance(answer, dict) or not isinstance(answer.get("successes"), list):
-            result.stopped = (f"HTTP {status} from {url} confirmed no score (not a Langfuse ingestion answer: "
-                              "no `successes` list)")
+            result.stopped = (
+                f"HTTP {status} from {url} confirmed no score (not a Langfuse ingestion answer: no `successes` list)"
+            )
             return result
         failed = {}
         hidden = (public_key, secret_key)
         for error in answer.get("errors") or []:
             error = error if isinstance(error, dict) else {"message": str(error)}
             event_id = str(error.get("id"))
-            message = scrub(str(error.get("message") or (json.dumps(error["error"]) if error.get("error") is not None else "refused")), hidden)
+            message = scrub(
+                str(
+                    error.get("message")
+                    or (json.dumps(error["error"]) if error.get("error") is not None else "refused")
+                ),
+                hidden,
+            )
             score = events.get(event_id)
             # an error naming no event of this batch is still a failure, reported under the id the server gave
-            failed[event_id] = (Failure(score["id"], score["traceId"], score["name"], error.get("status"), message)
-                                if score is not None else Failure(scrub(event_id, hidden), "?", "?", error.get("status"), message))
+            failed[event_id] = (
+                Failure(score["id"], score["traceId"], score["name"], error.get("status"), message)
+                if score is not None
+                else Failure(scrub(event_id, hidden), "?", "?", error.get("status"), message)
+            )
         result.failures.extend(failed.values())
         confirmed = {str(s.get("id")) for s in answer["successes"] if isinstance(s, dict)} & events.keys()
         result.accepted += len(confirmed - failed.keys())
         unconfirmed = events.keys() - confirmed - failed.keys()
         if unconfirmed:
-            result.stopped = (f"HTTP {status} from {url} neither accepted nor refused {len(unconfirmed)} of {len(events)} "
-                              "scores of a batch")
+            result.stopped = (
+                f"HTTP {status} from {url} neither accepted nor refused {len(unconfirmed)} of {len(events)} "
+                "scores of a batch"
+            )
             return result
     return result

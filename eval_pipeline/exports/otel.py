@@ -17,7 +17,7 @@ import os
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import BinaryIO
 
 import polars as pl
@@ -48,15 +48,17 @@ def otel_span_id(run_id: str, trace_id: str, lane: str) -> str:
 
 
 def _nanos(moment: datetime) -> str:
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
     return str((delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000)
 
 
 def run_times(warehouse: Warehouse, runs: list[str]) -> dict[str, str]:
     """Unix nanoseconds (as OTLP's decimal string) of each run's manifest created_at; now where it is missing or unreadable."""
-    now = _nanos(datetime.now(timezone.utc))
-    manifest = warehouse.read("run_manifest", columns=["run_id", "created_at"]) if warehouse.exists("run_manifest") else None
+    now = _nanos(datetime.now(UTC))
+    manifest = (
+        warehouse.read("run_manifest", columns=["run_id", "created_at"]) if warehouse.exists("run_manifest") else None
+    )
     created = {} if manifest is None else dict(manifest.iter_rows())
     times = {}
     for run_id in runs:
@@ -119,8 +121,15 @@ def _evaluated(warehouse: Warehouse, tables: tuple[str, ...], run_id: str, stage
         if frame is not None:
             parts.append(frame.select(*KEYS, "case_id", "attempt"))
     if not parts:
-        return pl.DataFrame(schema={"run_id": pl.String, "trace_id": pl.String, "lane": pl.String, "case_id": pl.String,
-                                    "attempt": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                "run_id": pl.String,
+                "trace_id": pl.String,
+                "lane": pl.String,
+                "case_id": pl.String,
+                "attempt": pl.Int64,
+            }
+        )
     return pl.concat(parts).unique(KEYS, keep="first", maintain_order=True).sort(KEYS)
 
 
@@ -128,7 +137,8 @@ def evaluation_spans(warehouse: Warehouse, tables: Iterable[str], runs: list[str
     """One span per evaluated (trace, lane) of the chosen score tables, its evaluations as events, in run, trace, lane order."""
     tables = tuple(tables)
     events = score_rows(warehouse, tables, runs).with_columns(
-        pl.col("name").str.strip_prefix(pl.concat_str(pl.lit("eval."), "lane", pl.lit("."))).alias("evaluation"))
+        pl.col("name").str.strip_prefix(pl.concat_str(pl.lit("eval."), "lane", pl.lit("."))).alias("evaluation")
+    )
     times = run_times(warehouse, runs)
     candidates = {}
     if warehouse.exists("run_manifest"):
@@ -139,7 +149,9 @@ def evaluation_spans(warehouse: Warehouse, tables: Iterable[str], runs: list[str
         # a trace with no number in the chosen tables (incomplete, not applicable) still gets its span
         spans = _evaluated(warehouse, tables, run_id, stages)
         if stages is not None and stages.height:
-            spans = spans.join(lane_outcomes(stages).select(*KEYS, *verdict), on=KEYS, how="left", maintain_order="left")
+            spans = spans.join(
+                lane_outcomes(stages).select(*KEYS, *verdict), on=KEYS, how="left", maintain_order="left"
+            )
         else:
             spans = spans.with_columns(pl.lit(None, pl.String).alias(c) for c in verdict)
         run_events = events.filter(pl.col("run_id") == run_id)
@@ -148,17 +160,19 @@ def evaluation_spans(warehouse: Warehouse, tables: Iterable[str], runs: list[str
         for span in spans.iter_rows(named=True):
             key = (span["run_id"], span["trace_id"], span["lane"])
             rows = grouped.get(key)
-            attributes = _attributes([
-                ("eval_pipeline.run_id", span["run_id"]),
-                ("eval_pipeline.trace_id", span["trace_id"]),
-                ("eval_pipeline.case_id", span["case_id"]),
-                ("eval_pipeline.attempt", span["attempt"]),
-                ("eval_pipeline.lane", span["lane"]),
-                ("eval_pipeline.outcome", span["outcome"]),
-                ("eval_pipeline.first_failing_stage", span["first_failing_stage"]),
-                ("eval_pipeline.owner", span["owner"]),
-                ("eval_pipeline.candidate", candidates.get(run_id)),
-            ])
+            attributes = _attributes(
+                [
+                    ("eval_pipeline.run_id", span["run_id"]),
+                    ("eval_pipeline.trace_id", span["trace_id"]),
+                    ("eval_pipeline.case_id", span["case_id"]),
+                    ("eval_pipeline.attempt", span["attempt"]),
+                    ("eval_pipeline.lane", span["lane"]),
+                    ("eval_pipeline.outcome", span["outcome"]),
+                    ("eval_pipeline.first_failing_stage", span["first_failing_stage"]),
+                    ("eval_pipeline.owner", span["owner"]),
+                    ("eval_pipeline.candidate", candidates.get(run_id)),
+                ]
+            )
             yield {
                 "traceId": otel_trace_id(run_id, span["trace_id"]),
                 "spanId": otel_span_id(run_id, span["trace_id"], span["lane"]),
@@ -201,7 +215,9 @@ def write_requests(requests: Iterable[dict], out: BinaryIO) -> tuple[int, int]:
     for request in requests:
         out.write(json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
         spans += span_count(request)
-        events += sum(len(span["events"]) for r in request["resourceSpans"] for s in r["scopeSpans"] for span in s["spans"])
+        events += sum(
+            len(span["events"]) for r in request["resourceSpans"] for s in r["scopeSpans"] for span in s["spans"]
+        )
     return spans, events
 
 
@@ -253,7 +269,9 @@ def send_requests(requests: Iterable[dict], endpoint: str, *, timeout: float = 3
         except (TypeError, ValueError):
             rejected = spans  # an answer that cannot say how many it took confirmed none
         result.accepted += spans - rejected
-        result.events += sum(len(span["events"]) for r in request["resourceSpans"] for s in r["scopeSpans"] for span in s["spans"])
+        result.events += sum(
+            len(span["events"]) for r in request["resourceSpans"] for s in r["scopeSpans"] for span in s["spans"]
+        )
         if rejected:
             reason = scrub(str(partial.get("errorMessage") or "no reason given"), header_secrets(headers))
             result.stopped = f"{url} rejected {rejected} of {spans} spans: {reason}"

@@ -27,8 +27,11 @@ class ExportError(Exception):
 def _delta_tables(warehouse: Warehouse, *parts: str) -> list[str]:
     """Names of the Delta tables directly under a folder of the warehouse."""
     location = open_location(warehouse.root)
-    return [name for name in location.subdirs(*parts)
-            if not name.startswith((".", "_")) and location.exists(*parts, name, "_delta_log")]
+    return [
+        name
+        for name in location.subdirs(*parts)
+        if not name.startswith((".", "_")) and location.exists(*parts, name, "_delta_log")
+    ]
 
 
 def exportable_tables(warehouse: Warehouse) -> list[str]:
@@ -48,8 +51,9 @@ def check_table(warehouse: Warehouse, table: str, allowed: list[str] | None = No
     head = table.strip("/").split("/", 1)[0]
     # Refused by name even when it is not there: the restricted area is never read, let alone listed as an option.
     if head == RESTRICTED_AREA or (table in restricted_tables(warehouse) and table not in exportable):
-        raise ExportError(f"table {table!r} is restricted (raw personal data) and is never exported; "
-                          f"exportable tables: {listing}")
+        raise ExportError(
+            f"table {table!r} is restricted (raw personal data) and is never exported; exportable tables: {listing}"
+        )
     problem = identifier_problem(table)
     if problem is not None:
         raise ExportError(f"table {table!r} {problem}; exportable tables: {listing}")
@@ -103,10 +107,17 @@ FORMULA_START = r"^(?:[\t\r]|\s*[=+\-@])"
 def as_text_cells(frame: pl.DataFrame) -> pl.DataFrame:
     """The frame with every string cell that a spreadsheet would evaluate prefixed with a single quote."""
     text = [name for name, dtype in frame.schema.items() if dtype == pl.String]
-    return frame.with_columns(
-        pl.when(pl.col(name).str.contains(FORMULA_START)).then(pl.lit("'") + pl.col(name)).otherwise(pl.col(name)).alias(name)
-        for name in text
-    ) if text else frame
+    return (
+        frame.with_columns(
+            pl.when(pl.col(name).str.contains(FORMULA_START))
+            .then(pl.lit("'") + pl.col(name))
+            .otherwise(pl.col(name))
+            .alias(name)
+            for name in text
+        )
+        if text
+        else frame
+    )
 
 
 def stored_schema(warehouse: Warehouse, table: str) -> pa.Schema:
@@ -136,8 +147,9 @@ def _encode(frame: pl.DataFrame, fmt: str, header: bool) -> bytes:
     return buffer.getvalue()
 
 
-def write_table(warehouse: Warehouse, table: str, runs: list[str], fmt: str, out: BinaryIO | str,
-                slice_rows: int = SLICE_ROWS) -> int:
+def write_table(
+    warehouse: Warehouse, table: str, runs: list[str], fmt: str, out: BinaryIO | str, slice_rows: int = SLICE_ROWS
+) -> int:
     """Write a table's rows of `runs` as csv or jsonl (to a binary stream) or parquet (to a path); the rows written."""
     if fmt == "parquet":
         return _write_parquet(warehouse, table, runs, out)
@@ -164,4 +176,3 @@ def _write_parquet(warehouse: Warehouse, table: str, runs: list[str], path: str)
             writer.write_table(frame.to_arrow().select(schema.names).cast(schema))
             rows += frame.height
     return rows
-

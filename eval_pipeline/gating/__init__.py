@@ -10,23 +10,39 @@ from eval_pipeline.gating.facts import manifest_from_warehouse, run_facts
 from eval_pipeline.scoring import gates as gate_scoring
 
 
-def compare(policy, candidate: gate_scoring.RunFacts, baseline_run_id: str | None, warehouse,
-            tables: Collection[str] | None = None) -> pl.DataFrame:
+def compare(
+    policy,
+    candidate: gate_scoring.RunFacts,
+    baseline_run_id: str | None,
+    warehouse,
+    tables: Collection[str] | None = None,
+) -> pl.DataFrame:
     """gate_results of a candidate against a baseline run read from the warehouse (only `tables` of it, when given)."""
     not_gated = gate_scoring.not_gated_reason(candidate.manifest)
     if not_gated:
         return gate_scoring.undecided_gates(policy, candidate.run_id, None, gate_scoring.NOT_APPLICABLE, not_gated)
     if not baseline_run_id:
-        return gate_scoring.undecided_gates(policy, candidate.run_id, None, gate_scoring.INCOMPLETE,
-                                            "no baseline: set baseline_run_id in policy/gates.yaml or pass --baseline")
+        return gate_scoring.undecided_gates(
+            policy,
+            candidate.run_id,
+            None,
+            gate_scoring.INCOMPLETE,
+            "no baseline: set baseline_run_id in policy/gates.yaml or pass --baseline",
+        )
     if baseline_run_id == candidate.run_id:
         # never gated against itself: the rows name no baseline, so no report reads "base-41 against base-41"
-        return gate_scoring.undecided_gates(policy, candidate.run_id, None, "not_applicable",
-                                            "this run is the baseline: not gated against itself")
+        return gate_scoring.undecided_gates(
+            policy, candidate.run_id, None, "not_applicable", "this run is the baseline: not gated against itself"
+        )
     baseline = run_facts(warehouse, baseline_run_id, tables)
     if baseline is None or baseline.outcomes is None:
-        return gate_scoring.undecided_gates(policy, candidate.run_id, baseline_run_id, gate_scoring.INCOMPLETE,
-                                            f"baseline run {baseline_run_id} has not been scored")
+        return gate_scoring.undecided_gates(
+            policy,
+            candidate.run_id,
+            baseline_run_id,
+            gate_scoring.INCOMPLETE,
+            f"baseline run {baseline_run_id} has not been scored",
+        )
     return gate_scoring.evaluate_gates(policy, candidate, baseline)
 
 
@@ -44,8 +60,10 @@ def baseline_or_reason(manifest: dict, policy, warehouse) -> tuple[str | None, s
     if scored is None:
         return None, f"baseline run {baseline} has not been scored"
     if scored.get("dataset_version") != manifest.get("dataset_version"):
-        return None, (f"baseline run {baseline} is of dataset {scored.get('dataset_version')}, this run of "
-                      f"{manifest.get('dataset_version')}: runs of different datasets are not compared")
+        return None, (
+            f"baseline run {baseline} is of dataset {scored.get('dataset_version')}, this run of "
+            f"{manifest.get('dataset_version')}: runs of different datasets are not compared"
+        )
     return baseline, None
 
 

@@ -49,7 +49,9 @@ def run_facts(warehouse: Warehouse, run_id: str, tables: Collection[str] | None 
         counterfactual=read("counterfactual_pairs"),
         qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None,
         # a segmented gate needs all three; a guess without families or tool risks would put cases in the wrong slice
-        slices=slice_membership(cases, corpus, registry) if all(f is not None for f in (cases, corpus, registry)) else None,
+        slices=slice_membership(cases, corpus, registry)
+        if all(f is not None for f in (cases, corpus, registry))
+        else None,
     )
     facts.missing = [name for name, value in (("stage_results", stages), ("deid_cases", cases)) if value is None]
     return facts

@@ -33,7 +33,9 @@ def run_write_versions(warehouse: Warehouse, table: str, run_id: str) -> list[in
     for entry in warehouse.history(table):
         operation = entry.get("operation", "")
         predicate = str((entry.get("operationParameters") or {}).get("predicate", ""))
-        if operation in {"WRITE", "CREATE TABLE"} and (literal in predicate or entry.get("version") == 0 or not predicate):
+        if operation in {"WRITE", "CREATE TABLE"} and (
+            literal in predicate or entry.get("version") == 0 or not predicate
+        ):
             versions.append(int(entry["version"]))
     return sorted(v for v in versions if _has_run(warehouse, table, run_id, v))
 
@@ -43,8 +45,14 @@ def _has_run(warehouse: Warehouse, table: str, run_id: str, version: int) -> boo
     return frame is not None and frame.height > 0
 
 
-def metric_versions(warehouse: Warehouse, table: str, metric: str, run_id: str,
-                    from_version: int | None = None, to_version: int | None = None) -> tuple[pl.DataFrame, int, int]:
+def metric_versions(
+    warehouse: Warehouse,
+    table: str,
+    metric: str,
+    run_id: str,
+    from_version: int | None = None,
+    to_version: int | None = None,
+) -> tuple[pl.DataFrame, int, int]:
     """(side-by-side frame, old version, new version) for one run's rows of a table."""
     if not warehouse.exists(table):
         raise _unknown("table", table, warehouse.root, warehouse_tables(warehouse), list_all=True)
@@ -60,7 +68,9 @@ def metric_versions(warehouse: Warehouse, table: str, metric: str, run_id: str,
     if from_version is None:
         earlier = [v for v in writes if v < to_version]
         if not earlier:
-            raise LookupError(f"{table} holds a single write of run {run_id} (version {to_version}); nothing to compare")
+            raise LookupError(
+                f"{table} holds a single write of run {run_id} (version {to_version}); nothing to compare"
+            )
         from_version = earlier[-1]
     old = warehouse.read(table, run_id, version=from_version)
     new = warehouse.read(table, run_id, version=to_version)

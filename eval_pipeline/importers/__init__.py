@@ -15,5 +15,18 @@ IMPORTERS = {"tau-bench": import_tau_bench, "openai-messages": import_openai_mes
 # importers of RAG and agent traces: (sources, ImportRun, Matching, **options) -> ImportSummary
 TRACE_IMPORTERS = {"otlp": import_otlp, "langfuse": import_langfuse, "ragas": import_ragas, "deepeval": import_deepeval}
 
-__all__ = ["IMPORTERS", "TRACE_IMPORTERS", "ImportRun", "ImportSummary", "ImporterError", "Matching", "import_bfcl",
-           "import_deepeval", "import_langfuse", "import_openai_messages", "import_otlp", "import_ragas", "import_tau_bench"]
+__all__ = [
+    "IMPORTERS",
+    "TRACE_IMPORTERS",
+    "ImportRun",
+    "ImportSummary",
+    "ImporterError",
+    "Matching",
+    "import_bfcl",
+    "import_deepeval",
+    "import_langfuse",
+    "import_openai_messages",
+    "import_otlp",
+    "import_ragas",
+    "import_tau_bench",
+]

@@ -53,7 +53,6 @@ from eval_pipeline.io import loaders
 from eval_pipeline.io.storage import InputError, Location, open_location
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class ImportRun:
     """The run an import writes: its id, data root, versions and manifest fields."""
@@ -104,7 +103,11 @@ class Golden:
         found = self.by_input.get(input_text, []) if input_text else []
         if len(found) == 1:
             return found[0], None
-        keyed = f"its {key} {attempt.case_key!r} is no case of the dataset" if attempt.case_key is not None else f"it has no {key}"
+        keyed = (
+            f"its {key} {attempt.case_key!r} is no case of the dataset"
+            if attempt.case_key is not None
+            else f"it has no {key}"
+        )
         if found:
             return None, f"{keyed}, and its input is the input of {len(found)} cases ({', '.join(sorted(found)[:5])})"
         return None, f"{keyed}, and no case has its input text ({len(input_text)} characters)"
@@ -123,8 +126,9 @@ class _Built:
         self.bodies: list[bytes] = []  # each trace's JSON object without trace_id and attempt
         self.incomplete: dict[int, str] = {}  # position -> why the trace is not ok
 
-    def add(self, case_id: str, started_ns: int | None, record: int, source_file: str, body: bytes, incomplete: str | None
-            ) -> None:
+    def add(
+        self, case_id: str, started_ns: int | None, record: int, source_file: str, body: bytes, incomplete: str | None
+    ) -> None:
         if incomplete is not None:
             self.incomplete[len(self.bodies)] = incomplete
         self.case_ids.append(case_id)
@@ -141,8 +145,14 @@ def _round(number: int, source: SourceRound, ids: DocIds) -> dict[str, Any]:
     def ranked(docs: Sequence[SourceDoc]) -> list[dict[str, Any]]:
         return [{"doc_id": ids.resolve(d), "score": d.score} for d in docs]
 
-    return {"round": number, "tool": source.tool, "variant": None, "query": source.query,
-            "candidates": ranked(source.candidates) if source.candidates is not None else None, "hits": ranked(source.hits)}
+    return {
+        "round": number,
+        "tool": source.tool,
+        "variant": None,
+        "query": source.query,
+        "candidates": ranked(source.candidates) if source.candidates is not None else None,
+        "hits": ranked(source.hits),
+    }
 
 
 def _context(attempt: SourceAttempt, ids: DocIds) -> list[dict[str, Any]] | None:
@@ -152,7 +162,12 @@ def _context(attempt: SourceAttempt, ids: DocIds) -> list[dict[str, Any]] | None
         docs = attempt.context
     elif attempt.prompt is not None:
         prompt = attempt.prompt
-        docs = [d for r in attempt.rounds for d in r.hits if (text := ids.text_of(d, ids.resolve(d)).strip()) and text in prompt]
+        docs = [
+            d
+            for r in attempt.rounds
+            for d in r.hits
+            if (text := ids.text_of(d, ids.resolve(d)).strip()) and text in prompt
+        ]
     else:
         return None
     chunks: dict[str, dict[str, Any]] = {}
@@ -193,8 +208,9 @@ def build_trace(attempt: SourceAttempt, ids: DocIds) -> tuple[dict[str, Any], li
     return trace, called_tools(steps or [])
 
 
-def source_case(attempt: SourceAttempt, case_id: str, input_text: str, trace: Mapping[str, Any], ids: DocIds
-                ) -> tuple[dict[str, Any] | None, str | None]:
+def source_case(
+    attempt: SourceAttempt, case_id: str, input_text: str, trace: Mapping[str, Any], ids: DocIds
+) -> tuple[dict[str, Any] | None, str | None]:
     """(the case the source's own gold states, None) or (None, why the attempt states no case: another attempt of
     the case may); ValueError when the gold breaks the case contract."""
     references = [ids.resolve(d) for d in attempt.reference_docs or []]
@@ -203,11 +219,15 @@ def source_case(attempt: SourceAttempt, case_id: str, input_text: str, trace: Ma
     lanes = (["rag"] if references else []) + (["agent"] if calls or has_calls else [])
     if not lanes:
         if trace["retrieval"]:
-            return None, ("no golden case and no reference documents: nothing to score retrieval against; put the "
-                          "golden cases under cases/<dataset version> (or give the source's reference contexts)")
+            return None, (
+                "no golden case and no reference documents: nothing to score retrieval against; put the "
+                "golden cases under cases/<dataset version> (or give the source's reference contexts)"
+            )
         if attempt.answer is not None:
-            return None, ("no golden case and no reference documents or tool calls: a RAG case needs the documents "
-                          "that answer it; put the golden cases under cases/<dataset version>")
+            return None, (
+                "no golden case and no reference documents or tool calls: a RAG case needs the documents "
+                "that answer it; put the golden cases under cases/<dataset version>"
+            )
         return None, "no golden case and nothing to score: no retrieval, answer, tool call or reference"
     case: dict[str, Any] = {"case_id": case_id, "case_revision": 1, "lanes": lanes, "input": input_text}
     if references:
@@ -273,9 +293,17 @@ class _Waiting:
 class _Writer:
     """One import: attempts taken one by one into built traces, cases and rejects."""
 
-    def __init__(self, fmt: str, run: ImportRun, matching: Matching, golden: Golden | None, ids: DocIds,
-                 summary: ImportSummary) -> None:
-        self.fmt, self.run, self.matching, self.golden, self.ids, self.summary = fmt, run, matching, golden, ids, summary
+    def __init__(
+        self, fmt: str, run: ImportRun, matching: Matching, golden: Golden | None, ids: DocIds, summary: ImportSummary
+    ) -> None:
+        self.fmt, self.run, self.matching, self.golden, self.ids, self.summary = (
+            fmt,
+            run,
+            matching,
+            golden,
+            ids,
+            summary,
+        )
         self.rejects: list[dict[str, Any]] = []
         self.built = _Built()
         self.cases: dict[str, dict[str, Any]] = {}
@@ -286,7 +314,9 @@ class _Writer:
     def refuse(self, source_file: str, record: int, reason: str, **keys: Any) -> None:
         self.rejects.append(import_reject(self.run.run_id, self.fmt, source_file, record, reason, **keys))
 
-    def _case_of(self, attempt: SourceAttempt, trace: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None, str | None]:
+    def _case_of(
+        self, attempt: SourceAttempt, trace: Mapping[str, Any]
+    ) -> tuple[str | None, dict[str, Any] | None, str | None]:
         """(case id, the case the attempt's own gold states, why it has none)."""
         input_text = trace["input"] or ""
         if self.golden is not None:
@@ -304,7 +334,9 @@ class _Writer:
         """Build one attempt's trace, or make it a reject with its reason."""
         self.summary.records += 1
         if isinstance(attempt, Unreadable):
-            self.refuse(attempt.source_file, attempt.record, attempt.reason, case_id=attempt.case_id, trace_id=attempt.trace_id)
+            self.refuse(
+                attempt.source_file, attempt.record, attempt.reason, case_id=attempt.case_id, trace_id=attempt.trace_id
+            )
             return
         case_id: str | None = None
         try:
@@ -327,15 +359,37 @@ class _Writer:
             return
         incomplete = None if trace["status"] == "ok" else (trace["error"] or trace["status"])
         if why is not None:  # no gold of its own: another attempt of its case may state the case
-            self.waiting.append(_Waiting(case_id, attempt.started_ns, attempt.record, attempt.source_file, json_line(trace),
-                                         incomplete, tools, docs, why))
+            self.waiting.append(
+                _Waiting(
+                    case_id,
+                    attempt.started_ns,
+                    attempt.record,
+                    attempt.source_file,
+                    json_line(trace),
+                    incomplete,
+                    tools,
+                    docs,
+                    why,
+                )
+            )
             return
         if case is not None:
             self.cases.setdefault(case_id, case)
-        self._add(case_id, attempt.started_ns, attempt.record, attempt.source_file, json_line(trace), incomplete, tools, docs)
+        self._add(
+            case_id, attempt.started_ns, attempt.record, attempt.source_file, json_line(trace), incomplete, tools, docs
+        )
 
-    def _add(self, case_id: str, started_ns: int | None, record: int, source_file: str, body: bytes, incomplete: str | None,
-             tools: list[str], docs: set[str]) -> None:
+    def _add(
+        self,
+        case_id: str,
+        started_ns: int | None,
+        record: int,
+        source_file: str,
+        body: bytes,
+        incomplete: str | None,
+        tools: list[str],
+        docs: set[str],
+    ) -> None:
         self.built.add(case_id, started_ns, record, source_file, body, incomplete)
         self.called += tools
         self.used |= docs
@@ -344,29 +398,51 @@ class _Writer:
         """The waiting attempts whose case another attempt stated are written; the others are rejects."""
         for item in self.waiting:
             if item.case_id in self.cases:
-                self._add(item.case_id, item.started_ns, item.record, item.source_file, item.body, item.incomplete, item.tools,
-                          item.docs)
+                self._add(
+                    item.case_id,
+                    item.started_ns,
+                    item.record,
+                    item.source_file,
+                    item.body,
+                    item.incomplete,
+                    item.tools,
+                    item.docs,
+                )
             else:
                 self.refuse(item.source_file, item.record, item.why, case_id=item.case_id)
         self.waiting.clear()
 
 
-def import_attempts(fmt: str, sources: Sequence[Path], attempts: Iterable[SourceAttempt | Unreadable], run: ImportRun,
-                    matching: Matching = Matching()) -> ImportSummary:
+def import_attempts(
+    fmt: str,
+    sources: Sequence[Path],
+    attempts: Iterable[SourceAttempt | Unreadable],
+    run: ImportRun,
+    matching: Matching = Matching(),
+) -> ImportSummary:
     """Write the attempts of a source as a run under the data root; the summary of what was written and rejected."""
     dataset_version, environment_version = _versions(fmt, sources, run)
     location = open_location(run.data_root)
     if location.exists("traces", run.run_id, "run.yaml") and not run.overwrite:
-        raise ImporterError(f"run {run.run_id!r} already exists at {location.uri_of('traces', run.run_id)}; "
-                            "choose another --run or pass --force to replace it")
+        raise ImporterError(
+            f"run {run.run_id!r} already exists at {location.uri_of('traces', run.run_id)}; "
+            "choose another --run or pass --force to replace it"
+        )
     try:
         golden = Golden.load(location, dataset_version)
         ids = DocIds.of_corpus(location, run.corpus_version, matching.doc_id_keys)
     except InputError as exc:
         raise ImporterError(str(exc)) from exc
     label = ", ".join(str(s) for s in sources)
-    summary = ImportSummary(fmt, label, run.run_id, str(run.data_root), dataset_version, environment_version,
-                            run.corpus_version or DEFAULT_CORPUS_VERSION)
+    summary = ImportSummary(
+        fmt,
+        label,
+        run.run_id,
+        str(run.data_root),
+        dataset_version,
+        environment_version,
+        run.corpus_version or DEFAULT_CORPUS_VERSION,
+    )
     writer = _Writer(fmt, run, matching, golden, ids, summary)
     with _rare_collections():
         for attempt in attempts:
@@ -395,8 +471,12 @@ def _numbered(run_id: str, writer: _Writer) -> tuple[list[tuple[str, int, int]],
             trace_id = _trace_id(run_id, case_id, attempt)
             problem = identifier_problem(trace_id) if attempt > 1 else None  # attempt 1 was checked with its trace
             if problem is not None:
-                writer.refuse(built.source_files[position], built.records[position], f"trace id {trace_id!r} {problem}",
-                              case_id=case_id)
+                writer.refuse(
+                    built.source_files[position],
+                    built.records[position],
+                    f"trace id {trace_id!r} {problem}",
+                    case_id=case_id,
+                )
                 continue
             order.append((trace_id, attempt, position))
             if position in built.incomplete:
@@ -421,16 +501,21 @@ def _golden_notes(golden: Golden | None, cases: Mapping[str, Mapping[str, Any]],
     rag = sum("rag" in c["lanes"] for c in cases.values())
     agent = sum("agent" in c["lanes"] for c in cases.values())
     goal_only = sum(c.get("tool_match") == "goal_only" for c in cases.values())
-    notes.append(f"no golden cases under cases/{dataset_version}: wrote {len(cases)} cases from the source's own gold "
-                 f"({rag} rag, {agent} agent)")
+    notes.append(
+        f"no golden cases under cases/{dataset_version}: wrote {len(cases)} cases from the source's own gold "
+        f"({rag} rag, {agent} agent)"
+    )
     if goal_only:
-        notes.append(f"{goal_only} agent cases have no reference tool calls (goal_only): their tool calls are not "
-                     "compared with a reference")
+        notes.append(
+            f"{goal_only} agent cases have no reference tool calls (goal_only): their tool calls are not "
+            "compared with a reference"
+        )
     return notes
 
 
-def _finish(summary: ImportSummary, location: Location, run: ImportRun, writer: _Writer, environment_version: str
-            ) -> ImportSummary:
+def _finish(
+    summary: ImportSummary, location: Location, run: ImportRun, writer: _Writer, environment_version: str
+) -> ImportSummary:
     cases = list(writer.cases.values())
     order, incomplete = _numbered(run.run_id, writer)
     writer.rejects.sort(key=lambda r: (r["source_file"], r["line"]))
@@ -443,13 +528,35 @@ def _finish(summary: ImportSummary, location: Location, run: ImportRun, writer: 
     summary.notes.append(f"tool registry: {origin}")
     summary.notes += filter(None, [unknown_tools_note(writer.called, known)])
     mode = import_mode(run.data_root, summary.dataset_version, run.mode, run.baseline_run_id)
-    corpus = plan_corpus(location, run.corpus_version, run.run_id, writer.ids.new_texts(writer.used), overwrite=run.overwrite,
-                         default=DEFAULT_CORPUS_VERSION)
+    corpus = plan_corpus(
+        location,
+        run.corpus_version,
+        run.run_id,
+        writer.ids.new_texts(writer.used),
+        overwrite=run.overwrite,
+        default=DEFAULT_CORPUS_VERSION,
+    )
     summary.corpus_version = corpus.version
-    run_manifest = manifest(run.run_id, run.candidate or Path(summary.source.split(", ")[0]).stem, summary.dataset_version,
-                            environment_version, corpus.version, run.model, mode, run.baseline_run_id)
-    files = RunFiles(run_manifest, cases, [], registry, f"{summary.format}.jsonl", writer.rejects,
-                     encoded_traces=_lines(writer.built, order), corpus_lines=corpus.lines)
+    run_manifest = manifest(
+        run.run_id,
+        run.candidate or Path(summary.source.split(", ")[0]).stem,
+        summary.dataset_version,
+        environment_version,
+        corpus.version,
+        run.model,
+        mode,
+        run.baseline_run_id,
+    )
+    files = RunFiles(
+        run_manifest,
+        cases,
+        [],
+        registry,
+        f"{summary.format}.jsonl",
+        writer.rejects,
+        encoded_traces=_lines(writer.built, order),
+        corpus_lines=corpus.lines,
+    )
     summary.files = write_run(run.data_root, files, run.overwrite)
     summary.notes += filter(None, [corpus.note])
     summary.mode, summary.cases, summary.traces = mode, len(cases), len(order)

@@ -67,8 +67,14 @@ FORMAT = "bfcl"
 MAX_EXPANSION = 10_000  # concrete accepted values of one parameter, after expanding BFCL's nested answers
 MAX_LISTED = 10  # item ids named in one summary note
 BFCL_TYPES: dict[str, str | None] = {
-    "dict": "object", "float": "number", "tuple": "array", "any": None,
-    "integer": "integer", "string": "string", "boolean": "boolean", "array": "array",
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "any": None,
+    "integer": "integer",
+    "string": "string",
+    "boolean": "boolean",
+    "array": "array",
 }
 KEPT_KEYWORDS = ("description", "default")
 _ABSENT = object()  # a nested key that may be left out
@@ -96,8 +102,10 @@ def json_schema(parameters: Mapping[str, Any], top: bool = True) -> dict[str, An
     if "enum" in parameters:
         out["x-bfcl-enum"] = parameters["enum"]  # BFCL never checks enums; kept as an annotation
     if isinstance(parameters.get("properties"), dict):
-        out["properties"] = {name: json_schema(spec, top=False) if isinstance(spec, dict) else {}
-                             for name, spec in parameters["properties"].items()}
+        out["properties"] = {
+            name: json_schema(spec, top=False) if isinstance(spec, dict) else {}
+            for name, spec in parameters["properties"].items()
+        }
     if isinstance(parameters.get("items"), dict):
         out["items"] = json_schema(parameters["items"], top=False)
     if isinstance(parameters.get("required"), list):
@@ -153,18 +161,25 @@ def _expand_dict(answer: Mapping[str, list[Any]], where: str, cap: int) -> list[
         choices: list[Any] = []
         for value in values:
             choice = _ABSENT if value == "" else value
-            if not any(choice is c or (choice is not _ABSENT and c is not _ABSENT and canonical_json(c) == canonical_json(choice))
-                       for c in choices):
+            if not any(
+                choice is c
+                or (choice is not _ABSENT and c is not _ABSENT and canonical_json(c) == canonical_json(choice))
+                for c in choices
+            ):
                 choices.append(choice)
         if "" in values:
             choices.append("")  # BFCL's dict checker accepts the key given as "" too
         options.append((key, choices))
     size = math.prod(len(c) for _, c in options)
     if size > cap:
-        raise ImporterError(f"{where}: the nested accepted values expand to {size} combinations, more than the cap "
-                            f"of {cap}; raise --max-expansion or trim the answer")
-    return [{key: value for (key, _), value in zip(options, combo, strict=True) if value is not _ABSENT}
-            for combo in itertools.product(*(c for _, c in options))]
+        raise ImporterError(
+            f"{where}: the nested accepted values expand to {size} combinations, more than the cap "
+            f"of {cap}; raise --max-expansion or trim the answer"
+        )
+    return [
+        {key: value for (key, _), value in zip(options, combo, strict=True) if value is not _ABSENT}
+        for combo in itertools.product(*(c for _, c in options))
+    ]
 
 
 def _lists_of_answers(value: Any) -> bool:
@@ -180,13 +195,20 @@ def expand_accepted(values: Sequence[Any], spec: Mapping[str, Any], where: str, 
     for value in values:
         if kind == "dict" and _lists_of_answers(value):
             out.extend(_expand_dict(value, where, cap))
-        elif kind in ("array", "tuple") and item_kind == "dict" and isinstance(value, list) and value \
-                and all(_lists_of_answers(v) for v in value):
+        elif (
+            kind in ("array", "tuple")
+            and item_kind == "dict"
+            and isinstance(value, list)
+            and value
+            and all(_lists_of_answers(v) for v in value)
+        ):
             per_item = [_expand_dict(v, f"{where}[{i}]", cap) for i, v in enumerate(value)]
             size = math.prod(len(p) for p in per_item)
             if size > cap:
-                raise ImporterError(f"{where}: the nested accepted values expand to {size} combinations, more than "
-                                    f"the cap of {cap}; raise --max-expansion or trim the answer")
+                raise ImporterError(
+                    f"{where}: the nested accepted values expand to {size} combinations, more than "
+                    f"the cap of {cap}; raise --max-expansion or trim the answer"
+                )
             out.extend(list(combo) for combo in itertools.product(*per_item))
         else:
             out.append(value)
@@ -202,8 +224,9 @@ def expand_accepted(values: Sequence[Any], spec: Mapping[str, Any], where: str, 
     return unique
 
 
-def reference_call(name: str, answer: Mapping[str, list[Any]], function: Mapping[str, Any], where: str,
-                   cap: int = MAX_EXPANSION) -> dict[str, Any]:
+def reference_call(
+    name: str, answer: Mapping[str, list[Any]], function: Mapping[str, Any], where: str, cap: int = MAX_EXPANSION
+) -> dict[str, Any]:
     """The case's reference call of one ground-truth entry: canonical args, every accepted value, the optional ones."""
     parameters = function.get("parameters") if isinstance(function.get("parameters"), dict) else {}
     properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
@@ -240,8 +263,12 @@ def _number(value: Any) -> bool:
 
 
 _BINARY = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
 }
 
 
@@ -276,7 +303,11 @@ def _value(node: ast.AST) -> Any:
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         # BFCL evaluates arithmetic; only numbers (and string concatenation) are computed here, nothing is run
         left, right = _value(node.left), _value(node.right)
-        if _number(left) and _number(right) or (isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str)):
+        if (
+            _number(left)
+            and _number(right)
+            or (isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str))
+        ):
             try:
                 result = _BINARY[type(node.op)](left, right)
             except ArithmeticError as exc:
@@ -329,7 +360,9 @@ def decode_prompting(text: str) -> tuple[list[tuple[str, dict[str, Any]]], int]:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise DecodeError(f"not Python call syntax: {exc}") from exc
     body = tree.body
-    nodes = [body] if isinstance(body, ast.Call) else list(body.elts) if isinstance(body, ast.List | ast.Tuple) else None
+    nodes = (
+        [body] if isinstance(body, ast.Call) else list(body.elts) if isinstance(body, ast.List | ast.Tuple) else None
+    )
     if nodes is None:
         raise DecodeError(f"not a list of calls: a {type(body).__name__}")
     calls, dropped = [], 0
@@ -419,8 +452,13 @@ def _item_problem(record: Any) -> str | None:
     if not isinstance(record.get("question"), list):
         return "no question list"
     functions = record.get("function")
-    if not isinstance(functions, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"]
-                                                  and isinstance(f.get("parameters", {}), dict) for f in functions):
+    if not isinstance(functions, list) or not all(
+        isinstance(f, dict)
+        and isinstance(f.get("name"), str)
+        and f["name"]
+        and isinstance(f.get("parameters", {}), dict)
+        for f in functions
+    ):
         return "no function list of {name, description, parameters}"
     names = [f["name"] for f in functions]
     if len(set(names)) != len(names):
@@ -454,10 +492,12 @@ def answer_types(function: Mapping[str, Any], answers: Iterable[Mapping[str, lis
     return {param: sorted(kinds) for param, kinds in sorted(extra.items())}
 
 
-def _registry_names(items: Sequence[tuple[int, dict[str, Any]]], extras: Mapping[tuple[str, str], dict[str, list[str]]],
-                    collisions: str) -> dict[tuple[str, str], str]:
+def _registry_names(
+    items: Sequence[tuple[int, dict[str, Any]]], extras: Mapping[tuple[str, str], dict[str, list[str]]], collisions: str
+) -> dict[tuple[str, str], str]:
     """The registry name of each (item id, function): names that items define differently (other parameters, or
     answers of other types) are qualified `<name>@<first item defining it>`."""
+
     def identity(item: Mapping[str, Any], function: Mapping[str, Any]) -> tuple[str, str]:
         extra = extras.get((item["id"], function["name"]), {})
         return function["name"], canonical_json([function.get("parameters", {}), extra])
@@ -488,18 +528,26 @@ def _registry_names(items: Sequence[tuple[int, dict[str, Any]]], extras: Mapping
 
 
 def _steps(calls: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [{"index": i, "kind": "tool_call", "tool": name, "args": args, "status": "ok", "result": None, "error": None}
-            for i, (name, args) in enumerate(calls, start=1)]
+    return [
+        {"index": i, "kind": "tool_call", "tool": name, "args": args, "status": "ok", "result": None, "error": None}
+        for i, (name, args) in enumerate(calls, start=1)
+    ]
 
 
 def _usage(line: Mapping[str, Any]) -> dict[str, Any] | None:
     """BFCL's token counts and latency (seconds) of a result line, where they are plain numbers."""
+
     def count(key: str) -> int | None:
         value = line.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     latency = line.get("latency")
-    usage = {"input_tokens": count("input_token_count"), "output_tokens": count("output_token_count"), "cost_usd": None,
-             "latency_ms": float(latency) * 1000.0 if _number(latency) else None}
+    usage = {
+        "input_tokens": count("input_token_count"),
+        "output_tokens": count("output_token_count"),
+        "cost_usd": None,
+        "latency_ms": float(latency) * 1000.0 if _number(latency) else None,
+    }
     return usage if any(v is not None for v in usage.values()) else None
 
 
@@ -576,7 +624,9 @@ def import_bfcl(
             problem = _answer_problem(by_id[record["id"]], {f["name"] for f in record["function"]})
         if problem:
             case_id = record.get("id") if isinstance(record, dict) and isinstance(record.get("id"), str) else None
-            rejects.append(import_reject(run_id, FORMAT, path.name, number, problem, **({"case_id": case_id} if case_id else {})))
+            rejects.append(
+                import_reject(run_id, FORMAT, path.name, number, problem, **({"case_id": case_id} if case_id else {}))
+            )
             continue
         seen.add(record["id"])
         items.append((number, record))
@@ -593,17 +643,23 @@ def import_bfcl(
             if extra:
                 extras[(item["id"], name)] = extra
     names = _registry_names(items, extras, collisions)
-    functions: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {}  # registry name -> BFCL function, answer types
+    functions: dict[
+        str, tuple[dict[str, Any], dict[str, list[str]]]
+    ] = {}  # registry name -> BFCL function, answer types
     cases: dict[str, dict[str, Any]] = {}
     for number, item in items:
         offered = {f["name"]: f for f in item["function"]}
         for function in item["function"]:
-            functions.setdefault(names[(item["id"], function["name"])], (function, extras.get((item["id"], function["name"]), {})))
+            functions.setdefault(
+                names[(item["id"], function["name"])], (function, extras.get((item["id"], function["name"]), {}))
+            )
         references = []
         try:
             for entry in by_id[item["id"]]["ground_truth"]:
                 name, answer = next(iter(entry.items()))
-                references.append(reference_call(names[(item["id"], name)], answer, offered[name], item["id"], max_expansion))
+                references.append(
+                    reference_call(names[(item["id"], name)], answer, offered[name], item["id"], max_expansion)
+                )
         except ValueError as exc:
             rejects.append(import_reject(run_id, FORMAT, path.name, number, str(exc), case_id=item["id"]))
             continue
@@ -621,31 +677,43 @@ def import_bfcl(
     for name in sorted(functions):
         function, extra = functions[name]
         schema = widen(json_schema(function.get("parameters") or {}), extra)
-        tool_entries.append({
-            "name": name,
-            "description": function.get("description") if isinstance(function.get("description"), str) else "",
-            "read_only": False,  # BFCL checks every call, whatever its name suggests
-            "destructive": False,
-            "args": schema,
-        })
+        tool_entries.append(
+            {
+                "name": name,
+                "description": function.get("description") if isinstance(function.get("description"), str) else "",
+                "read_only": False,  # BFCL checks every call, whatever its name suggests
+                "destructive": False,
+                "args": schema,
+            }
+        )
     registry = {"environment_version": summary.environment_version, "value_rules": "bfcl", "tools": tool_entries}
     _check_existing_registry(data_root, registry)
     qualified = sorted(name for name in functions if "@" in name)
     if qualified:
         clashing = sorted({name.split("@", 1)[0] for name in qualified})
-        summary.notes.append(f"{len(clashing)} function names are defined differently by different items: "
-                             f"registered as {len(qualified)} tools <name>@<first item defining it> "
-                             f"(e.g. {qualified[0]}); each item's calls resolve to the definition it offers")
+        summary.notes.append(
+            f"{len(clashing)} function names are defined differently by different items: "
+            f"registered as {len(qualified)} tools <name>@<first item defining it> "
+            f"(e.g. {qualified[0]}); each item's calls resolve to the definition it offers"
+        )
     schemas = {t["name"]: t["args"] for t in tool_entries}
     checkers: dict[str, Any] = {}
-    _note_ids(summary, "items whose ground truth breaks their own function's schema (BFCL can pass no call for them)",
-              [cid for cid, case in cases.items()
-               if any(_unsatisfiable(r, schemas[r["name"]], checkers, r["name"]) for r in case["reference_tool_calls"])])
+    _note_ids(
+        summary,
+        "items whose ground truth breaks their own function's schema (BFCL can pass no call for them)",
+        [
+            cid
+            for cid, case in cases.items()
+            if any(_unsatisfiable(r, schemas[r["name"]], checkers, r["name"]) for r in case["reference_tool_calls"])
+        ],
+    )
 
     traces: list[dict[str, Any]] = []
     if self_check:
-        for case_id, case in cases.items():
-            traces.append(_trace(run_id, case, 1, _steps((r["name"], r["args"]) for r in case["reference_tool_calls"]), None))
+        for case in cases.values():
+            traces.append(
+                _trace(run_id, case, 1, _steps((r["name"], r["args"]) for r in case["reference_tool_calls"]), None)
+            )
         trace_file, default_candidate = "self-check.jsonl", "bfcl-self-check"
     else:
         results_path = Path(results)  # type: ignore[arg-type]
@@ -653,15 +721,29 @@ def import_bfcl(
         rejects += result_rejects
         trace_file, default_candidate = f"{results_path.stem}.jsonl", results_path.stem
         attempted = {t["case_id"] for t in traces}
-        _note_ids(summary, "items have no result line (no case written for them)", [c for c in cases if c not in attempted])
+        _note_ids(
+            summary, "items have no result line (no case written for them)", [c for c in cases if c not in attempted]
+        )
         cases = {cid: case for cid, case in cases.items() if cid in attempted}
-    return finish_import(summary, data_root, list(cases.values()), traces, registry, rejects,
-                         candidate or default_candidate, model, mode, trace_file, overwrite,
-                         baseline_run_id=baseline_run_id)
+    return finish_import(
+        summary,
+        data_root,
+        list(cases.values()),
+        traces,
+        registry,
+        rejects,
+        candidate or default_candidate,
+        model,
+        mode,
+        trace_file,
+        overwrite,
+        baseline_run_id=baseline_run_id,
+    )
 
 
-def _trace(run_id: str, case: Mapping[str, Any], attempt: int, steps: list[dict[str, Any]],
-           usage: dict[str, Any] | None) -> dict[str, Any]:
+def _trace(
+    run_id: str, case: Mapping[str, Any], attempt: int, steps: list[dict[str, Any]], usage: dict[str, Any] | None
+) -> dict[str, Any]:
     return {
         "trace_id": f"{run_id}:{case['case_id']}#{attempt}",
         "case_id": case["case_id"],
@@ -676,8 +758,13 @@ def _trace(run_id: str, case: Mapping[str, Any], attempt: int, steps: list[dict[
     }
 
 
-def _resolve(name: str, item_id: str, names: Mapping[tuple[str, str], str], underscore_to_dot: bool,
-             offered: Mapping[str, list[str]]) -> str:
+def _resolve(
+    name: str,
+    item_id: str,
+    names: Mapping[tuple[str, str], str],
+    underscore_to_dot: bool,
+    offered: Mapping[str, list[str]],
+) -> str:
     """The registry name of a called function in an item: the definition that item offers, else the name as called."""
     if (item_id, name) in names:
         return names[(item_id, name)]
@@ -688,8 +775,14 @@ def _resolve(name: str, item_id: str, names: Mapping[tuple[str, str], str], unde
     return name
 
 
-def _result_traces(run_id: str, results_path: Path, cases: Mapping[str, dict[str, Any]], names: Mapping[tuple[str, str], str],
-                   underscore_to_dot: bool, summary: ImportSummary) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _result_traces(
+    run_id: str,
+    results_path: Path,
+    cases: Mapping[str, dict[str, Any]],
+    names: Mapping[tuple[str, str], str],
+    underscore_to_dot: bool,
+    summary: ImportSummary,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Traces of BFCL's model result lines, and rejects for the lines that are not results of an imported item."""
     records, unreadable = read_records(results_path)
     summary.records += len(records) + len(unreadable)
@@ -707,8 +800,16 @@ def _result_traces(run_id: str, results_path: Path, cases: Mapping[str, dict[str
             continue
         item_id = line["id"]
         if item_id not in cases:
-            rejects.append(import_reject(run_id, FORMAT, results_path.name, number,
-                                         f"result of {item_id}, which is not an imported item", case_id=item_id))
+            rejects.append(
+                import_reject(
+                    run_id,
+                    FORMAT,
+                    results_path.name,
+                    number,
+                    f"result of {item_id}, which is not an imported item",
+                    case_id=item_id,
+                )
+            )
             continue
         if "result" not in line:
             rejects.append(import_reject(run_id, FORMAT, results_path.name, number, "no result", case_id=item_id))
@@ -724,10 +825,16 @@ def _result_traces(run_id: str, results_path: Path, cases: Mapping[str, dict[str
             dropped_positional += positional
             steps = _steps((_resolve(name, item_id, names, underscore_to_dot, offered), args) for name, args in calls)
         traces.append(_trace(run_id, cases[item_id], attempt, steps, _usage(line)))
-    _note_ids(summary, "results could not be decoded as function calls (written as a finish step with the raw output "
-                       "and no call: tool_selection fails, as BFCL counts a decoder failure)", undecodable)
+    _note_ids(
+        summary,
+        "results could not be decoded as function calls (written as a finish step with the raw output "
+        "and no call: tool_selection fails, as BFCL counts a decoder failure)",
+        undecodable,
+    )
     if dropped_positional:
-        summary.notes.append(f"{dropped_positional} positional arguments dropped (BFCL's decoder reads keyword arguments only)")
+        summary.notes.append(
+            f"{dropped_positional} positional arguments dropped (BFCL's decoder reads keyword arguments only)"
+        )
     return traces, rejects
 
 

@@ -29,7 +29,18 @@ REJECTS_FILE = "import_rejects.json"  # not .jsonl, so trace ingestion never rea
 # Tools whose names say they only read: the registry an importer infers marks them read_only (the agent lane uses
 # read_only for tool_selection, unnecessary calls and fault re-checks). Pass a real registry to override.
 READ_ONLY_PREFIXES: tuple[str, ...] = (
-    "get_", "search_", "list_", "find_", "lookup_", "check_", "read_", "fetch_", "query_", "view_", "show_", "describe_",
+    "get_",
+    "search_",
+    "list_",
+    "find_",
+    "lookup_",
+    "check_",
+    "read_",
+    "fetch_",
+    "query_",
+    "view_",
+    "show_",
+    "describe_",
 )
 READ_ONLY_NAMES: tuple[str, ...] = ("calculate", "think")
 ESCALATION_NAMES: tuple[str, ...] = ("transfer_to_human_agents", "escalate_to_human", "transfer_to_human")
@@ -77,10 +88,16 @@ class ImportSummary:
         out += [f"  wrote {name}" for name in self.files]
         out += [f"  incomplete {row['trace_id']}: {row['reason']}" for row in self.incomplete[:SHOWN]]
         if len(self.incomplete) > SHOWN:
-            out.append(f"  ... and {len(self.incomplete) - SHOWN} more incomplete traces (status and error in the traces)")
-        out += [f"  rejected {row['source_file']} record {row['line']}: {row['reason']}" for row in self.rejects[:SHOWN]]
+            out.append(
+                f"  ... and {len(self.incomplete) - SHOWN} more incomplete traces (status and error in the traces)"
+            )
+        out += [
+            f"  rejected {row['source_file']} record {row['line']}: {row['reason']}" for row in self.rejects[:SHOWN]
+        ]
         if len(self.rejects) > SHOWN:
-            out.append(f"  ... and {len(self.rejects) - SHOWN} more rejected records (all in traces/{self.run_id}/{REJECTS_FILE})")
+            out.append(
+                f"  ... and {len(self.rejects) - SHOWN} more rejected records (all in traces/{self.run_id}/{REJECTS_FILE})"
+            )
         out += [f"  note: {note}" for note in self.notes]
         return out
 
@@ -96,8 +113,13 @@ def guess_read_only(name: str) -> bool:
     return name in READ_ONLY_NAMES or name.startswith(READ_ONLY_PREFIXES)
 
 
-def inferred_tool(name: str, schema: Mapping[str, Any] | None = None, description: str | None = None,
-                  read_only: bool | None = None, value_rules: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def inferred_tool(
+    name: str,
+    schema: Mapping[str, Any] | None = None,
+    description: str | None = None,
+    read_only: bool | None = None,
+    value_rules: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A registry entry for a tool the source only names (or defines without side-effect flags)."""
     tool = {
         "name": name,
@@ -165,7 +187,9 @@ def read_records(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str
     return [(text[: len(text) - len(text.lstrip())].count("\n") + 1, value)], []
 
 
-def _json_lines(path: Path, text: str, whole: json.JSONDecodeError) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
+def _json_lines(
+    path: Path, text: str, whole: json.JSONDecodeError
+) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
     """The records of a file that is not one JSON value, read as JSONL; ImporterError when it is not JSONL either."""
     records: list[tuple[int, Any]] = []
     bad: list[tuple[int, str]] = []
@@ -183,8 +207,10 @@ def _json_lines(path: Path, text: str, whole: json.JSONDecodeError) -> tuple[lis
     if not broken_array and (first_ok or len(records) >= len(bad) or len(records) + len(bad) == 1):
         return records, bad
     what = "is not a valid JSON array" if broken_array else "is neither valid JSON nor JSONL"
-    raise ImporterError(f"{path} {what}: {whole.msg.removesuffix(' at')} at line {whole.lineno} column {whole.colno} "
-                        f"({len(bad)} of {len(records) + len(bad)} lines are not JSON values on their own either)")
+    raise ImporterError(
+        f"{path} {what}: {whole.msg.removesuffix(' at')} at line {whole.lineno} column {whole.colno} "
+        f"({len(bad)} of {len(records) + len(bad)} lines are not JSON values on their own either)"
+    )
 
 
 @dataclass
@@ -198,8 +224,15 @@ class Started:
     rejects: list[dict[str, Any]]
 
 
-def start_import(fmt: str, source: str | Path, run_id: str, data_root: str | Path, dataset_version: str | None,
-                 environment_version: str | None, corpus_version: str) -> Started:
+def start_import(
+    fmt: str,
+    source: str | Path,
+    run_id: str,
+    data_root: str | Path,
+    dataset_version: str | None,
+    environment_version: str | None,
+    corpus_version: str,
+) -> Started:
     """Read the source and settle the versions (dataset `<fmt>-<source stem>`, environment = dataset, by default)."""
     path = Path(source)
     stem = slug(path.stem)
@@ -213,8 +246,9 @@ def start_import(fmt: str, source: str | Path, run_id: str, data_root: str | Pat
         validate_identifier(corpus_version, "corpus version")
     except ValueError as exc:
         raise ImporterError(str(exc)) from exc
-    summary = ImportSummary(fmt, str(path), run_id, str(data_root), dataset_version, environment_version or dataset_version,
-                            corpus_version)
+    summary = ImportSummary(
+        fmt, str(path), run_id, str(data_root), dataset_version, environment_version or dataset_version, corpus_version
+    )
     records, unreadable = read_records(path)
     summary.records = len(records) + len(unreadable)
     rejects = [import_reject(run_id, fmt, path.name, number, reason) for number, reason in unreadable]
@@ -271,19 +305,28 @@ def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -
         _validated(Trace, trace, f"trace {trace.get('trace_id')}")
 
     if location.exists("traces", run_id, "run.yaml") and not overwrite:
-        raise ImporterError(f"run {run_id!r} already exists at {location.uri_of('traces', run_id)}; "
-                            "choose another --run or pass --force to replace it")
+        raise ImporterError(
+            f"run {run_id!r} already exists at {location.uri_of('traces', run_id)}; "
+            "choose another --run or pass --force to replace it"
+        )
     case_files = [(bounded_file_name(f"{slug(case['case_id'])}.yaml"), _yaml(case)) for case in files.cases]
     by_name: dict[str, str] = {}
     for case, (name, _) in zip(files.cases, case_files, strict=True):
         other = by_name.setdefault(name, case["case_id"])
         if other != case["case_id"]:
-            raise ImporterError(f"cases {other!r} and {case['case_id']!r} would both be written to {name}; "
-                                "rename one of them in the source")
+            raise ImporterError(
+                f"cases {other!r} and {case['case_id']!r} would both be written to {name}; "
+                "rename one of them in the source"
+            )
     for name, text in case_files:
-        if location.exists("cases", dataset_version, name) and location.read_text("cases", dataset_version, name) != text:
-            raise ImporterError(f"{location.uri_of('cases', dataset_version, name)} exists with other content; "
-                                "import into another --dataset-version")
+        if (
+            location.exists("cases", dataset_version, name)
+            and location.read_text("cases", dataset_version, name) != text
+        ):
+            raise ImporterError(
+                f"{location.uri_of('cases', dataset_version, name)} exists with other content; "
+                "import into another --dataset-version"
+            )
 
     written: list[str] = []
 
@@ -350,8 +393,16 @@ def _yaml(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=120)
 
 
-def manifest(run_id: str, candidate: str, dataset_version: str, environment_version: str, corpus_version: str,
-             model: str | None, mode: str, baseline_run_id: str | None = None) -> dict[str, Any]:
+def manifest(
+    run_id: str,
+    candidate: str,
+    dataset_version: str,
+    environment_version: str,
+    corpus_version: str,
+    model: str | None,
+    mode: str,
+    baseline_run_id: str | None = None,
+) -> dict[str, Any]:
     """The run.yaml of an imported run."""
     baseline = {"baseline_run_id": baseline_run_id} if baseline_run_id else {}
     return {
@@ -376,8 +427,10 @@ def import_mode(data_root: str | Path, dataset_version: str, mode: str | None, b
         raise ImporterError(f"baseline run {baseline_run_id} is not under {location.uri_of('traces')}")
     baseline = load_manifest(location, baseline_run_id)
     if baseline.dataset_version != dataset_version:
-        raise ImporterError(f"baseline run {baseline_run_id} is of dataset {baseline.dataset_version}, this import of "
-                            f"{dataset_version}: a run is gated only against a baseline of the same dataset")
+        raise ImporterError(
+            f"baseline run {baseline_run_id} is of dataset {baseline.dataset_version}, this import of "
+            f"{dataset_version}: a run is gated only against a baseline of the same dataset"
+        )
     if mode == "exploratory":
         raise ImporterError("--baseline gates the run; it cannot be combined with --mode exploratory")
     return "gate"
@@ -403,10 +456,15 @@ def escalation_tools(names: Iterable[str]) -> list[str]:
     return sorted(set(names) & set(ESCALATION_NAMES))
 
 
-def resolve_registry(location_root: str | Path, environment_version: str, tools_file: str | Path | None,
-                     defined: Mapping[str, dict[str, Any]], called: Sequence[str],
-                     roles: Mapping[str, Mapping[str, Any]] | None = None,
-                     roles_origin: str = "") -> tuple[dict[str, Any], set[str] | None, str]:
+def resolve_registry(
+    location_root: str | Path,
+    environment_version: str,
+    tools_file: str | Path | None,
+    defined: Mapping[str, dict[str, Any]],
+    called: Sequence[str],
+    roles: Mapping[str, Mapping[str, Any]] | None = None,
+    roles_origin: str = "",
+) -> tuple[dict[str, Any], set[str] | None, str]:
     """(registry, its tool names or None when it was inferred from every called tool, where the registry came from).
 
     Precedence: the data root's tools/<environment_version>/tools.yaml, then --tools, then the source's own tool
@@ -421,7 +479,11 @@ def resolve_registry(location_root: str | Path, environment_version: str, tools_
         registry["environment_version"] = environment_version
         return registry, registry_names(registry), str(tools_file)
     if defined:
-        return {"environment_version": environment_version, "tools": list(defined.values())}, set(defined), "the source's tool definitions"
+        return (
+            {"environment_version": environment_version, "tools": list(defined.values())},
+            set(defined),
+            "the source's tool definitions",
+        )
     roles = roles or {}
     tools = [inferred_tool(name, **roles.get(name, {})) for name in sorted(set(called))]
     how = f"read_only from {roles_origin}, else guessed from names" if roles else "read_only guessed from names"
@@ -434,8 +496,10 @@ def unknown_tools_note(called: Iterable[str], known: set[str] | None) -> str | N
     if not missing:
         return None
     listed = ", ".join(f"{name} ({count} call{'s' if count > 1 else ''})" for name, count in sorted(missing.items()))
-    return (f"calls of tools missing from the tool registry, imported as calls (the pipeline fails them at tool_selection, "
-            f"reason unknown_tool): {listed}")
+    return (
+        f"calls of tools missing from the tool registry, imported as calls (the pipeline fails them at tool_selection, "
+        f"reason unknown_tool): {listed}"
+    )
 
 
 def usage_record(value: Any) -> dict[str, Any] | None:
@@ -455,9 +519,20 @@ def usage_record(value: Any) -> dict[str, Any] | None:
     return usage
 
 
-def finish_import(summary: ImportSummary, data_root: str | Path, cases: list[dict[str, Any]], traces: list[dict[str, Any]],
-                  registry: dict[str, Any], rejects: list[dict[str, Any]], candidate: str, model: str | None, mode: str | None,
-                  trace_file: str, overwrite: bool, baseline_run_id: str | None = None) -> ImportSummary:
+def finish_import(
+    summary: ImportSummary,
+    data_root: str | Path,
+    cases: list[dict[str, Any]],
+    traces: list[dict[str, Any]],
+    registry: dict[str, Any],
+    rejects: list[dict[str, Any]],
+    candidate: str,
+    model: str | None,
+    mode: str | None,
+    trace_file: str,
+    overwrite: bool,
+    baseline_run_id: str | None = None,
+) -> ImportSummary:
     """Write what an importer built and complete its summary."""
     mode = import_mode(data_root, summary.dataset_version, mode, baseline_run_id)
     rejects = sorted(rejects, key=lambda r: r["line"])
@@ -465,10 +540,22 @@ def finish_import(summary: ImportSummary, data_root: str | Path, cases: list[dic
         summary.rejects = rejects
         summary.notes.append("nothing written: no record could be imported")
         return summary
-    run_manifest = manifest(summary.run_id, candidate, summary.dataset_version, summary.environment_version,
-                            summary.corpus_version, model, mode, baseline_run_id)
+    run_manifest = manifest(
+        summary.run_id,
+        candidate,
+        summary.dataset_version,
+        summary.environment_version,
+        summary.corpus_version,
+        model,
+        mode,
+        baseline_run_id,
+    )
     summary.mode = mode
-    summary.files = write_run(data_root, RunFiles(run_manifest, cases, traces, registry, trace_file, rejects), overwrite)
+    summary.files = write_run(
+        data_root, RunFiles(run_manifest, cases, traces, registry, trace_file, rejects), overwrite
+    )
     summary.cases, summary.traces, summary.rejects = len(cases), len(traces), rejects
-    summary.incomplete = [{"trace_id": t["trace_id"], "reason": t["error"] or t["status"]} for t in traces if t["status"] != "ok"]
+    summary.incomplete = [
+        {"trace_id": t["trace_id"], "reason": t["error"] or t["status"]} for t in traces if t["status"] != "ok"
+    ]
     return summary

@@ -38,7 +38,9 @@ class DocIds:
     by_text: dict[str, str] = field(default_factory=dict)  # text -> first doc_id with it
     new: dict[str, str] = field(default_factory=dict)  # doc_id -> text, not in the corpus version
     how: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # the ids that came each way
-    shared: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # metadata value -> texts it also named
+    shared: dict[str, set[str]] = field(
+        default_factory=lambda: defaultdict(set)
+    )  # metadata value -> texts it also named
     touched: set[str] = field(default_factory=set)  # ids resolved since the last take_touched()
 
     @classmethod
@@ -108,12 +110,16 @@ class DocIds:
         notes = [f"document ids: {how}"] if how else []
         textless = sorted(doc_id for doc_id in used if doc_id not in self.corpus_text and doc_id not in self.new)
         if textless:
-            notes.append(f"{len(textless)} retrieved documents have no text in the source or the corpus version "
-                         f"({_some(textless)}): import with --corpus-version naming the corpus that holds them, or "
-                         "context and grounding cannot read them")
+            notes.append(
+                f"{len(textless)} retrieved documents have no text in the source or the corpus version "
+                f"({_some(textless)}): import with --corpus-version naming the corpus that holds them, or "
+                "context and grounding cannot read them"
+            )
         if self.shared:
-            notes.append(f"{len(self.shared)} metadata values name documents with different texts ({_some(sorted(self.shared))}): "
-                         f"those documents have ids from their text; give --doc-id-key the key that names one chunk")
+            notes.append(
+                f"{len(self.shared)} metadata values name documents with different texts ({_some(sorted(self.shared))}): "
+                f"those documents have ids from their text; give --doc-id-key the key that names one chunk"
+            )
         return notes
 
 
@@ -130,8 +136,9 @@ class CorpusPlan:
     note: str | None
 
 
-def plan_corpus(location: Location, given: str | None, run_id: str, new: dict[str, str], *, overwrite: bool, default: str
-                ) -> CorpusPlan:
+def plan_corpus(
+    location: Location, given: str | None, run_id: str, new: dict[str, str], *, overwrite: bool, default: str
+) -> CorpusPlan:
     """The corpus version of the run: `given` as it is when the source brings no `new` text, else `<given>-<run>`
     (the given version's documents plus the new ones) or, without one, `given` or `<run>-docs` holding the new ones.
     ImporterError when that version exists and `overwrite` is not set: nothing is written before this is known."""
@@ -140,19 +147,28 @@ def plan_corpus(location: Location, given: str | None, run_id: str, new: dict[st
     exists = given is not None and location.is_dir("corpus", given)
     version = f"{given}-{run_id}" if exists else (given or f"{run_id}-docs")
     if location.is_dir("corpus", version) and not overwrite:
-        raise ImporterError(f"corpus version {version} already exists at {location.uri_of('corpus', version)}; "
-                            "import with another --run or --corpus-version, or --force to replace what this import wrote")
+        raise ImporterError(
+            f"corpus version {version} already exists at {location.uri_of('corpus', version)}; "
+            "import with another --run or --corpus-version, or --force to replace what this import wrote"
+        )
     lines = b"".join(orjson.dumps({"doc_id": d, "text": t}) + b"\n" for d, t in new.items())
     if exists:
-        lines = b"".join(location.read_bytes("corpus", given, name).rstrip(b"\n") + b"\n"
-                         for name in location.files("corpus", given, suffixes=(".jsonl",))) + lines
+        lines = (
+            b"".join(
+                location.read_bytes("corpus", given, name).rstrip(b"\n") + b"\n"
+                for name in location.files("corpus", given, suffixes=(".jsonl",))
+            )
+            + lines
+        )
         origin = f"corpus version {given} plus "
     elif given is not None:
         others = ", ".join(location.subdirs("corpus")[:5]) or "none"
         origin = f"corpus version {given} did not exist (versions under corpus/: {others}), so it holds only "
     else:
         origin = ""
-    return CorpusPlan(version, lines, f"corpus: wrote corpus/{version}/docs.jsonl ({origin}{len(new)} documents from the source)")
+    return CorpusPlan(
+        version, lines, f"corpus: wrote corpus/{version}/docs.jsonl ({origin}{len(new)} documents from the source)"
+    )
 
 
 __all__ = ["DOC_ID_KEYS", "CorpusPlan", "DocIds", "digest_id", "plan_corpus"]

@@ -37,9 +37,14 @@ DEFAULT_MATCHING = Matching()
 DEEPEVAL_CONTAINERS = ("test_cases", "testCases", "goldens")
 # DeepEval reads its test cases under snake_case names and their camelCase aliases (LLMTestCase validation aliases)
 DEEPEVAL_ALIASES = {
-    "actual_output": "actualOutput", "expected_output": "expectedOutput", "retrieval_context": "retrievalContext",
-    "tools_called": "toolsCalled", "expected_tools": "expectedTools", "additional_metadata": "additionalMetadata",
-    "token_cost": "tokenCost", "completion_time": "completionTime",
+    "actual_output": "actualOutput",
+    "expected_output": "expectedOutput",
+    "retrieval_context": "retrievalContext",
+    "tools_called": "toolsCalled",
+    "expected_tools": "expectedTools",
+    "additional_metadata": "additionalMetadata",
+    "token_cost": "tokenCost",
+    "completion_time": "completionTime",
 }
 
 Row = dict[str, Any]
@@ -134,9 +139,13 @@ def _ragas_messages(turns: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
                     raise BadRow(f"user_input message {number}: a tool call without a name")
                 calls += 1
                 open_ids.append(f"call_{calls}")
-                message.setdefault("tool_calls", []).append({
-                    "id": open_ids[-1], "type": "function",
-                    "function": {"name": call["name"], "arguments": _arguments(call.get("args"), "tool call args")}})
+                message.setdefault("tool_calls", []).append(
+                    {
+                        "id": open_ids[-1],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": _arguments(call.get("args"), "tool call args")},
+                    }
+                )
             messages.append(message)
         elif kind == "tool":
             if not open_ids:
@@ -164,10 +173,18 @@ def _ragas_multi_turn(row: Row, source_file: str, record: int, case_key: str) ->
     answers = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]]
     calls = _reference_calls(row.get("reference_tool_calls"), "reference_tool_calls", lambda c: c.get("args"))
     return SourceAttempt(
-        source_file, record, case_key=_case_key(row, case_key), input=inputs[0], messages=messages,
-        answer=answers[-1] if answers else None, reference_answer=_text(row, "reference"), reference_tool_calls=calls,
+        source_file,
+        record,
+        case_key=_case_key(row, case_key),
+        input=inputs[0],
+        messages=messages,
+        answer=answers[-1] if answers else None,
+        reference_answer=_text(row, "reference"),
+        reference_tool_calls=calls,
         # Ragas ToolCallAccuracy compares the calls in order unless told otherwise (strict_order=True)
-        tool_match="strict_order" if calls else None, defects=defects)
+        tool_match="strict_order" if calls else None,
+        defects=defects,
+    )
 
 
 def _ragas_single_turn(row: Row, source_file: str, record: int, case_key: str) -> SourceAttempt:
@@ -176,10 +193,16 @@ def _ragas_single_turn(row: Row, source_file: str, record: int, case_key: str) -
     reference = _texts(row, "reference_contexts")
     _texts(row, "multi_responses")  # read to refuse a wrong type; one attempt has one response
     return SourceAttempt(
-        source_file, record, case_key=_case_key(row, case_key), input=row["user_input"],
-        rounds=[SourceRound(hits=hits)] if hits else [], context=hits,
-        answer=_text(row, "response"), reference_answer=_text(row, "reference"),
-        reference_docs=_docs(reference, _ids(row, "reference_context_ids", reference)))
+        source_file,
+        record,
+        case_key=_case_key(row, case_key),
+        input=row["user_input"],
+        rounds=[SourceRound(hits=hits)] if hits else [],
+        context=hits,
+        answer=_text(row, "response"),
+        reference_answer=_text(row, "reference"),
+        reference_docs=_docs(reference, _ids(row, "reference_context_ids", reference)),
+    )
 
 
 def ragas_attempt(row: Row, source_file: str, record: int, case_key: str = "case_id") -> SourceAttempt:
@@ -194,8 +217,16 @@ def ragas_attempt(row: Row, source_file: str, record: int, case_key: str = "case
     return _ragas_single_turn(row, source_file, record, case_key)
 
 
-RAGAS_LITERALS = ("retrieved_contexts", "reference_contexts", "retrieved_context_ids", "reference_context_ids",
-                  "multi_responses", "rubrics", "reference_tool_calls", "reference_topics")
+RAGAS_LITERALS = (
+    "retrieved_contexts",
+    "reference_contexts",
+    "retrieved_context_ids",
+    "reference_context_ids",
+    "multi_responses",
+    "rubrics",
+    "reference_tool_calls",
+    "reference_topics",
+)
 
 
 def _ragas_cell(name: str, cell: str) -> Any:
@@ -226,7 +257,10 @@ def _literal(cell: str) -> Any:
 
 def _deepeval_fields(row: Row) -> Row:
     """A DeepEval row under its snake_case names (its camelCase aliases read too)."""
-    return {**row, **{name: row[alias] for name, alias in DEEPEVAL_ALIASES.items() if row.get(name) is None and alias in row}}
+    return {
+        **row,
+        **{name: row[alias] for name, alias in DEEPEVAL_ALIASES.items() if row.get(name) is None and alias in row},
+    }
 
 
 def _deepeval_list(row: Row, name: str) -> list[str] | None:
@@ -240,7 +274,7 @@ def _deepeval_list(row: Row, name: str) -> list[str] | None:
 def _retrieved(item: str) -> SourceDoc:
     """A retrieval_context item; `deepeval_source=S,deepeval_context=C` (a RetrievedContextData) keeps its source."""
     if item.startswith(DEEPEVAL_SOURCE_MARK):
-        source, found, context = item[len(DEEPEVAL_SOURCE_MARK):].partition(",deepeval_context=")
+        source, found, context = item[len(DEEPEVAL_SOURCE_MARK) :].partition(",deepeval_context=")
         if found:
             return SourceDoc(text=context, metadata={"source": source})
     return SourceDoc(text=item)
@@ -272,7 +306,9 @@ def _deepeval_messages(input_text: str, called: list[dict[str, Any]], answer: st
     for number, call in enumerate(called, start=1):
         call_id = f"call_{number}"
         arguments = _arguments(_parameters(call), f"tools_called {call['name']} input_parameters")
-        tool_calls.append({"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments}})
+        tool_calls.append(
+            {"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments}}
+        )
         output = call.get("output")
         if output is not None:
             content = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
@@ -286,6 +322,7 @@ def _deepeval_messages(input_text: str, called: list[dict[str, Any]], answer: st
 
 def _usage(row: Row) -> dict[str, Any] | None:
     """Cost and latency of a test case (token_cost in dollars, completion_time in seconds), when it has them."""
+
     def number(value: Any) -> float | None:
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -297,7 +334,9 @@ def _usage(row: Row) -> dict[str, Any] | None:
 def deepeval_attempt(row: Row, source_file: str, record: int, case_key: str = "case_id") -> SourceAttempt:
     """One DeepEval test case (or golden) as an attempt."""
     if row.get("scenario") or (row.get("turns") and row.get("input") is None):
-        raise BadRow("a conversational golden or test case (scenario, turns): import deepeval reads single-turn test cases")
+        raise BadRow(
+            "a conversational golden or test case (scenario, turns): import deepeval reads single-turn test cases"
+        )
     row = _deepeval_fields(row)
     input_text = row.get("input")
     if input_text is None:
@@ -314,14 +353,22 @@ def deepeval_attempt(row: Row, source_file: str, record: int, case_key: str = "c
         raise BadRow("additional_metadata is not an object")
     references = _reference_calls(expected, "expected_tools", _parameters)
     return SourceAttempt(
-        source_file, record, key=_text(row, "name"), case_key=_case_key(row, case_key, metadata), input=input_text,
-        rounds=[SourceRound(hits=hits)] if hits else [], context=hits, answer=answer,
-        messages=_deepeval_messages(input_text, called, answer) if called else None, usage=_usage(row),
+        source_file,
+        record,
+        key=_text(row, "name"),
+        case_key=_case_key(row, case_key, metadata),
+        input=input_text,
+        rounds=[SourceRound(hits=hits)] if hits else [],
+        context=hits,
+        answer=answer,
+        messages=_deepeval_messages(input_text, called, answer) if called else None,
+        usage=_usage(row),
         reference_answer=_text(row, "expected_output"),
         reference_docs=[SourceDoc(text=t) for t in ideal] if ideal is not None else None,
         reference_tool_calls=references,
         # DeepEval's ToolCorrectnessMetric ignores the order of calls unless told (should_consider_ordering=False)
-        tool_match="unordered" if references else None)
+        tool_match="unordered" if references else None,
+    )
 
 
 def _deepeval_cell(name: str, cell: str) -> Any:
@@ -371,14 +418,17 @@ def _records(path: Path, cell: Callable[[str, str], Any]) -> tuple[list[tuple[in
         return _csv_rows(path, cell)
     records, bad = read_records(path)
     if len(records) == 1 and isinstance(records[0][1], dict):
-        container = next((records[0][1][k] for k in DEEPEVAL_CONTAINERS if isinstance(records[0][1].get(k), list)), None)
+        container = next(
+            (records[0][1][k] for k in DEEPEVAL_CONTAINERS if isinstance(records[0][1].get(k), list)), None
+        )
         if container is not None:
             return list(enumerate(container, start=1)), bad
     return records, bad
 
 
-def _read(path: str | Path, convert: RowReader, cell: Callable[[str, str], Any], case_key: str
-          ) -> Iterator[SourceAttempt | Unreadable]:
+def _read(
+    path: str | Path, convert: RowReader, cell: Callable[[str, str], Any], case_key: str
+) -> Iterator[SourceAttempt | Unreadable]:
     """The attempts of a file's rows; the file is read (and refused, when it cannot be) before the first is asked for."""
     path = Path(path)
     if not path.is_file():
@@ -387,8 +437,9 @@ def _read(path: str | Path, convert: RowReader, cell: Callable[[str, str], Any],
     return _attempts(str(path), records, bad, convert, case_key)
 
 
-def _attempts(name: str, records: list[tuple[int, Any]], bad: list[tuple[int, str]], convert: RowReader, case_key: str
-              ) -> Iterator[SourceAttempt | Unreadable]:
+def _attempts(
+    name: str, records: list[tuple[int, Any]], bad: list[tuple[int, str]], convert: RowReader, case_key: str
+) -> Iterator[SourceAttempt | Unreadable]:
     yield from (Unreadable(name, number, reason) for number, reason in bad)
     for number, row in records:
         if not isinstance(row, dict):

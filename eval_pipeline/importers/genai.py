@@ -29,8 +29,12 @@ from eval_pipeline.importers.source import (
 )
 
 CHAT_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
-                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
 CHOICE_EVENT = "gen_ai.choice"
 _BODY_KEYS = ("body", "event.body")  # where span-event producers put a log event's body, when not in attributes
 _TEXT_KEYS = ("content", "text", "page_content")
@@ -42,8 +46,10 @@ class UnreadableGenAI(ValueError):
 
 def is_genai(spans: Sequence[Span]) -> bool:
     """Whether any span of the trace has a `gen_ai.*` attribute or event."""
-    return any(any(k.startswith("gen_ai.") for k in s.attributes) or any(e.name.startswith("gen_ai.") for e in s.events)
-               for s in spans)
+    return any(
+        any(k.startswith("gen_ai.") for k in s.attributes) or any(e.name.startswith("gen_ai.") for e in s.events)
+        for s in spans
+    )
 
 
 def _json(value: Any, what: str) -> Any:
@@ -61,8 +67,11 @@ def _text(content: Any) -> str | None:
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [_text(p.get("content", p.get("text"))) if isinstance(p, dict) else _text(p) for p in content
-                 if not isinstance(p, dict) or p.get("type", "text") == "text"]
+        texts = [
+            _text(p.get("content", p.get("text"))) if isinstance(p, dict) else _text(p)
+            for p in content
+            if not isinstance(p, dict) or p.get("type", "text") == "text"
+        ]
         return "\n".join(t for t in texts if t) or None
     return json.dumps(content, ensure_ascii=False)
 
@@ -88,7 +97,10 @@ def _parts_message(message: Any, what: str) -> list[dict[str, Any]]:
     typed = [p for p in parts if isinstance(p, dict)]
     responses = [p for p in typed if p.get("type") == "tool_call_response"]
     if responses:
-        return [{"role": "tool", "tool_call_id": p.get("id"), "content": _tool_content(p.get("response"))} for p in responses]
+        return [
+            {"role": "tool", "tool_call_id": p.get("id"), "content": _tool_content(p.get("response"))}
+            for p in responses
+        ]
     out: dict[str, Any] = {"role": role, "content": _text([p for p in typed if p.get("type") == "text"])}
     calls = [_call(p.get("id"), p.get("name"), p.get("arguments")) for p in typed if p.get("type") == "tool_call"]
     if calls:
@@ -137,7 +149,9 @@ def _event_call(call: Mapping[str, Any], role: str) -> dict[str, Any]:
     """One tool call of a message event: `{id, type, function: {name, arguments}}`."""
     function = call.get("function") or {}
     if not isinstance(function, dict):
-        raise UnreadableGenAI(f"a tool call of a gen_ai.{role}.message has a function that is a {type(function).__name__}, not an object")
+        raise UnreadableGenAI(
+            f"a tool call of a gen_ai.{role}.message has a function that is a {type(function).__name__}, not an object"
+        )
     return _call(call.get("id"), function.get("name"), function.get("arguments"))
 
 
@@ -176,11 +190,18 @@ def _chat(span: Span) -> _Chat:
         elif event.name == CHOICE_EVENT:
             fields = _event_fields(event)
             message = _json(fields.get("message"), "gen_ai.choice message")
-            choices.append((_choice_index(fields.get("index")), _event_message("assistant", message if isinstance(message, dict) else {})))
+            choices.append(
+                (
+                    _choice_index(fields.get("index")),
+                    _event_message("assistant", message if isinstance(message, dict) else {}),
+                )
+            )
     output = outputs[0] if outputs else (min(choices, key=lambda c: c[0])[1] if choices else None)
     tokens = {}
-    for name, keys in (("input_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
-                       ("output_tokens", ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"))):
+    for name, keys in (
+        ("input_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
+        ("output_tokens", ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")),
+    ):
         value = next((a[k] for k in keys if isinstance(a.get(k), int)), None)
         if value is not None:
             tokens[name] = value
@@ -196,9 +217,12 @@ def _doc(value: Any) -> SourceDoc:
     metadata = _json(value.get("metadata"), "a document's metadata")
     text = next((value[k] for k in _TEXT_KEYS if isinstance(value.get(k), str)), None)
     score = value.get("score")
-    return SourceDoc(id=None if value.get("id") is None else str(value["id"]), text=text,
-                     score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-                     metadata=metadata if isinstance(metadata, dict) else None)
+    return SourceDoc(
+        id=None if value.get("id") is None else str(value["id"]),
+        text=text,
+        score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+        metadata=metadata if isinstance(metadata, dict) else None,
+    )
 
 
 def _round(span: Span) -> SourceRound:
@@ -206,15 +230,23 @@ def _round(span: Span) -> SourceRound:
     docs = _json(a.get("gen_ai.retrieval.documents"), "gen_ai.retrieval.documents")
     if docs is not None and not isinstance(docs, list):
         raise UnreadableGenAI("gen_ai.retrieval.documents is not a list")
-    return SourceRound(hits=[_doc(d) for d in docs or []], query=a.get("gen_ai.retrieval.query.text"),
-                       tool=a.get("gen_ai.data_source.id") or span.name)
+    return SourceRound(
+        hits=[_doc(d) for d in docs or []],
+        query=a.get("gen_ai.retrieval.query.text"),
+        tool=a.get("gen_ai.data_source.id") or span.name,
+    )
 
 
 def _tool_message(span: Span, call_id: str | None) -> dict[str, Any]:
     """The result of an `execute_tool` span as a tool message; a span with status ERROR is a failed call."""
     a = span.attributes
     if span.status == "ERROR":
-        return {"role": "tool", "tool_call_id": call_id, "content": span.status_message or a.get("error.type") or "error", "error": True}
+        return {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": span.status_message or a.get("error.type") or "error",
+            "error": True,
+        }
     return {"role": "tool", "tool_call_id": call_id, "content": _tool_content(a.get("gen_ai.tool.call.result"))}
 
 
@@ -229,9 +261,18 @@ class _Conversation:
     def _claim(self, call: dict[str, Any], after: int) -> Span | None:
         """The tool span that ran a call: the one with its call id, else the first of its name (started after)."""
         candidates = [s for s in self.unclaimed if s.start_ns >= after]
-        found = next((s for s in candidates if call["id"] and s.attributes.get("gen_ai.tool.call.id") == call["id"]), None)
-        found = found or next((s for s in candidates if s.attributes.get("gen_ai.tool.name") == call["function"]["name"]
-                               and not s.attributes.get("gen_ai.tool.call.id")), None)
+        found = next(
+            (s for s in candidates if call["id"] and s.attributes.get("gen_ai.tool.call.id") == call["id"]), None
+        )
+        found = found or next(
+            (
+                s
+                for s in candidates
+                if s.attributes.get("gen_ai.tool.name") == call["function"]["name"]
+                and not s.attributes.get("gen_ai.tool.call.id")
+            ),
+            None,
+        )
         if found is not None:
             self.unclaimed.remove(found)
         return found
@@ -240,7 +281,11 @@ class _Conversation:
         given = chat.input
         if self.messages:
             last = max((i for i, m in enumerate(given) if m["role"] == "assistant"), default=-1)
-            given = given[last + 1:] if last >= 0 else [m for m in given if m["role"] != "system" and m not in self.messages]
+            given = (
+                given[last + 1 :]
+                if last >= 0
+                else [m for m in given if m["role"] != "system" and m not in self.messages]
+            )
         for message in given:
             if message["role"] == "tool":
                 self._answer(message)
@@ -274,8 +319,15 @@ class _Conversation:
         self.unclaimed.remove(span)
         a = span.attributes
         call_id = a.get("gen_ai.tool.call.id") or span.span_id
-        self.messages.append({"role": "assistant", "content": None,
-                              "tool_calls": [_call(call_id, a.get("gen_ai.tool.name") or span.name, a.get("gen_ai.tool.call.arguments"))]})
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    _call(call_id, a.get("gen_ai.tool.name") or span.name, a.get("gen_ai.tool.call.arguments"))
+                ],
+            }
+        )
         self.messages.append(_tool_message(span, call_id))
 
 
@@ -318,8 +370,10 @@ def _read(spans: Sequence[Span], root: Span) -> _Read:
         elif op == "execute_tool":
             conversation.tool(span)
     # an agent span of a trace without model-call spans: its own input and output messages
-    agent = [_messages(root.attributes.get(f"gen_ai.{side}.messages"), f"gen_ai.{side}.messages") if not chats else []
-             for side in ("input", "output")]
+    agent = [
+        _messages(root.attributes.get(f"gen_ai.{side}.messages"), f"gen_ai.{side}.messages") if not chats else []
+        for side in ("input", "output")
+    ]
     return _Read(chats, [_round(s) for op, s in operations if op == "retrieval"], conversation.messages, *agent)
 
 
@@ -332,7 +386,9 @@ def _usage(root: Span, chats: Sequence[_Chat]) -> dict[str, Any]:
     return usage
 
 
-def genai_attempt(spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id") -> SourceAttempt | Unreadable:
+def genai_attempt(
+    spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id"
+) -> SourceAttempt | Unreadable:
     """One OTel trace (spans in start order) in the GenAI conventions as an attempt, or why it cannot be read."""
     root = root_span(spans)
     try:
@@ -341,19 +397,37 @@ def genai_attempt(spans: list[Span], source_file: str, record: int, *, case_key:
         return Unreadable(source_file, record, f"OTel trace {root.trace_id}: {exc}", trace_id=root.trace_id)
     last_output = read.chats[-1].output if read.chats else (read.agent_output[-1] if read.agent_output else None)
     answer = _text(last_output.get("content")) if last_output else None
-    question = _first_user(read.messages) or _first_user(read.agent_input) or next((r.query for r in read.rounds if r.query), None)
+    question = (
+        _first_user(read.messages)
+        or _first_user(read.agent_input)
+        or next((r.query for r in read.rounds if r.query), None)
+    )
     failed = root.status == "ERROR"
     captured = question or answer or any(r.hits for r in read.rounds) or any(m.get("tool_calls") for m in read.messages)
     if not captured and not failed:
-        return Unreadable(source_file, record, f"OTel trace {root.trace_id} has GenAI spans but no message, document or "
-                          "tool call: was content capture on (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)?",
-                          trace_id=root.trace_id)
+        return Unreadable(
+            source_file,
+            record,
+            f"OTel trace {root.trace_id} has GenAI spans but no message, document or "
+            "tool call: was content capture on (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)?",
+            trace_id=root.trace_id,
+        )
     return SourceAttempt(
-        source_file=source_file, record=record, key=root.trace_id, started_ns=root.start_ns,
-        case_key=span_case_key(spans, root, case_key), input=question, rounds=read.rounds,
-        prompt=_prompt(read.chats[-1]) if read.chats else None, answer=answer, messages=read.messages or None,
-        usage=_usage(root, read.chats) or None, status="error" if failed else "ok",
-        error=(root.status_message or root.attributes.get("error.type") or "the root span's status is ERROR") if failed else None,
+        source_file=source_file,
+        record=record,
+        key=root.trace_id,
+        started_ns=root.start_ns,
+        case_key=span_case_key(spans, root, case_key),
+        input=question,
+        rounds=read.rounds,
+        prompt=_prompt(read.chats[-1]) if read.chats else None,
+        answer=answer,
+        messages=read.messages or None,
+        usage=_usage(root, read.chats) or None,
+        status="error" if failed else "ok",
+        error=(root.status_message or root.attributes.get("error.type") or "the root span's status is ERROR")
+        if failed
+        else None,
     )
 
 

@@ -195,8 +195,11 @@ def _openai_call(call: Mapping[str, Any], fallback_id: str) -> dict[str, Any]:
     """A tool call in OpenAI form from an OpenAI call, a LangChain call `{name, args, id}` or an Anthropic `tool_use`."""
     function = call["function"] if isinstance(call.get("function"), dict) else call
     arguments = function.get("arguments", function.get("args", function.get("input")))
-    return {"id": text_id(call.get("id")) or fallback_id, "type": "function",
-            "function": {"name": function.get("name"), "arguments": arguments}}
+    return {
+        "id": text_id(call.get("id")) or fallback_id,
+        "type": "function",
+        "function": {"name": function.get("name"), "arguments": arguments},
+    }
 
 
 def _assistant(output: Any, obs_id: str) -> dict[str, Any] | None:
@@ -213,16 +216,22 @@ def _assistant(output: Any, obs_id: str) -> dict[str, Any] | None:
     if not isinstance(output, dict):
         return None
     content = output.get("content")
-    calls = [c for c in output.get("tool_calls") or (output.get("additional_kwargs") or {}).get("tool_calls") or []
-             if isinstance(c, dict)]
+    calls = [
+        c
+        for c in output.get("tool_calls") or (output.get("additional_kwargs") or {}).get("tool_calls") or []
+        if isinstance(c, dict)
+    ]
     if isinstance(output.get("function_call"), dict):
         calls.append({"function": output["function_call"]})
     if isinstance(content, list):
         calls += [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
         content = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_use")]
     text = _content_text(content) if content is not None or calls else _answer(output)
-    return {"role": "assistant", "content": text,
-            "tool_calls": [_openai_call(c, f"{obs_id}-{n}") for n, c in enumerate(calls, start=1)]}
+    return {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [_openai_call(c, f"{obs_id}-{n}") for n, c in enumerate(calls, start=1)],
+    }
 
 
 def _arguments(value: Any) -> Any:
@@ -249,7 +258,9 @@ def _tool_call_id(obs: Observation) -> str | None:
     for where in (obs.metadata, obs.output, obs.input):
         if isinstance(where, dict) and text_id(where.get("tool_call_id")):
             return text_id(where["tool_call_id"])
-    return text_id(obs.input.get("id")) if isinstance(obs.input, dict) and obs.input.get("type") == "tool_call" else None
+    return (
+        text_id(obs.input.get("id")) if isinstance(obs.input, dict) and obs.input.get("type") == "tool_call" else None
+    )
 
 
 def _result_text(output: Any) -> Any:
@@ -270,7 +281,9 @@ def _tool_message(call_id: str, obs: Observation) -> dict[str, Any]:
     return message
 
 
-def _answering(call: Mapping[str, Any], after: Observation, candidates: Sequence[Observation], used: set[str]) -> Observation | None:
+def _answering(
+    call: Mapping[str, Any], after: Observation, candidates: Sequence[Observation], used: set[str]
+) -> Observation | None:
     """The tool observation that answers a call: the one naming its id, else the first of its name that starts after
     the generation (a TOOL before a span), else the first of its name; each answers one call."""
     free = [o for o in candidates if o.id not in used]
@@ -289,8 +302,12 @@ def _conversation(input_text: str | None, observations: Sequence[Observation]) -
     if not generations and not any(o.type == "TOOL" for o in observations):
         return None
     candidates = [o for o in observations if o.type in ("TOOL", "SPAN")]
-    in_inputs = {m["tool_call_id"]: m for g in generations for m in _messages_of(g.input) or []
-                 if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)}
+    in_inputs = {
+        m["tool_call_id"]: m
+        for g in generations
+        for m in _messages_of(g.input) or []
+        if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)
+    }
     used: set[str] = set()
     turns: dict[int, list[dict[str, Any]]] = {}
     for position, obs in enumerate(observations):
@@ -307,7 +324,11 @@ def _conversation(input_text: str | None, observations: Sequence[Observation]) -
         turns[position] = [message, *replies]
     for position, obs in enumerate(observations):
         if obs.type == "TOOL" and obs.id not in used:
-            call = {"id": obs.id, "type": "function", "function": {"name": obs.name, "arguments": _arguments(obs.input)}}
+            call = {
+                "id": obs.id,
+                "type": "function",
+                "function": {"name": obs.name, "arguments": _arguments(obs.input)},
+            }
             turns[position] = [{"role": "assistant", "content": None, "tool_calls": [call]}, _tool_message(obs.id, obs)]
     opening = [{"role": "user", "content": input_text}] if input_text else []
     return opening + [m for position in sorted(turns) for m in turns[position]]
@@ -343,23 +364,29 @@ def _usage(observations: Sequence[Observation]) -> dict[str, Any] | None:
     """Tokens and cost summed over the observations; latency from the first start to the last end."""
     starts = [o.start_ns for o in observations if o.start_ns is not None]
     ends = [o.end_ns for o in observations if o.end_ns is not None]
-    usage = {"input_tokens": _total([o.input_tokens for o in observations]),
-             "output_tokens": _total([o.output_tokens for o in observations]),
-             "cost_usd": _total([o.cost for o in observations]),
-             "latency_ms": (max(ends) - min(starts)) / 1e6 if starts and ends else None}
+    usage = {
+        "input_tokens": _total([o.input_tokens for o in observations]),
+        "output_tokens": _total([o.output_tokens for o in observations]),
+        "cost_usd": _total([o.cost for o in observations]),
+        "latency_ms": (max(ends) - min(starts)) / 1e6 if starts and ends else None,
+    }
     return usage if any(v is not None for v in usage.values()) else None
 
 
-def convert_trace(trace: ExportTrace, source_file: str, *, case_key: str = "case_id", doc_path: str | None = None
-                  ) -> SourceAttempt | Unreadable:
+def convert_trace(
+    trace: ExportTrace, source_file: str, *, case_key: str = "case_id", doc_path: str | None = None
+) -> SourceAttempt | Unreadable:
     """One Langfuse trace as one attempt."""
     if not trace.observations:
-        return Unreadable(source_file, trace.record, f"trace {trace.key} has no observations in this file", trace_id=trace.key)
+        return Unreadable(
+            source_file, trace.record, f"trace {trace.key} has no observations in this file", trace_id=trace.key
+        )
     observations = sorted(trace.observations, key=lambda o: (o.start_ns is None, o.start_ns or 0, o.row))
     trace.observations = observations
     ids = {o.id for o in observations}
     root = next((o for o in observations if o.is_root), None) or next(
-        (o for o in observations if o.parent is None or o.parent not in ids), observations[0])
+        (o for o in observations if o.parent is None or o.parent not in ids), observations[0]
+    )
     generations = [o for o in observations if o.type == "GENERATION"]
     defects = list(trace.defects)
     rounds = []
@@ -377,18 +404,32 @@ def convert_trace(trace: ExportTrace, source_file: str, *, case_key: str = "case
         outputs = [r.get("output") for r in trace.trace_rows] + ([root.output] if not _is_retriever(root) else [])
         answer, prompt = next(filter(None, map(_answer, outputs)), None), None
     failing = next((o for o in [root, *generations] if o.level == "ERROR"), None)
-    error = (failing.status_message or f"{failing.type.lower()} observation {failing.name or failing.id} has level ERROR"
-             if failing is not None else None)
+    error = (
+        failing.status_message or f"{failing.type.lower()} observation {failing.name or failing.id} has level ERROR"
+        if failing is not None
+        else None
+    )
     return SourceAttempt(
-        source_file=source_file, record=trace.record, key=trace.key,
+        source_file=source_file,
+        record=trace.record,
+        key=trace.key,
         started_ns=min((o.start_ns for o in observations if o.start_ns is not None), default=None),
-        case_key=_case_key(case_key, trace, root), input=input_text, rounds=rounds, prompt=prompt, answer=answer,
-        messages=_conversation(input_text, observations), usage=_usage(observations),
-        status="error" if failing is not None else "ok", error=error, defects=defects)
+        case_key=_case_key(case_key, trace, root),
+        input=input_text,
+        rounds=rounds,
+        prompt=prompt,
+        answer=answer,
+        messages=_conversation(input_text, observations),
+        usage=_usage(observations),
+        status="error" if failing is not None else "ok",
+        error=error,
+        defects=defects,
+    )
 
 
-def read_langfuse(path: str | Path, *, case_key: str = "case_id", doc_path: str | None = None
-                  ) -> Iterator[SourceAttempt | Unreadable]:
+def read_langfuse(
+    path: str | Path, *, case_key: str = "case_id", doc_path: str | None = None
+) -> Iterator[SourceAttempt | Unreadable]:
     """Every trace of a Langfuse observation export as an attempt, and an Unreadable for each row it cannot read."""
     path = Path(path)
     for item in export_traces(path):
@@ -399,12 +440,17 @@ def read_langfuse(path: str | Path, *, case_key: str = "case_id", doc_path: str 
                 yield convert_trace(item, path.name, case_key=case_key, doc_path=doc_path)
             except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
                 # a value of a shape this reader does not expect: this trace is a reject, the import goes on
-                yield Unreadable(path.name, item.record, f"trace {item.key} could not be read: {type(exc).__name__}: {exc}",
-                                 trace_id=item.key)
+                yield Unreadable(
+                    path.name,
+                    item.record,
+                    f"trace {item.key} could not be read: {type(exc).__name__}: {exc}",
+                    trace_id=item.key,
+                )
 
 
-def import_langfuse(source: str | Path, run: ImportRun, matching: Matching = Matching(), *, doc_path: str | None = None
-                    ) -> ImportSummary:
+def import_langfuse(
+    source: str | Path, run: ImportRun, matching: Matching = Matching(), *, doc_path: str | None = None
+) -> ImportSummary:
     """Import a Langfuse observation export as one run: one attempt per Langfuse trace."""
     path = Path(source)
     if not path.is_file():

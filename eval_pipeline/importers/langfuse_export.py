@@ -114,7 +114,11 @@ def _ns(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, int | float) and not isinstance(value, bool):
-        scale = next(s for limit, s in ((1e17, 1), (1e14, 1_000), (1e11, 1_000_000), (0, 1_000_000_000)) if abs(value) >= limit or limit == 0)
+        scale = next(
+            s
+            for limit, s in ((1e17, 1), (1e14, 1_000), (1e11, 1_000_000), (0, 1_000_000_000))
+            if abs(value) >= limit or limit == 0
+        )
         return int(value * scale)
     if isinstance(value, str):
         try:
@@ -152,8 +156,9 @@ def _lines_frame(lines: pl.Series) -> pl.DataFrame:
     """JSON rows as a frame of their text, with the row number and the trace each belongs to."""
     frame = pl.DataFrame({"__line": lines}).with_row_index("__row", offset=1)
     field_of = pl.col("__line").str.json_path_match
-    trace = pl.coalesce(field_of("$.trace_id"), field_of("$.traceId"),
-                        pl.when(field_of("$.type").is_null()).then(field_of("$.id")))
+    trace = pl.coalesce(
+        field_of("$.trace_id"), field_of("$.traceId"), pl.when(field_of("$.type").is_null()).then(field_of("$.id"))
+    )
     return frame.with_columns(trace.alias("__trace"))
 
 
@@ -197,8 +202,15 @@ def _frame(path: Path) -> pl.DataFrame:
         stripped = head.lstrip()
         if suffix == ".csv" or not stripped.startswith((b"{", b"[")):
             return _table_frame(pl.read_csv(source, infer_schema=False))
-        lines = pl.read_csv(source, has_header=False, separator="\x1f", quote_char=None, new_columns=["line"],
-                            schema={"line": pl.String}, truncate_ragged_lines=True)["line"]
+        lines = pl.read_csv(
+            source,
+            has_header=False,
+            separator="\x1f",
+            quote_char=None,
+            new_columns=["line"],
+            schema={"line": pl.String},
+            truncate_ragged_lines=True,
+        )["line"]
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise ImporterError(f"{path}: cannot read it as a Langfuse export ({exc})") from exc
     filled = lines.drop_nulls().filter(lines.drop_nulls().str.strip_chars() != "")
@@ -237,20 +249,33 @@ def _observation(row: int, raw: Mapping[str, Any]) -> Observation:
     usage = {snake(k): v for k, v in {**mapping(raw.get("usage")), **mapping(raw.get("usage_details"))}.items()}
     costs = {k: n for k, n in ((k, number(v)) for k, v in mapping(raw.get("cost_details")).items()) if n is not None}
     cost = costs.get("total", sum(costs.values()) if costs else first_number({**usage, **raw}, _TOTAL_COST))
-    tokens = [first_number(usage, keys) if first_number(usage, keys) is not None else number(raw.get(keys[-1]))
-              for keys in (_INPUT_TOKENS, _OUTPUT_TOKENS)]
+    tokens = [
+        first_number(usage, keys) if first_number(usage, keys) is not None else number(raw.get(keys[-1]))
+        for keys in (_INPUT_TOKENS, _OUTPUT_TOKENS)
+    ]
     try:
         start, end = _ns(raw.get("start_time")), _ns(raw.get("end_time"))
     except ValueError as exc:
         raise ValueError(f"observation {obs_id}: {exc}") from None
     return Observation(
-        row=row, id=obs_id, type=str(raw.get("type") or "").upper(), name=raw.get("name") if isinstance(raw.get("name"), str) else None,
-        parent=text_id(raw.get("parent_observation_id")), is_root=raw.get("is_root_observation") in (True, "true", "True"), start_ns=start, end_ns=end,
-        input=decoded(raw.get("input")), output=decoded(raw.get("output")), metadata=mapping(raw.get("metadata")),
-        trace_metadata=mapping(raw.get("trace_metadata")), level=str(raw["level"]).upper() if raw.get("level") else None,
+        row=row,
+        id=obs_id,
+        type=str(raw.get("type") or "").upper(),
+        name=raw.get("name") if isinstance(raw.get("name"), str) else None,
+        parent=text_id(raw.get("parent_observation_id")),
+        is_root=raw.get("is_root_observation") in (True, "true", "True"),
+        start_ns=start,
+        end_ns=end,
+        input=decoded(raw.get("input")),
+        output=decoded(raw.get("output")),
+        metadata=mapping(raw.get("metadata")),
+        trace_metadata=mapping(raw.get("trace_metadata")),
+        level=str(raw["level"]).upper() if raw.get("level") else None,
         status_message=raw.get("status_message") or None,
         input_tokens=int(tokens[0]) if tokens[0] is not None else None,
-        output_tokens=int(tokens[1]) if tokens[1] is not None else None, cost=cost)
+        output_tokens=int(tokens[1]) if tokens[1] is not None else None,
+        cost=cost,
+    )
 
 
 def _collect(trace: ExportTrace, row: int, raw: dict[str, Any], source_file: str) -> Iterator[Unreadable]:
@@ -277,11 +302,21 @@ def export_traces(path: Path) -> Iterator[ExportTrace | Unreadable]:
     lost = frame.filter(pl.col("__trace").is_null())
     for values in lost.iter_rows(named=True):
         raw = _row(values)
-        reason = raw if isinstance(raw, str) else ("an observation without a trace_id" if raw.get("type") is not None
-                                                   else "a row with no trace_id, type or id: neither an observation nor a trace")
+        reason = (
+            raw
+            if isinstance(raw, str)
+            else (
+                "an observation without a trace_id"
+                if raw.get("type") is not None
+                else "a row with no trace_id, type or id: neither an observation nor a trace"
+            )
+        )
         yield Unreadable(path.name, values["__row"], reason)
-    kept = (frame.filter(pl.col("__trace").is_not_null())
-            .with_columns(pl.col("__row").min().over("__trace").alias("__first")).sort("__first", "__row"))
+    kept = (
+        frame.filter(pl.col("__trace").is_not_null())
+        .with_columns(pl.col("__row").min().over("__trace").alias("__first"))
+        .sort("__first", "__row")
+    )
     offset = 0
     for key, size in kept.group_by("__first", maintain_order=True).len().iter_rows():
         part = kept.slice(offset, size)
@@ -297,4 +332,14 @@ def export_traces(path: Path) -> Iterator[ExportTrace | Unreadable]:
         yield trace
 
 
-__all__ = ["ExportTrace", "Observation", "decoded", "export_traces", "first_number", "mapping", "number", "snake", "text_id"]
+__all__ = [
+    "ExportTrace",
+    "Observation",
+    "decoded",
+    "export_traces",
+    "first_number",
+    "mapping",
+    "number",
+    "snake",
+    "text_id",
+]

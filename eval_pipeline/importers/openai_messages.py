@@ -63,8 +63,21 @@ from eval_pipeline.importers.common import (
 FORMAT = "openai-messages"
 ERROR_RESULT = re.compile(r"^\s*error\b", re.IGNORECASE)
 CASE_FIELDS = (
-    "case_revision", "input", "criticality", "allowed_tools", "forbidden_tools", "reference_tool_calls", "tool_match",
-    "alternatives", "dependencies", "fixtures", "clock", "milestones", "fault", "unsafe_after_fault", "escalation_tools",
+    "case_revision",
+    "input",
+    "criticality",
+    "allowed_tools",
+    "forbidden_tools",
+    "reference_tool_calls",
+    "tool_match",
+    "alternatives",
+    "dependencies",
+    "fixtures",
+    "clock",
+    "milestones",
+    "fault",
+    "unsafe_after_fault",
+    "escalation_tools",
     "scope",
 )
 SUCCESS_MILESTONE = "reported_success"  # the milestone an importer declares when the source only says success or not
@@ -135,7 +148,9 @@ class _Conversion:
             self.defects.append(f"message {number}: a tool call without a function name")
             return
         args, problem = parse_arguments(arguments)
-        step = self.add({"kind": "tool_call", "tool": name, "args": args, "status": None, "result": None, "error": None})
+        step = self.add(
+            {"kind": "tool_call", "tool": name, "args": args, "status": None, "result": None, "error": None}
+        )
         if problem:
             self.defects.append(f"message {number}: call of {name}: {problem}")
             step["error"] = problem
@@ -217,8 +232,14 @@ def _user(conversion: _Conversion, number: int, message: Mapping[str, Any]) -> N
     content = message.get("content")
     results = _blocks(content, "tool_result")
     for block in results:
-        conversion.answer(number, block.get("tool_use_id"), None, block.get("content"), block.get("is_error"),
-                          "tool_result answers tool_use_id")
+        conversion.answer(
+            number,
+            block.get("tool_use_id"),
+            None,
+            block.get("content"),
+            block.get("is_error"),
+            "tool_result answers tool_use_id",
+        )
     own_calls = [_tool_call_fields(c)[0] for c in message.get("tool_calls") or []]
     conversion.user_calls.update(c for c in own_calls if isinstance(c, str))
     text = _text([b for b in content if b not in results]) if isinstance(content, list) else _text(content)
@@ -231,11 +252,18 @@ def _tool(conversion: _Conversion, number: int, message: Mapping[str, Any]) -> N
         return
     call_id = message.get("tool_call_id", message.get("id"))
     if call_id is None and isinstance(message.get("name"), str):
-        conversion.answer(number, None, message["name"], message.get("content"), message.get("error"),
-                          "tool message answers a call of")
+        conversion.answer(
+            number,
+            None,
+            message["name"],
+            message.get("content"),
+            message.get("error"),
+            "tool message answers a call of",
+        )
     else:
-        conversion.answer(number, call_id, None, message.get("content"), message.get("error"),
-                          "tool message answers tool_call_id")
+        conversion.answer(
+            number, call_id, None, message.get("content"), message.get("error"), "tool message answers tool_call_id"
+        )
 
 
 def messages_to_steps(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -269,8 +297,9 @@ def messages_to_steps(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], li
         elif role == "tool":
             _tool(conversion, number, message)
         elif role == "function":
-            conversion.answer(number, None, message.get("name"), message.get("content"), None,
-                              "function message answers a call of")
+            conversion.answer(
+                number, None, message.get("name"), message.get("content"), None, "function message answers a call of"
+            )
         else:
             raise UnreadableMessages(f"message {number} has role {role!r}, which the importer does not read")
 
@@ -287,10 +316,21 @@ def called_tools(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     return [s["tool"] for s in steps if s["kind"] == "tool_call"]
 
 
-def trace_record(run_id: str, case_id: str, attempt: int, trace_label: str | None, steps: list[dict[str, Any]],
-                 defects: Sequence[str], *, case_revision: int = 1, status: str = "ok", error: str | None = None,
-                 input_text: str | None = None, final_state: dict[str, Any] | None = None,
-                 usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def trace_record(
+    run_id: str,
+    case_id: str,
+    attempt: int,
+    trace_label: str | None,
+    steps: list[dict[str, Any]],
+    defects: Sequence[str],
+    *,
+    case_revision: int = 1,
+    status: str = "ok",
+    error: str | None = None,
+    input_text: str | None = None,
+    final_state: dict[str, Any] | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A trace (docs/inputs.md#traces) from converted messages; defects turn the harness status to `error` with every defect named."""
     if defects:
         status = "error"
@@ -334,7 +374,9 @@ def _definitions(records: Sequence[tuple[int, Any]]) -> dict[str, dict[str, Any]
     legacy `functions` ({name, parameters}) and Anthropic `tools` ({name, input_schema}); the first of a name wins."""
     found: dict[str, dict[str, Any]] = {}
     for _, record in records:
-        for tool in [*(record.get("tools") or []), *(record.get("functions") or [])] if isinstance(record, dict) else []:
+        for tool in (
+            [*(record.get("tools") or []), *(record.get("functions") or [])] if isinstance(record, dict) else []
+        ):
             spec = tool.get("function", tool) if isinstance(tool, dict) else None
             if isinstance(spec, dict) and isinstance(spec.get("name"), str) and spec["name"] not in found:
                 schema = next((spec[k] for k in ("parameters", "input_schema") if isinstance(spec.get(k), dict)), None)
@@ -343,8 +385,9 @@ def _definitions(records: Sequence[tuple[int, Any]]) -> dict[str, dict[str, Any]
     return found
 
 
-def _readable(run_id: str, name: str, records: Sequence[tuple[int, Any]]
-              ) -> tuple[list[tuple[int, dict[str, Any], list[dict[str, Any]], list[str]]], list[dict[str, Any]]]:
+def _readable(
+    run_id: str, name: str, records: Sequence[tuple[int, Any]]
+) -> tuple[list[tuple[int, dict[str, Any], list[dict[str, Any]], list[str]]], list[dict[str, Any]]]:
     """(number, record, steps, defects) of the records whose messages can be read, and reject rows for the others."""
     usable, rejects = [], []
     for number, record in records:
@@ -383,16 +426,27 @@ def import_openai_messages(
 ) -> ImportSummary:
     """Write the cases, traces, registry and run manifest of a chat-completions message file under data_root."""
     started = start_import(FORMAT, source, run_id, data_root, dataset_version, environment_version, corpus_version)
-    path, stem, summary, records, rejects = started.path, started.stem, started.summary, started.records, started.rejects
+    path, stem, summary, records, rejects = (
+        started.path,
+        started.stem,
+        started.summary,
+        started.records,
+        started.rejects,
+    )
     environment_version = summary.environment_version
 
     usable, unreadable = _readable(run_id, path.name, records)
     rejects += unreadable
     called = [name for _, _, steps, _ in usable for name in called_tools(steps)]
-    named = called + [c.get("name") for _, r, _, _ in usable for c in (r.get("reference_tool_calls") or [])
-                      if isinstance(c, dict) and isinstance(c.get("name"), str)]
-    registry, known, origin = resolve_registry(data_root, environment_version, tools,
-                                               _definitions([(n, r) for n, r, _, _ in usable]), named)
+    named = called + [
+        c.get("name")
+        for _, r, _, _ in usable
+        for c in (r.get("reference_tool_calls") or [])
+        if isinstance(c, dict) and isinstance(c.get("name"), str)
+    ]
+    registry, known, origin = resolve_registry(
+        data_root, environment_version, tools, _definitions([(n, r) for n, r, _, _ in usable]), named
+    )
     summary.notes.append(f"tool registry: {origin}")
     summary.notes += filter(None, [unknown_tools_note(called, known)])
     escalation = escalation_tools(registry_names(registry))
@@ -402,12 +456,24 @@ def import_openai_messages(
     attempts: dict[str, set[int]] = {}
     trace_ids: set[str] = set()
     for number, record, steps, defects in usable:
-        case_id = record.get("case_id") if isinstance(record.get("case_id"), str) and record.get("case_id") else f"{stem}-{number}"
+        case_id = (
+            record.get("case_id")
+            if isinstance(record.get("case_id"), str) and record.get("case_id")
+            else f"{stem}-{number}"
+        )
         taken = attempts.setdefault(case_id, set())
         attempt = record.get("attempt") if isinstance(record.get("attempt"), int) else max(taken, default=0) + 1
         if attempt in taken:
-            rejects.append(import_reject(run_id, FORMAT, path.name, number, f"duplicate attempt {attempt} of case {case_id!r}",
-                                         case_id=case_id))
+            rejects.append(
+                import_reject(
+                    run_id,
+                    FORMAT,
+                    path.name,
+                    number,
+                    f"duplicate attempt {attempt} of case {case_id!r}",
+                    case_id=case_id,
+                )
+            )
             continue
         try:
             case = _case(record, steps, case_id, tool_match, escalation)
@@ -415,34 +481,69 @@ def import_openai_messages(
             rejects.append(import_reject(run_id, FORMAT, path.name, number, str(exc), case_id=case_id))
             continue
         if case_id in cases and not same_case(cases[case_id], case):
-            rejects.append(import_reject(run_id, FORMAT, path.name, number,
-                                         f"the case fields differ from the first record of case {case_id!r}", case_id=case_id))
+            rejects.append(
+                import_reject(
+                    run_id,
+                    FORMAT,
+                    path.name,
+                    number,
+                    f"the case fields differ from the first record of case {case_id!r}",
+                    case_id=case_id,
+                )
+            )
             continue
         final_state = record.get("final_state") if isinstance(record.get("final_state"), dict) else None
         if isinstance(record.get("success"), bool) and not record.get("milestones"):
             final_state = {**(final_state or {}), "imported": {"success": record["success"]}}
         status = record.get("status") if record.get("status") in ("ok", "error", "timeout") else "ok"
         trace = trace_record(
-            run_id, case_id, attempt, record.get("trace_id") if isinstance(record.get("trace_id"), str) else None,
-            steps, defects, status=status, error=record.get("error") if isinstance(record.get("error"), str) else None,
-            case_revision=case["case_revision"], input_text=case["input"], final_state=final_state, usage=usage_record(record.get("usage")),
+            run_id,
+            case_id,
+            attempt,
+            record.get("trace_id") if isinstance(record.get("trace_id"), str) else None,
+            steps,
+            defects,
+            status=status,
+            error=record.get("error") if isinstance(record.get("error"), str) else None,
+            case_revision=case["case_revision"],
+            input_text=case["input"],
+            final_state=final_state,
+            usage=usage_record(record.get("usage")),
         )
         duplicate = f"duplicate trace_id {trace['trace_id']!r}" if trace["trace_id"] in trace_ids else None
         problem = contract_problem(Trace, trace) or duplicate
         if problem:
-            rejects.append(import_reject(run_id, FORMAT, path.name, number, problem, case_id=case_id, trace_id=trace["trace_id"]))
+            rejects.append(
+                import_reject(run_id, FORMAT, path.name, number, problem, case_id=case_id, trace_id=trace["trace_id"])
+            )
             continue
         cases.setdefault(case_id, case)
         taken.add(attempt)
         trace_ids.add(trace["trace_id"])
         traces.append(trace)
-    return finish_import(summary, data_root, list(cases.values()), traces, registry, rejects,
-                         candidate or path.stem, model, mode, f"{stem}.jsonl", overwrite,
-                         baseline_run_id=baseline_run_id)
+    return finish_import(
+        summary,
+        data_root,
+        list(cases.values()),
+        traces,
+        registry,
+        rejects,
+        candidate or path.stem,
+        model,
+        mode,
+        f"{stem}.jsonl",
+        overwrite,
+        baseline_run_id=baseline_run_id,
+    )
 
 
-def _case(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], case_id: str, tool_match: str | None,
-          escalation: list[str]) -> dict[str, Any]:
+def _case(
+    record: Mapping[str, Any],
+    steps: Sequence[Mapping[str, Any]],
+    case_id: str,
+    tool_match: str | None,
+    escalation: list[str],
+) -> dict[str, Any]:
     """The case a record states: its contract fields, defaults for the rest."""
     case: dict[str, Any] = {"case_id": case_id, "case_revision": 1, "lanes": ["agent"]}
     case.update({k: record[k] for k in CASE_FIELDS if k in record and record[k] is not None})
@@ -451,7 +552,9 @@ def _case(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], case_id
     if not isinstance(references, list):
         raise ValueError("reference_tool_calls is not a list")
     case["reference_tool_calls"] = [_reference_call(c) for c in references]
-    case["tool_match"] = case.get("tool_match") or tool_match or ("unordered" if case["reference_tool_calls"] else "goal_only")
+    case["tool_match"] = (
+        case.get("tool_match") or tool_match or ("unordered" if case["reference_tool_calls"] else "goal_only")
+    )
     if "escalation_tools" not in case and escalation:
         case["escalation_tools"] = escalation
     if not case.get("milestones") and isinstance(record.get("success"), bool):
@@ -462,4 +565,11 @@ def _case(record: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], case_id
     return case
 
 
-__all__ = ["UnreadableMessages", "called_tools", "import_openai_messages", "messages_to_steps", "parse_arguments", "trace_record"]
+__all__ = [
+    "UnreadableMessages",
+    "called_tools",
+    "import_openai_messages",
+    "messages_to_steps",
+    "parse_arguments",
+    "trace_record",
+]

@@ -25,7 +25,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Span, Unreadable, root_span, span_case_key
+from eval_pipeline.importers.source import (
+    SourceAttempt,
+    SourceDoc,
+    SourceRound,
+    Span,
+    Unreadable,
+    root_span,
+    span_case_key,
+)
 
 KIND = "openinference.span.kind"
 # keys of a JSON input object that hold the user's text, most specific first
@@ -49,7 +57,7 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     for key, value in attrs.items():
         if not key.startswith(head):
             continue
-        index, _, rest = key[len(head):].partition(".")
+        index, _, rest = key[len(head) :].partition(".")
         if index.isdigit() and rest:
             items.setdefault(int(index), {})[rest] = value
     return [items[i] for i in sorted(items)]
@@ -99,13 +107,17 @@ def _text_of(value: Any, keys: Sequence[str]) -> str | None:
 
 # ---- documents and retrieval rounds ----------------------------------------------------------------------------
 
+
 def _document(fields: Mapping[str, Any]) -> SourceDoc:
     metadata = _json(fields.get("document.metadata"))
     score = fields.get("document.score")
     doc_id = fields.get("document.id")
-    return SourceDoc(id=None if doc_id in (None, "") else str(doc_id), text=fields.get("document.content"),
-                     score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-                     metadata=metadata if isinstance(metadata, Mapping) else None)
+    return SourceDoc(
+        id=None if doc_id in (None, "") else str(doc_id),
+        text=fields.get("document.content"),
+        score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+        metadata=metadata if isinstance(metadata, Mapping) else None,
+    )
 
 
 def _rounds(spans: Sequence[Span], lists: _Lists) -> list[SourceRound]:
@@ -114,8 +126,13 @@ def _rounds(spans: Sequence[Span], lists: _Lists) -> list[SourceRound]:
     for span in spans:
         attrs, kind = span.attributes, _kind(span)
         if kind == "RETRIEVER":
-            rounds.append(SourceRound(hits=[_document(f) for f in lists.of(span, "retrieval.documents")], tool=span.name,
-                                      query=_text_of(attrs.get("input.value"), _INPUT_KEYS)))
+            rounds.append(
+                SourceRound(
+                    hits=[_document(f) for f in lists.of(span, "retrieval.documents")],
+                    tool=span.name,
+                    query=_text_of(attrs.get("input.value"), _INPUT_KEYS),
+                )
+            )
         elif kind == "RERANKER" and (output := lists.of(span, "reranker.output_documents")):
             reranked = [_document(f) for f in lists.of(span, "reranker.input_documents")]
             if not rounds:  # a reranker over documents no traced retriever returned: a round of its own
@@ -128,13 +145,17 @@ def _rounds(spans: Sequence[Span], lists: _Lists) -> list[SourceRound]:
 
 # ---- messages -----------------------------------------------------------------------------------------------
 
+
 def _message_text(fields: Mapping[str, Any]) -> str | None:
     """A message's text: `message.content`, else its text `message.contents` parts joined."""
     content = fields.get("message.content")
     if isinstance(content, str):
         return content
-    parts = [part.get("message_content.text") for part in _indexed(fields, "message.contents")
-             if part.get("message_content.type", "text") == "text"]
+    parts = [
+        part.get("message_content.text")
+        for part in _indexed(fields, "message.contents")
+        if part.get("message_content.type", "text") == "text"
+    ]
     texts = [p for p in parts if isinstance(p, str)]
     return "\n".join(texts) if texts else None
 
@@ -142,13 +163,20 @@ def _message_text(fields: Mapping[str, Any]) -> str | None:
 def _tool_calls(fields: Mapping[str, Any], span: Span, position: int) -> list[dict[str, Any]]:
     """The OpenAI-form tool calls of one output message (`tool_calls`, or the legacy `function_call_name`); a call
     without an id gets one made of its span's."""
-    calls = [(c.get("tool_call.id"), c.get("tool_call.function.name"), c.get("tool_call.function.arguments"))
-             for c in _indexed(fields, "message.tool_calls")]
+    calls = [
+        (c.get("tool_call.id"), c.get("tool_call.function.name"), c.get("tool_call.function.arguments"))
+        for c in _indexed(fields, "message.tool_calls")
+    ]
     if not calls and fields.get("message.function_call_name"):
         calls = [(None, fields["message.function_call_name"], fields.get("message.function_call_arguments_json"))]
-    return [{"id": str(call_id or f"{span.span_id}-{position}-{number}"), "type": "function",
-             "function": {"name": name, "arguments": arguments if arguments is not None else "{}"}}
-            for number, (call_id, name, arguments) in enumerate(calls)]
+    return [
+        {
+            "id": str(call_id or f"{span.span_id}-{position}-{number}"),
+            "type": "function",
+            "function": {"name": name, "arguments": arguments if arguments is not None else "{}"},
+        }
+        for number, (call_id, name, arguments) in enumerate(calls)
+    ]
 
 
 def _tool_result(span: Span) -> tuple[str | None, str | None, bool]:
@@ -172,8 +200,11 @@ class _ToolResults:
     """The TOOL spans of a trace, each answering one dispatched call (by id, else by name in order)."""
 
     def __init__(self, spans: Sequence[Span], llm_spans: Sequence[Span], lists: _Lists) -> None:
-        self.tools = [(span.attributes.get("tool.name") or span.name, *_tool_result(span))
-                      for span in spans if _kind(span) == "TOOL"]
+        self.tools = [
+            (span.attributes.get("tool.name") or span.name, *_tool_result(span))
+            for span in spans
+            if _kind(span) == "TOOL"
+        ]
         self.used: set[int] = set()
         self._llm_spans, self._lists = llm_spans, lists
         self._given: dict[Any, str | None] | None = None
@@ -183,9 +214,12 @@ class _ToolResults:
         """Results the model was given, for calls whose tool was not traced (read only when such a call exists:
         every model call's input repeats the conversation so far)."""
         if self._given is None:
-            self._given = {m.get("message.tool_call_id"): _message_text(m) for s in self._llm_spans
-                           for m in self._lists.of(s, "llm.input_messages")
-                           if m.get("message.role") == "tool" and m.get("message.tool_call_id")}
+            self._given = {
+                m.get("message.tool_call_id"): _message_text(m)
+                for s in self._llm_spans
+                for m in self._lists.of(s, "llm.input_messages")
+                if m.get("message.role") == "tool" and m.get("message.tool_call_id")
+            }
         return self._given
 
     def message(self, call: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -193,7 +227,9 @@ class _ToolResults:
         name, call_id = call["function"]["name"], call["id"]
         found = next((i for i, t in enumerate(self.tools) if i not in self.used and t[1] == call_id), None)
         if found is None:
-            found = next((i for i, t in enumerate(self.tools) if i not in self.used and t[1] is None and t[0] == name), None)
+            found = next(
+                (i for i, t in enumerate(self.tools) if i not in self.used and t[1] is None and t[0] == name), None
+            )
         if found is not None:
             self.used.add(found)
             _, _, text, failed = self.tools[found]
@@ -219,8 +255,9 @@ def _outer_llm_spans(spans: Sequence[Span]) -> list[Span]:
     return [s for s in spans if _kind(s) == "LLM" and not nested(s)]
 
 
-def _conversation(user: str | None, llm_spans: Sequence[Span], tools: _ToolResults, lists: _Lists
-                  ) -> tuple[list[dict[str, Any]], str | None]:
+def _conversation(
+    user: str | None, llm_spans: Sequence[Span], tools: _ToolResults, lists: _Lists
+) -> tuple[list[dict[str, Any]], str | None]:
     """(OpenAI chat messages, the last assistant text): the user's input, every assistant turn with its calls
     and their results."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": user}] if user is not None else []
@@ -241,6 +278,7 @@ def _conversation(user: str | None, llm_spans: Sequence[Span], tools: _ToolResul
 
 
 # ---- the attempt ------------------------------------------------------------------------------------------
+
 
 def _user_text(message: Any) -> str | None:
     """The text of a user message in any form a root's input shows it: OpenAI `{role, content}`, a LangChain
@@ -264,16 +302,26 @@ def _input(root: Span, llm_spans: Sequence[Span], lists: _Lists) -> str | None:
         if isinstance(messages, list):
             text = next(filter(None, map(_user_text, reversed(messages))), None)
     if text is None:
-        text = next((_message_text(m) for s in llm_spans for m in lists.of(s, "llm.input_messages")
-                     if m.get("message.role") == "user" and _message_text(m)), None)
+        text = next(
+            (
+                _message_text(m)
+                for s in llm_spans
+                for m in lists.of(s, "llm.input_messages")
+                if m.get("message.role") == "user" and _message_text(m)
+            ),
+            None,
+        )
     return text
 
 
 def _usage(root: Span, llm_spans: Sequence[Span]) -> dict[str, Any] | None:
     """Tokens and cost summed over the LLM spans, latency from the root span."""
     usage: dict[str, Any] = {}
-    for field, attribute in (("input_tokens", "llm.token_count.prompt"), ("output_tokens", "llm.token_count.completion"),
-                             ("cost_usd", "llm.cost.total")):
+    for field, attribute in (
+        ("input_tokens", "llm.token_count.prompt"),
+        ("output_tokens", "llm.token_count.completion"),
+        ("cost_usd", "llm.cost.total"),
+    ):
         values = [s.attributes[attribute] for s in llm_spans if isinstance(s.attributes.get(attribute), (int, float))]
         if values:
             usage[field] = float(sum(values)) if field == "cost_usd" else int(sum(values))
@@ -288,13 +336,16 @@ def _error(root: Span) -> str:
     event = next((e for e in reversed(root.events) if e.name == "exception"), None)
     if event is not None and event.attributes.get("exception.message"):
         kind = event.attributes.get("exception.type")
-        return f"{kind}: {event.attributes['exception.message']}" if kind else str(event.attributes["exception.message"])
+        return (
+            f"{kind}: {event.attributes['exception.message']}" if kind else str(event.attributes["exception.message"])
+        )
     message = (root.status_message or "").split("Traceback (most recent call last)")[0].strip()
     return message or "the root span's status is ERROR"
 
 
-def openinference_attempt(spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id"
-                          ) -> SourceAttempt | Unreadable:
+def openinference_attempt(
+    spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id"
+) -> SourceAttempt | Unreadable:
     """One OTel trace of OpenInference spans (sorted by start) as one attempt."""
     if not spans:
         return Unreadable(source_file, record, "a trace without spans")
@@ -312,10 +363,21 @@ def openinference_attempt(spans: list[Span], source_file: str, record: int, *, c
         texts = [_message_text(m) for m in lists.of(llm_spans[-1], "llm.input_messages")]
         prompt = "\n".join(t for t in texts if t) or None
     failed = root.status == "ERROR"
-    return SourceAttempt(source_file=source_file, record=record, key=root.trace_id, started_ns=root.start_ns,
-                         case_key=span_case_key(spans, root, case_key), input=user, rounds=_rounds(spans, lists), prompt=prompt,
-                         answer=answer, messages=messages, usage=_usage(root, llm_spans),
-                         status="error" if failed else "ok", error=_error(root) if failed else None)
+    return SourceAttempt(
+        source_file=source_file,
+        record=record,
+        key=root.trace_id,
+        started_ns=root.start_ns,
+        case_key=span_case_key(spans, root, case_key),
+        input=user,
+        rounds=_rounds(spans, lists),
+        prompt=prompt,
+        answer=answer,
+        messages=messages,
+        usage=_usage(root, llm_spans),
+        status="error" if failed else "ok",
+        error=_error(root) if failed else None,
+    )
 
 
 __all__ = ["KIND", "is_openinference", "openinference_attempt"]

@@ -41,7 +41,14 @@ FORMAT = "otlp"
 READER_PROCESS_BYTES = 64 << 20
 _TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([^"]*)"')
 _HEX = re.compile(r"[0-9a-fA-F]+")
-_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
+_STATUS = {
+    0: "UNSET",
+    1: "OK",
+    2: "ERROR",
+    "STATUS_CODE_UNSET": "UNSET",
+    "STATUS_CODE_OK": "OK",
+    "STATUS_CODE_ERROR": "ERROR",
+}
 
 Converter = Callable[..., "SourceAttempt | Unreadable"]
 
@@ -113,12 +120,24 @@ def decode_span(raw: dict[str, Any], scope: str | None) -> Span:
     if trace_id is None or span_id is None:
         raise OtlpError("a span without traceId or spanId")
     status = raw.get("status") or {}
-    events = [SpanEvent(str(e.get("name", "")), int(e.get("timeUnixNano") or 0), attributes(e.get("attributes")))
-              for e in raw.get("events") or [] if isinstance(e, dict)]
-    return Span(trace_id=trace_id, span_id=span_id, parent_id=hex_id(raw.get("parentSpanId"), 8), name=str(raw.get("name", "")),
-                start_ns=int(raw.get("startTimeUnixNano") or 0), end_ns=int(raw.get("endTimeUnixNano") or 0),
-                status=_STATUS.get(status.get("code", 0), "UNSET"), status_message=status.get("message") or None,
-                attributes=attributes(raw.get("attributes")), events=events, scope=scope)
+    events = [
+        SpanEvent(str(e.get("name", "")), int(e.get("timeUnixNano") or 0), attributes(e.get("attributes")))
+        for e in raw.get("events") or []
+        if isinstance(e, dict)
+    ]
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=hex_id(raw.get("parentSpanId"), 8),
+        name=str(raw.get("name", "")),
+        start_ns=int(raw.get("startTimeUnixNano") or 0),
+        end_ns=int(raw.get("endTimeUnixNano") or 0),
+        status=_STATUS.get(status.get("code", 0), "UNSET"),
+        status_message=status.get("message") or None,
+        attributes=attributes(raw.get("attributes")),
+        events=events,
+        scope=scope,
+    )
 
 
 def request_spans(request: Any) -> Iterator[tuple[str, dict[str, Any], str | None]]:
@@ -126,8 +145,12 @@ def request_spans(request: Any) -> Iterator[tuple[str, dict[str, Any], str | Non
     if not isinstance(request, dict) or not isinstance(request.get("resourceSpans", []), list):
         raise OtlpError("not an ExportTraceServiceRequest: no resourceSpans list")
     for resource in request.get("resourceSpans", []):
-        for scope_spans in (resource or {}).get("scopeSpans") or (resource or {}).get("instrumentationLibrarySpans") or []:
-            scope = ((scope_spans or {}).get("scope") or (scope_spans or {}).get("instrumentationLibrary") or {}).get("name")
+        for scope_spans in (
+            (resource or {}).get("scopeSpans") or (resource or {}).get("instrumentationLibrarySpans") or []
+        ):
+            scope = ((scope_spans or {}).get("scope") or (scope_spans or {}).get("instrumentationLibrary") or {}).get(
+                "name"
+            )
             for span in (scope_spans or {}).get("spans") or []:
                 if not isinstance(span, dict):
                     raise OtlpError("a span is not an object")
@@ -142,7 +165,9 @@ def log_event(record: dict[str, Any]) -> SpanEvent:
     body = any_value(record.get("body"))
     name = record.get("eventName") or fields.pop("event.name", "")
     time_ns = int(record.get("timeUnixNano") or record.get("observedTimeUnixNano") or 0)
-    return SpanEvent(str(name), time_ns, {**fields, **(body if isinstance(body, dict) else {} if body is None else {"body": body})})
+    return SpanEvent(
+        str(name), time_ns, {**fields, **(body if isinstance(body, dict) else {} if body is None else {"body": body})}
+    )
 
 
 def request_logs(request: Any) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -164,7 +189,11 @@ def source_files(paths: Sequence[str | Path]) -> list[Path]:
     found: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            found += sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
         else:
             found.append(path)
     # a file given twice (itself and its folder, say) is read once
@@ -223,8 +252,9 @@ class _OpenTrace:
     events: dict[str, list[SpanEvent]] = field(default_factory=dict)  # span id -> its log events
 
 
-def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, int], SourceAttempt | Unreadable]
-              ) -> Iterator[SourceAttempt | Unreadable]:
+def read_otlp(
+    paths: Sequence[str | Path], convert: Callable[[list[Span], str, int], SourceAttempt | Unreadable]
+) -> Iterator[SourceAttempt | Unreadable]:
     """Every OTel trace of the files converted by `convert(spans, file name, record)` in the order its last span or
     log record is read, and an Unreadable for each line, span or log record that is not OTLP/JSON."""
     files = source_files(paths)
@@ -253,7 +283,9 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
             try:
                 spans, logs = list(request_spans(request)), list(request_logs(request))
             except (OtlpError, AttributeError, TypeError) as exc:
-                yield Unreadable(path.name, number, f"not an OTLP request: {exc}" if not isinstance(exc, OtlpError) else str(exc))
+                yield Unreadable(
+                    path.name, number, f"not an OTLP request: {exc}" if not isinstance(exc, OtlpError) else str(exc)
+                )
                 continue
             for raw_id, raw, scope in spans:
                 try:
@@ -282,8 +314,9 @@ def read_otlp(paths: Sequence[str | Path], convert: Callable[[list[Span], str, i
         yield _finish(trace_id, trace, convert)
 
 
-def _finish(trace_id: str, trace: _OpenTrace, convert: Callable[[list[Span], str, int], SourceAttempt | Unreadable]
-            ) -> SourceAttempt | Unreadable:
+def _finish(
+    trace_id: str, trace: _OpenTrace, convert: Callable[[list[Span], str, int], SourceAttempt | Unreadable]
+) -> SourceAttempt | Unreadable:
     spans = trace.spans
     if not spans:
         return Unreadable(trace.source_file, trace.record, f"OTel trace {trace_id} has log records but no spans")
@@ -301,7 +334,9 @@ def _finish(trace_id: str, trace: _OpenTrace, convert: Callable[[list[Span], str
     return convert(spans, trace.source_file, trace.record)
 
 
-def convert_trace(spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id") -> SourceAttempt | Unreadable:
+def convert_trace(
+    spans: list[Span], source_file: str, record: int, *, case_key: str = "case_id"
+) -> SourceAttempt | Unreadable:
     """One OTel trace read in the dialect its spans speak (OpenInference first, then the GenAI conventions)."""
     try:
         if is_openinference(spans):
@@ -310,11 +345,19 @@ def convert_trace(spans: list[Span], source_file: str, record: int, *, case_key:
             return genai_attempt(spans, source_file, record, case_key=case_key)
     except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
         # a value of a shape the dialect reader does not expect: this trace is a reject, the import goes on
-        return Unreadable(source_file, record, f"OTel trace {spans[0].trace_id} could not be read: {type(exc).__name__}: {exc}",
-                          trace_id=spans[0].trace_id)
+        return Unreadable(
+            source_file,
+            record,
+            f"OTel trace {spans[0].trace_id} could not be read: {type(exc).__name__}: {exc}",
+            trace_id=spans[0].trace_id,
+        )
     names = ", ".join(sorted({s.name for s in spans})[:5])
-    return Unreadable(source_file, record, f"OTel trace {spans[0].trace_id} has {len(spans)} spans ({names}) and none in "
-                      "OpenInference (openinference.span.kind) or GenAI (gen_ai.*) form")
+    return Unreadable(
+        source_file,
+        record,
+        f"OTel trace {spans[0].trace_id} has {len(spans)} spans ({names}) and none in "
+        "OpenInference (openinference.span.kind) or GenAI (gen_ai.*) form",
+    )
 
 
 def converted(files: Sequence[Path], case_key: str) -> Iterator[SourceAttempt | Unreadable]:
@@ -322,8 +365,13 @@ def converted(files: Sequence[Path], case_key: str) -> Iterator[SourceAttempt | 
     return read_otlp(files, partial(convert_trace, case_key=case_key))
 
 
-def import_otlp(sources: Sequence[str | Path], run: ImportRun, matching: Matching = Matching(), *,
-                reader_process: bool | None = None) -> ImportSummary:
+def import_otlp(
+    sources: Sequence[str | Path],
+    run: ImportRun,
+    matching: Matching = Matching(),
+    *,
+    reader_process: bool | None = None,
+) -> ImportSummary:
     """Import OTLP/JSON files (or directories of them) as one run: one attempt per OTel trace. The files are read in
     a second process when `reader_process` is True, or when it is None and they hold READER_PROCESS_BYTES or more."""
     given = [Path(s) for s in sources]
@@ -335,9 +383,26 @@ def import_otlp(sources: Sequence[str | Path], run: ImportRun, matching: Matchin
         raise ImporterError(f"no files under {', '.join(map(str, given))}")
     if reader_process is None:  # an embedded interpreter may have no executable to start a second one with
         reader_process = bool(sys.executable) and sum(f.stat().st_size for f in files) >= READER_PROCESS_BYTES
-    traces = read_in_child(converted, files, matching.case_key) if reader_process else converted(files, matching.case_key)
+    traces = (
+        read_in_child(converted, files, matching.case_key) if reader_process else converted(files, matching.case_key)
+    )
     return import_attempts(FORMAT, given, traces, run, matching)
 
 
-__all__ = ["FORMAT", "READER_PROCESS_BYTES", "OtlpError", "any_value", "attributes", "convert_trace", "converted", "decode_span", "hex_id", "import_otlp", "log_event",
-           "read_otlp", "request_logs", "request_spans", "source_files"]
+__all__ = [
+    "FORMAT",
+    "READER_PROCESS_BYTES",
+    "OtlpError",
+    "any_value",
+    "attributes",
+    "convert_trace",
+    "converted",
+    "decode_span",
+    "hex_id",
+    "import_otlp",
+    "log_event",
+    "read_otlp",
+    "request_logs",
+    "request_spans",
+    "source_files",
+]

@@ -54,7 +54,9 @@ def serve(source: IO[bytes], out: IO[bytes]) -> None:
         _send(out, ("items", batch))
         _send(out, ("done", None))
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the importing process as its message
-        message = str(exc) if isinstance(exc, ImporterError) else f"reading the source failed: {type(exc).__name__}: {exc}"
+        message = (
+            str(exc) if isinstance(exc, ImporterError) else f"reading the source failed: {type(exc).__name__}: {exc}"
+        )
         _send(out, ("error", message))
     out.flush()
 
@@ -81,7 +83,6 @@ def read_in_child(reader: Callable[..., Iterable[Any]], *args: Any) -> Iterator[
         if child.poll() is None:
             child.kill()
         child.wait()
-
 
 
 __all__ = ["read_in_child", "serve"]

@@ -122,7 +122,11 @@ def span_case_key(spans: Sequence[Span], root: Span, key: str) -> str | None:
                 metadata = json.loads(metadata)
             except ValueError:
                 metadata = None
-        for value in (metadata.get(key) if isinstance(metadata, Mapping) else None, found.get(key), found.get(f"eval.{key}")):
+        for value in (
+            metadata.get(key) if isinstance(metadata, Mapping) else None,
+            found.get(key),
+            found.get(f"eval.{key}"),
+        ):
             if value not in (None, ""):
                 return str(value)
     return None

@@ -60,8 +60,12 @@ FORMAT = "tau-bench"
 SUCCESS_THRESHOLD = 0.999999  # τ-bench counts a trial as a success when reward >= 1 - 1e-6
 REWARD_MILESTONE = "tau_bench_reward"
 TAU2_INCOMPLETE = {"infrastructure_error"}  # τ²-bench termination reasons its own metrics leave out
-TAU2_INSTRUCTION_PARTS = (("reason_for_call", "Reason for call"), ("known_info", "Known info"),
-                          ("unknown_info", "Unknown info"), ("task_instructions", "Task instructions"))
+TAU2_INSTRUCTION_PARTS = (
+    ("reason_for_call", "Reason for call"),
+    ("known_info", "Known info"),
+    ("unknown_info", "Unknown info"),
+    ("task_instructions", "Task instructions"),
+)
 
 
 @dataclass
@@ -96,8 +100,13 @@ def _reward_state(reward: Any, details: Any, **extra: Any) -> dict[str, Any] | N
     """The world state the importer records for a trial: its reward and the benchmark's reward details."""
     if reward is None:
         return None
-    return {"tau_bench": {**(details if isinstance(details, dict) else {}),
-                          **{k: v for k, v in extra.items() if v is not None}, "reward": float(reward)}}
+    return {
+        "tau_bench": {
+            **(details if isinstance(details, dict) else {}),
+            **{k: v for k, v in extra.items() if v is not None},
+            "reward": float(reward),
+        }
+    }
 
 
 def _converted(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -122,22 +131,41 @@ def _v1_trial(number: int, record: Any) -> Trial:
     if not isinstance(task, dict) or not isinstance(task.get("actions"), list):
         raise ValueError("no info.task.actions: the task's ground-truth actions are missing")
     for action in task["actions"]:
-        if not (isinstance(action, dict) and isinstance(action.get("name"), str) and isinstance(action.get("kwargs", {}), dict)):
+        if not (
+            isinstance(action, dict)
+            and isinstance(action.get("name"), str)
+            and isinstance(action.get("kwargs", {}), dict)
+        ):
             raise ValueError(f"a task action is not {{name, kwargs}}: {str(action)[:80]}")
     problem = _reward_problem(record.get("reward"))
     if problem:
         raise ValueError(problem)
     steps, defects = _converted(record["traj"])
-    details = (record["info"].get("reward_info") or {}).get("info") if isinstance(record["info"].get("reward_info"), dict) else None
-    return Trial(number, str(record["task_id"]), record["trial"],
-                 task.get("instruction") if isinstance(task.get("instruction"), str) else "",
-                 [{"name": a["name"], "args": a.get("kwargs", {})} for a in task["actions"]], False,
-                 steps, defects, _reward_state(record.get("reward"), details))
+    details = (
+        (record["info"].get("reward_info") or {}).get("info")
+        if isinstance(record["info"].get("reward_info"), dict)
+        else None
+    )
+    return Trial(
+        number,
+        str(record["task_id"]),
+        record["trial"],
+        task.get("instruction") if isinstance(task.get("instruction"), str) else "",
+        [{"name": a["name"], "args": a.get("kwargs", {})} for a in task["actions"]],
+        False,
+        steps,
+        defects,
+        _reward_state(record.get("reward"), details),
+    )
 
 
 def is_tau2_results(record: Any) -> bool:
     """Whether a record is a τ²-bench results object ({info, tasks, simulations})."""
-    return isinstance(record, dict) and isinstance(record.get("tasks"), list) and isinstance(record.get("simulations"), list)
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("tasks"), list)
+        and isinstance(record.get("simulations"), list)
+    )
 
 
 def _tau2_instruction(scenario: Any) -> str:
@@ -146,8 +174,11 @@ def _tau2_instruction(scenario: Any) -> str:
     if isinstance(instructions, str):
         return instructions
     if isinstance(instructions, dict):
-        return "\n".join(f"{label}: {instructions[key]}" for key, label in TAU2_INSTRUCTION_PARTS
-                         if isinstance(instructions.get(key), str) and instructions[key])
+        return "\n".join(
+            f"{label}: {instructions[key]}"
+            for key, label in TAU2_INSTRUCTION_PARTS
+            if isinstance(instructions.get(key), str) and instructions[key]
+        )
     return ""
 
 
@@ -162,8 +193,11 @@ def _tau2_task(task: Any) -> tuple[str, list[dict[str, Any]], bool]:
         raise ValueError("evaluation_criteria.actions is not a list")
     reference = []
     for action in actions or []:
-        if not (isinstance(action, dict) and isinstance(action.get("name"), str)
-                and isinstance(action.get("arguments", {}), dict)):
+        if not (
+            isinstance(action, dict)
+            and isinstance(action.get("name"), str)
+            and isinstance(action.get("arguments", {}), dict)
+        ):
             raise ValueError(f"an action is not {{name, arguments}}: {str(action)[:80]}")
         if action.get("requestor", "assistant") != "user":
             reference.append({"name": action["name"], "args": action.get("arguments", {})})
@@ -176,20 +210,29 @@ def _tau2_usage(simulation: Mapping[str, Any], messages: list[Any]) -> dict[str,
     """agent_cost, duration (seconds) and the sum of the assistant messages' token usage."""
     tokens: dict[str, int | None] = {}
     for key in ("prompt_tokens", "completion_tokens"):
-        counts = [m["usage"].get(key) for m in messages
-                  if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("usage"), dict)]
+        counts = [
+            m["usage"].get(key)
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("usage"), dict)
+        ]
         tokens[key] = sum(counts) if counts and all(_whole(c) for c in counts) else None
     cost, duration = simulation.get("agent_cost"), simulation.get("duration")
     number = (int, float)
-    usage = usage_record({
-        **tokens,
-        "cost_usd": cost if isinstance(cost, number) and not isinstance(cost, bool) else None,
-        "latency_ms": duration * 1000.0 if isinstance(duration, number) and not isinstance(duration, bool) else None,
-    })
+    usage = usage_record(
+        {
+            **tokens,
+            "cost_usd": cost if isinstance(cost, number) and not isinstance(cost, bool) else None,
+            "latency_ms": duration * 1000.0
+            if isinstance(duration, number) and not isinstance(duration, bool)
+            else None,
+        }
+    )
     return usage if usage and any(v is not None for v in usage.values()) else None
 
 
-def _tau2_trials(results: Mapping[str, Any], first_number: int) -> tuple[list[Trial], list[tuple[int, str, str | None]]]:
+def _tau2_trials(
+    results: Mapping[str, Any], first_number: int
+) -> tuple[list[Trial], list[tuple[int, str, str | None]]]:
     """The Trials of a τ²-bench results object, and (number, reason, task id) for simulations that are not one."""
     tasks: dict[str, Any] = {}
     for task in results["tasks"]:
@@ -227,19 +270,31 @@ def _tau2_trial(number: int, simulation: Any, task_id: str | None, tasks: Mappin
         steps, defects = _converted(simulation["messages"])
     except ValueError as exc:
         raise ValueError(f"{label}: {exc}") from exc
-    termination = simulation.get("termination_reason") if isinstance(simulation.get("termination_reason"), str) else None
+    termination = (
+        simulation.get("termination_reason") if isinstance(simulation.get("termination_reason"), str) else None
+    )
     incomplete = termination in TAU2_INCOMPLETE
     return Trial(
-        number, task_id, simulation["trial"], instruction, actions, goal_only, steps, defects,
+        number,
+        task_id,
+        simulation["trial"],
+        instruction,
+        actions,
+        goal_only,
+        steps,
+        defects,
         _reward_state(reward_info.get("reward"), reward_info.get("info"), termination_reason=termination),
         status="error" if incomplete else "ok",
-        error=f"τ²-bench termination_reason {termination}: the simulation did not run to an end" if incomplete else None,
+        error=f"τ²-bench termination_reason {termination}: the simulation did not run to an end"
+        if incomplete
+        else None,
         usage=_tau2_usage(simulation, simulation["messages"]),
     )
 
 
-def _trials(run_id: str, name: str, records: list[tuple[int, Any]], case_prefix: str
-            ) -> tuple[list[Trial], list[dict[str, Any]], int]:
+def _trials(
+    run_id: str, name: str, records: list[tuple[int, Any]], case_prefix: str
+) -> tuple[list[Trial], list[dict[str, Any]], int]:
     """The Trials of every record (a τ²-bench results object holds many), reject rows, and how many records there were."""
     trials: list[Trial] = []
     rejects: list[dict[str, Any]] = []
@@ -248,14 +303,24 @@ def _trials(run_id: str, name: str, records: list[tuple[int, Any]], case_prefix:
         if is_tau2_results(record):
             found, bad = _tau2_trials(record, count + 1)
             trials += found
-            rejects += [import_reject(run_id, FORMAT, name, n, reason, case_id=task_id and f"{case_prefix}{task_id}")
-                        for n, reason, task_id in bad]
+            rejects += [
+                import_reject(run_id, FORMAT, name, n, reason, case_id=task_id and f"{case_prefix}{task_id}")
+                for n, reason, task_id in bad
+            ]
             count += len(record["simulations"])
             continue
         count += 1
         if isinstance(record, dict) and isinstance(record.get("tasks"), list) and "simulations" not in record:
-            rejects.append(import_reject(run_id, FORMAT, name, number, "a τ²-bench results file without `simulations` "
-                                         "(the dir format keeps them in simulations/*.json, which is not read)"))
+            rejects.append(
+                import_reject(
+                    run_id,
+                    FORMAT,
+                    name,
+                    number,
+                    "a τ²-bench results file without `simulations` "
+                    "(the dir format keeps them in simulations/*.json, which is not read)",
+                )
+            )
             continue
         try:
             trials.append(_v1_trial(number, record))
@@ -288,9 +353,15 @@ def import_tau_bench(
     rejects += bad
 
     called = [name for t in trials for name in called_tools(t.steps)]
-    registry, known, origin = resolve_registry(data_root, summary.environment_version, tools, {},
-                                               called + [a["name"] for t in trials for a in t.actions],
-                                               TAU_TOOL_ROLES, "the τ-bench / τ²-bench tool table")
+    registry, known, origin = resolve_registry(
+        data_root,
+        summary.environment_version,
+        tools,
+        {},
+        called + [a["name"] for t in trials for a in t.actions],
+        TAU_TOOL_ROLES,
+        "the τ-bench / τ²-bench tool table",
+    )
     summary.notes.append(f"tool registry: {origin}")
     summary.notes += filter(None, [unknown_tools_note(called, known)])
     escalation = escalation_tools(registry_names(registry))
@@ -313,18 +384,45 @@ def import_tau_bench(
             **({"escalation_tools": escalation} if escalation else {}),
         }
         reason = (
-            f"task actions name tools missing from the registry: {', '.join(unknown)}" if unknown
-            else f"duplicate trial {t.trial} of task {t.task_id}" if (case_id, attempt) in seen
+            f"task actions name tools missing from the registry: {', '.join(unknown)}"
+            if unknown
+            else f"duplicate trial {t.trial} of task {t.task_id}"
+            if (case_id, attempt) in seen
             else f"task {t.task_id} differs from its first record (actions or instruction)"
-            if case_id in cases and not same_case(cases[case_id], case) else None
+            if case_id in cases and not same_case(cases[case_id], case)
+            else None
         )
         if reason:
             rejects.append(import_reject(run_id, FORMAT, path.name, t.number, reason, case_id=case_id))
             continue
         cases.setdefault(case_id, case)
         seen.add((case_id, attempt))
-        traces.append(trace_record(run_id, case_id, attempt, None, t.steps, t.defects, status=t.status, error=t.error,
-                                   input_text=case["input"], final_state=t.final_state, usage=t.usage))
-    return finish_import(summary, data_root, list(cases.values()), traces, registry, rejects,
-                         candidate or path.stem, model, mode, f"{stem}.jsonl", overwrite,
-                         baseline_run_id=baseline_run_id)
+        traces.append(
+            trace_record(
+                run_id,
+                case_id,
+                attempt,
+                None,
+                t.steps,
+                t.defects,
+                status=t.status,
+                error=t.error,
+                input_text=case["input"],
+                final_state=t.final_state,
+                usage=t.usage,
+            )
+        )
+    return finish_import(
+        summary,
+        data_root,
+        list(cases.values()),
+        traces,
+        registry,
+        rejects,
+        candidate or path.stem,
+        model,
+        mode,
+        f"{stem}.jsonl",
+        overwrite,
+        baseline_run_id=baseline_run_id,
+    )

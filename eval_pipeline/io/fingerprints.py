@@ -13,8 +13,7 @@ from eval_pipeline.io.storage import InputError, Location
 def judgments_digest(judgments: pl.DataFrame) -> str:
     """A content hash of judgments, independent of line order and of the files they came from."""
     lines = sorted(
-        f"{q}\t{d}\t{g}\t{s}"
-        for q, d, g, s in judgments.select("query_id", "doc_id", "grade", "source").iter_rows()
+        f"{q}\t{d}\t{g}\t{s}" for q, d, g, s in judgments.select("query_id", "doc_id", "grade", "source").iter_rows()
     )
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 

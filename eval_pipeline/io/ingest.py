@@ -64,21 +64,75 @@ RAW_LINES_SCHEMA: dict[str, pl.DataType] = {
 _DOC = pa.struct([("doc_id", pa.string()), ("score", pa.float64())])
 # A trace line as pyarrow's JSON reader parses it: every field but the free-form ones (args, results, state diffs,
 # final state), which come from the validated model in canonical form.
-LINE_SCHEMA = pa.schema([
-    ("trace_id", pa.string()), ("case_id", pa.string()), ("case_revision", pa.int64()), ("attempt", pa.int64()),
-    ("status", pa.string()), ("error", pa.string()), ("input", pa.string()),
-    ("retrieval", pa.list_(pa.struct([("round", pa.int64()), ("tool", pa.string()), ("variant", pa.string()),
-                                      ("query", pa.string()), ("candidates", pa.list_(_DOC)), ("hits", pa.list_(_DOC))]))),
-    ("context", pa.list_(pa.struct([("doc_id", pa.string()), ("text", pa.string()), ("tokens", pa.int64())]))),
-    ("answer", pa.struct([("text", pa.string()), ("refused", pa.bool_()),
-                          ("citations", pa.list_(pa.struct([("doc_id", pa.string()), ("quote", pa.string()),
-                                                            ("claim_index", pa.int64())])))])),
-    ("steps", pa.list_(pa.struct([("index", pa.int64()), ("kind", pa.string()), ("tool", pa.string()), ("status", pa.string()),
-                                  ("error", pa.string()), ("dispatched", pa.struct([("tool", pa.string())])),
-                                  ("content", pa.string())]))),
-    ("usage", pa.struct([("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("cost_usd", pa.float64()),
-                         ("latency_ms", pa.float64())])),
-])
+LINE_SCHEMA = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("case_id", pa.string()),
+        ("case_revision", pa.int64()),
+        ("attempt", pa.int64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("input", pa.string()),
+        (
+            "retrieval",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("round", pa.int64()),
+                        ("tool", pa.string()),
+                        ("variant", pa.string()),
+                        ("query", pa.string()),
+                        ("candidates", pa.list_(_DOC)),
+                        ("hits", pa.list_(_DOC)),
+                    ]
+                )
+            ),
+        ),
+        ("context", pa.list_(pa.struct([("doc_id", pa.string()), ("text", pa.string()), ("tokens", pa.int64())]))),
+        (
+            "answer",
+            pa.struct(
+                [
+                    ("text", pa.string()),
+                    ("refused", pa.bool_()),
+                    (
+                        "citations",
+                        pa.list_(
+                            pa.struct([("doc_id", pa.string()), ("quote", pa.string()), ("claim_index", pa.int64())])
+                        ),
+                    ),
+                ]
+            ),
+        ),
+        (
+            "steps",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("index", pa.int64()),
+                        ("kind", pa.string()),
+                        ("tool", pa.string()),
+                        ("status", pa.string()),
+                        ("error", pa.string()),
+                        ("dispatched", pa.struct([("tool", pa.string())])),
+                        ("content", pa.string()),
+                    ]
+                )
+            ),
+        ),
+        (
+            "usage",
+            pa.struct(
+                [
+                    ("input_tokens", pa.int64()),
+                    ("output_tokens", pa.int64()),
+                    ("cost_usd", pa.float64()),
+                    ("latency_ms", pa.float64()),
+                ]
+            ),
+        ),
+    ]
+)
 FREE_FORM_STEP_FIELDS = ("args_json", "result_json", "state_diff_json", "dispatched_args_json", "args_float_paths")
 
 
@@ -126,8 +180,9 @@ def iter_raw_lines(location: Location, run_id: str, chunk_lines: int = RAW_CHUNK
 def _split_lines(data: bytes, start: int, stop: int) -> pa.Array:
     """The lines of data[start:stop], which ends with a newline: each without its newline, one CR and one byte-order
     mark, split in Arrow."""
-    whole = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([start, stop], dtype=np.int64)),
-                                                                     pa.py_buffer(data)])
+    whole = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), 1, [None, pa.py_buffer(np.array([start, stop], dtype=np.int64)), pa.py_buffer(data)]
+    )
     lines = pc.split_pattern(whole, pattern=b"\n").flatten()
     lines = lines.slice(0, len(lines) - 1)  # what follows the last newline
     # The byte-order mark some editors write at the start of a UTF-8 file belongs to the file, not to its line
@@ -187,8 +242,11 @@ def _free_form(trace: Trace) -> tuple[list[list[str | None]], str | None]:
         args_text, float_paths = frames.canonical_args(step.args) if step.args is not None else (None, None)
         columns[0].append(args_text)
         columns[1].append(frames.sorted_json(step.result) if step.result is not None else None)
-        columns[2].append(frames.sorted_json([{"path": c.path, "before": c.before, "after": c.after} for c in step.state_diff])
-                          if step.state_diff is not None else None)
+        columns[2].append(
+            frames.sorted_json([{"path": c.path, "before": c.before, "after": c.after} for c in step.state_diff])
+            if step.state_diff is not None
+            else None
+        )
         columns[3].append(frames.canonical_json(step.dispatched.args) if step.dispatched is not None else None)
         columns[4].append(float_paths)
     return columns, frames.sorted_json(trace.final_state) if trace.final_state is not None else None
@@ -216,7 +274,12 @@ def _check_line(raw: bytes, max_line_bytes: int, suspect: bool = True) -> Checke
     try:
         texts = _free_form(trace)
     except (ValueError, TypeError, RecursionError) as exc:
-        return ("reject", f"a tool argument, result or final state cannot be stored: {exc}", trace.trace_id, trace.case_id)
+        return (
+            "reject",
+            f"a tool argument, result or final state cannot be stored: {exc}",
+            trace.trace_id,
+            trace.case_id,
+        )
     return ("ok", trace.trace_id, trace.case_id, trace.case_revision, texts)
 
 
@@ -255,7 +318,10 @@ _PARALLEL_LINES = 40_000
 def _check_part(payload: tuple, start: int, stop: int) -> list[Checked | None]:
     raws, suspects, max_line_bytes = payload
     with collector_paused():
-        return [_check_line(raw, max_line_bytes, suspect) for raw, suspect in zip(raws[start:stop], suspects[start:stop], strict=True)]
+        return [
+            _check_line(raw, max_line_bytes, suspect)
+            for raw, suspect in zip(raws[start:stop], suspects[start:stop], strict=True)
+        ]
 
 
 def suspect_lines(raw: pl.Series) -> list[bool]:
@@ -324,8 +390,9 @@ _NO_FINAL_STATE = pl.Series("final_state_json", [], dtype=pl.String)
 
 
 def _step_texts(positions: list[int], columns: list[list[str | None]]) -> pl.DataFrame:
-    return pl.DataFrame({"_pos": positions, **dict(zip(FREE_FORM_STEP_FIELDS, columns, strict=True))},
-                        schema=_STEP_TEXTS_SCHEMA)
+    return pl.DataFrame(
+        {"_pos": positions, **dict(zip(FREE_FORM_STEP_FIELDS, columns, strict=True))}, schema=_STEP_TEXTS_SCHEMA
+    )
 
 
 # ---------------------------------------------------------------- the per-line path (the reference)
@@ -352,15 +419,22 @@ def _per_line(raws: list[bytes], positions: np.ndarray, max_line_bytes: int) -> 
             kept.append(position)
     rejects.sort(key=lambda item: item[0])
     if table is None or not kept:
-        return _Read(np.zeros(0, dtype=np.int64), _EMPTY_LINES, _NO_FINAL_STATE, _step_texts([], [[]] * 5), rejects, blank)
+        return _Read(
+            np.zeros(0, dtype=np.int64), _EMPTY_LINES, _NO_FINAL_STATE, _step_texts([], [[]] * 5), rejects, blank
+        )
     table = table.take(pa.array([rows_of[position] for position in kept], type=pa.int64()))
     lines = [checked_lines[valid[position]] for position in kept]
     kept_positions = [int(positions[valid[position]]) for position in kept]
     step_positions = [p for p, line in zip(kept_positions, lines, strict=True) for _ in line[4][0][0]]
     columns = [[text for line in lines for text in line[4][0][i]] for i in range(len(FREE_FORM_STEP_FIELDS))]
-    return _Read(np.array(kept_positions, dtype=np.int64), pl.from_arrow(table),
-                 pl.Series("final_state_json", [line[4][1] for line in lines], dtype=pl.String),
-                 _step_texts(step_positions, columns), rejects, blank)
+    return _Read(
+        np.array(kept_positions, dtype=np.int64),
+        pl.from_arrow(table),
+        pl.Series("final_state_json", [line[4][1] for line in lines], dtype=pl.String),
+        _step_texts(step_positions, columns),
+        rejects,
+        blank,
+    )
 
 
 # ---------------------------------------------------------------- the columnar path
@@ -389,7 +463,11 @@ def _columnar_lines(raw: pl.Series, max_line_bytes: int) -> _Read:
     lines = raw if candidates.size == raw.len() else raw.gather(candidates)
     # the free-form texts of every line that may have steps or a final state, written on other cores while pyarrow
     # reads the lines
-    written = candidates[text.gather(candidates).str.contains(_MAY_HAVE_FREE_FORM).to_numpy()] if candidates.size else candidates
+    written = (
+        candidates[text.gather(candidates).str.contains(_MAY_HAVE_FREE_FORM).to_numpy()]
+        if candidates.size
+        else candidates
+    )
     parts = run_parts(_free_form_part, (raw.gather(written).to_list(),), written.size, _PARALLEL_FREE_FORM)
     with parts if isinstance(parts, Forked) else nullcontext():
         table, rows = read_json_lines(lines, _COLUMNAR_PARSE) if candidates.size else (None, candidates)
@@ -414,14 +492,26 @@ def _columnar_lines(raw: pl.Series, max_line_bytes: int) -> _Read:
     free_form, at = free_form[agree], at[agree]
     starts = np.cumsum(np.maximum(counts, 0)) - np.maximum(counts, 0)
     taken_steps = steps[free_form]
-    step_index = np.repeat(starts[at] - np.cumsum(taken_steps) + taken_steps, taken_steps) + np.arange(int(taken_steps.sum()))
-    columns = [pl.Series(list(chain.from_iterable(part[1][i] for part in written_parts)), dtype=pl.String).gather(step_index)
-               for i in range(len(FREE_FORM_STEP_FIELDS))]
-    step_frame = pl.DataFrame({"_pos": np.repeat(positions[free_form], taken_steps),
-                               **dict(zip(FREE_FORM_STEP_FIELDS, columns, strict=True))}, schema=_STEP_TEXTS_SCHEMA)
+    step_index = np.repeat(starts[at] - np.cumsum(taken_steps) + taken_steps, taken_steps) + np.arange(
+        int(taken_steps.sum())
+    )
+    columns = [
+        pl.Series(list(chain.from_iterable(part[1][i] for part in written_parts)), dtype=pl.String).gather(step_index)
+        for i in range(len(FREE_FORM_STEP_FIELDS))
+    ]
+    step_frame = pl.DataFrame(
+        {
+            "_pos": np.repeat(positions[free_form], taken_steps),
+            **dict(zip(FREE_FORM_STEP_FIELDS, columns, strict=True)),
+        },
+        schema=_STEP_TEXTS_SCHEMA,
+    )
     finals = pl.Series(list(chain.from_iterable(part[2] for part in written_parts)), dtype=pl.String)
     final_state = pl.DataFrame({"_row": np.arange(parsed.height)}).join(
-        pl.DataFrame({"_row": free_form, "final_state_json": finals.gather(at)}), on="_row", how="left", maintain_order="left",
+        pl.DataFrame({"_row": free_form, "final_state_json": finals.gather(at)}),
+        on="_row",
+        how="left",
+        maintain_order="left",
     )["final_state_json"]
     kept = np.flatnonzero(holds)
     if kept.size == parsed.height:
@@ -434,7 +524,9 @@ _PARALLEL_FREE_FORM = 4_000
 _MAY_HAVE_FREE_FORM = rf'"steps"|"final_state"|{ESCAPED_KEY}'
 
 
-def _free_form_part(payload: tuple, start: int, stop: int) -> tuple[list[int], list[list[str | None]], list[str | None]]:
+def _free_form_part(
+    payload: tuple, start: int, stop: int
+) -> tuple[list[int], list[list[str | None]], list[str | None]]:
     """Free-form texts of lines start..stop of the payload (the lines): per line its step count (-1: left to the
     per-line path), the FREE_FORM_STEP_FIELDS columns of the steps, and per line its final state."""
     (lines,) = payload
@@ -466,30 +558,38 @@ def _contract_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray
 
     doc = element.is_not_null() & field("doc_id").is_not_null()
     retrieval_round = element.is_not_null() & each(field("candidates"), doc) & each(field("hits"), doc)
-    step = (element.is_not_null() & field("index").is_not_null() & field("kind").is_not_null()
-            & (field("dispatched").is_null() | field("dispatched").struct.field("tool").is_not_null()))
+    step = (
+        element.is_not_null()
+        & field("index").is_not_null()
+        & field("kind").is_not_null()
+        & (field("dispatched").is_null() | field("dispatched").struct.field("tool").is_not_null())
+    )
     answer = pl.col("answer")
-    checked = parsed.lazy().select(
-        holds=(
-            (pl.col("trace_id").str.len_bytes() > 0).fill_null(False)
-            & (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
-            # ids with a control or format character: the per-line path refuses them with the reason
-            & ~pl.col("trace_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
-            & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
-            & (pl.col("status").is_null() | pl.col("status").is_in(_STATUSES))
-            & each(pl.col("retrieval"), retrieval_round)
-            & each(pl.col("context"), doc)
-            & each(answer.struct.field("citations"), doc)
-            & each(pl.col("steps"), step)
-        ),
-        defaulted=(
-            pl.col("attempt").is_null()
-            | pl.col("status").is_null()
-            | any_of(pl.col("retrieval"), field("round").is_null() | field("hits").is_null())
-            | any_of(pl.col("context"), field("text").is_null())
-            | (answer.is_not_null() & answer.struct.field("citations").is_null())
-        ),
-    ).collect()
+    checked = (
+        parsed.lazy()
+        .select(
+            holds=(
+                (pl.col("trace_id").str.len_bytes() > 0).fill_null(False)
+                & (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
+                # ids with a control or format character: the per-line path refuses them with the reason
+                & ~pl.col("trace_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
+                & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
+                & (pl.col("status").is_null() | pl.col("status").is_in(_STATUSES))
+                & each(pl.col("retrieval"), retrieval_round)
+                & each(pl.col("context"), doc)
+                & each(answer.struct.field("citations"), doc)
+                & each(pl.col("steps"), step)
+            ),
+            defaulted=(
+                pl.col("attempt").is_null()
+                | pl.col("status").is_null()
+                | any_of(pl.col("retrieval"), field("round").is_null() | field("hits").is_null())
+                | any_of(pl.col("context"), field("text").is_null())
+                | (answer.is_not_null() & answer.struct.field("citations").is_null())
+            ),
+        )
+        .collect()
+    )
     holds = checked["holds"].fill_null(False).to_numpy().copy()
     defaulted = np.flatnonzero(checked["defaulted"].fill_null(True).to_numpy() & holds)
     if defaulted.size:
@@ -548,7 +648,9 @@ def _line_free_form(raw: bytes, columns: list[list[str | None]]) -> tuple[int, s
                 raise _NotColumnar("dispatched.args")
             dispatched_bytes = json_bytes(dispatched_args)
             # the args as dispatched are most often the args as called: the same text
-            dispatched = args_text if dispatched_bytes == args_bytes else canonical_args_of(dispatched_bytes, dispatched_args)[0]
+            dispatched = (
+                args_text if dispatched_bytes == args_bytes else canonical_args_of(dispatched_bytes, dispatched_args)[0]
+            )
         add_dispatched(dispatched)
         count += 1
     final = value.get("final_state")
@@ -560,29 +662,38 @@ def _line_free_form(raw: bytes, columns: list[list[str | None]]) -> tuple[int, s
 # ---------------------------------------------------------------- the run's rules, and the frames
 
 
-def _assemble(raw_lines: pl.DataFrame, reads: list[_Read], revisions: dict[str, int], run_id: str,
-              seen: set[str]) -> ParsedTraces:
+def _assemble(
+    raw_lines: pl.DataFrame, reads: list[_Read], revisions: dict[str, int], run_id: str, seen: set[str]
+) -> ParsedTraces:
     """Traces and rejects of a chunk from its lines read either way: case, revision and duplicate rules in line order."""
     offsets = np.cumsum([0, *[read.parsed.height for read in reads]])
-    valid = pl.concat([
-        read.parsed.select("trace_id", "case_id", "case_revision").with_columns(
-            _pos=pl.Series(read.positions, dtype=pl.Int64),
-            _row=pl.int_range(int(offset), int(offset) + read.parsed.height, dtype=pl.Int64),
-        )
-        for read, offset in zip(reads, offsets, strict=False)
-    ]).sort("_pos")
+    valid = pl.concat(
+        [
+            read.parsed.select("trace_id", "case_id", "case_revision").with_columns(
+                _pos=pl.Series(read.positions, dtype=pl.Int64),
+                _row=pl.int_range(int(offset), int(offset) + read.parsed.height, dtype=pl.Int64),
+            )
+            for read, offset in zip(reads, offsets, strict=False)
+        ]
+    ).sort("_pos")
     known = valid["case_id"].unique().to_list()
     valid = valid.join(
-        pl.DataFrame({"case_id": known, "_expected": [revisions.get(case_id) for case_id in known]},
-                     schema={"case_id": pl.String, "_expected": pl.Int64}),
-        on="case_id", how="left",
+        pl.DataFrame(
+            {"case_id": known, "_expected": [revisions.get(case_id) for case_id in known]},
+            schema={"case_id": pl.String, "_expected": pl.Int64},
+        ),
+        on="case_id",
+        how="left",
     ).sort("_pos")
     unknown = valid["_expected"].is_null()
     stale = ~unknown & valid["case_revision"].is_not_null() & (valid["case_revision"] != valid["_expected"])
     passing = valid.filter(~unknown & ~stale)
     ids = passing["trace_id"]
-    earlier = pl.Series(list(seen.intersection(ids.to_list())), dtype=pl.String) if not seen.isdisjoint(ids.to_list()) \
+    earlier = (
+        pl.Series(list(seen.intersection(ids.to_list())), dtype=pl.String)
+        if not seen.isdisjoint(ids.to_list())
         else pl.Series([], dtype=pl.String)
+    )
     duplicate = ~ids.is_first_distinct() | ids.is_in(earlier)
     kept = passing.filter(~duplicate)
     seen.update(kept["trace_id"].to_list())
@@ -594,25 +705,36 @@ def _assemble(raw_lines: pl.DataFrame, reads: list[_Read], revisions: dict[str, 
         (passing.filter(duplicate), lambda t, c, r, e: f"duplicate trace_id {t!r} (first occurrence kept)"),
     ):
         for position, trace_id, case_id, revision, expected in frame.select(
-                "_pos", "trace_id", "case_id", "case_revision", "_expected").iter_rows():
+            "_pos", "trace_id", "case_id", "case_revision", "_expected"
+        ).iter_rows():
             rejected.append((position, reason(trace_id, case_id, revision, expected), trace_id, case_id))
     rejected.sort(key=lambda item: item[0])
 
     rows = kept["_row"]
     parsed = pl.concat([read.parsed for read in reads])
     final_state = pl.concat([read.final_state for read in reads])
-    if rows.len() < parsed.height or not rows.equals(pl.int_range(parsed.height, eager=True, dtype=pl.Int64), check_names=False):
+    if rows.len() < parsed.height or not rows.equals(
+        pl.int_range(parsed.height, eager=True, dtype=pl.Int64), check_names=False
+    ):
         parsed, final_state = parsed[rows], final_state[rows]
     step_texts = pl.concat([read.step_texts for read in reads])
     kept_positions = kept["_pos"]
     if step_texts.height:
         step_texts = step_texts.filter(pl.col("_pos").is_in(kept_positions.implode())).sort("_pos", maintain_order=True)
-    traces = lines_to_frame(parsed, final_state, step_texts.drop("_pos"), raw_lines["source_file"][kept_positions],
-                            raw_lines["line"][kept_positions], run_id)
+    traces = lines_to_frame(
+        parsed,
+        final_state,
+        step_texts.drop("_pos"),
+        raw_lines["source_file"][kept_positions],
+        raw_lines["line"][kept_positions],
+        run_id,
+    )
     return ParsedTraces(traces, _rejects(raw_lines, rejected, run_id), sum(read.blank for read in reads))
 
 
-def _rejects(raw_lines: pl.DataFrame, rejected: list[tuple[int, str, str | None, str | None]], run_id: str) -> pl.DataFrame:
+def _rejects(
+    raw_lines: pl.DataFrame, rejected: list[tuple[int, str, str | None, str | None]], run_id: str
+) -> pl.DataFrame:
     positions = pl.Series([item[0] for item in rejected], dtype=pl.Int64)
     return pl.DataFrame(
         {
@@ -680,8 +802,14 @@ def columnar_parse(raws: list[bytes]) -> tuple[pa.Table | None, dict[int, int], 
     return (pa.concat_tables(tables) if tables else None), rows, reasons
 
 
-def lines_to_frame(parsed: pl.DataFrame, final_state: pl.Series, step_texts: pl.DataFrame, source_file: pl.Series,
-                   source_line: pl.Series, run_id: str) -> pl.DataFrame:
+def lines_to_frame(
+    parsed: pl.DataFrame,
+    final_state: pl.Series,
+    step_texts: pl.DataFrame,
+    source_file: pl.Series,
+    source_line: pl.Series,
+    run_id: str,
+) -> pl.DataFrame:
     """Kept lines (their LINE_SCHEMA columns and free-form texts, in line order) as one canonical traces frame."""
     if parsed.height == 0:
         return frames.empty(frames.TRACES_SCHEMA)
@@ -707,7 +835,9 @@ def lines_to_frame(parsed: pl.DataFrame, final_state: pl.Series, step_texts: pl.
         answer.is_not_null().alias("has_answer"),
         answer.struct.field("text").alias("answer_text"),
         answer.struct.field("refused").alias("answer_refused"),
-        answer.struct.field("citations").fill_null(pl.lit([], dtype=frames.TRACES_SCHEMA["citations"])).alias("citations"),
+        answer.struct.field("citations")
+        .fill_null(pl.lit([], dtype=frames.TRACES_SCHEMA["citations"]))
+        .alias("citations"),
         "steps",
         final_state.alias("final_state_json"),
         pl.col("usage").struct.field("input_tokens"),

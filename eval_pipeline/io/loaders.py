@@ -44,6 +44,8 @@ from eval_pipeline.io.storage import InputError, Location
 from eval_pipeline.io.strict_yaml import YamlDocument, YamlError, parse_yaml
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
 @contextmanager
 def collector_paused():
     """Pause Python's cyclic garbage collector while many small objects are built (it rescans them all otherwise)."""
@@ -98,7 +100,7 @@ def parse_json_line(raw: bytes, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) ->
     offset = 0
     if raw.startswith(UTF8_BOM):
         # the first line of a file saved "with BOM", or files concatenated with cat
-        raw, offset = raw[len(UTF8_BOM):], len(UTF8_BOM)
+        raw, offset = raw[len(UTF8_BOM) :], len(UTF8_BOM)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -124,7 +126,7 @@ def parse_json_line(raw: bytes, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) ->
 def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, line bytes without the newline) for every line, blank ones included; no leading BOM."""
     if data.startswith(UTF8_BOM):
-        data = data[len(UTF8_BOM):]
+        data = data[len(UTF8_BOM) :]
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if raw.endswith(b"\r"):
             raw = raw[:-1]
@@ -217,7 +219,9 @@ class Forked:
         self._pool = mp.get_context("fork").Pool(workers, initializer=_inherit, initargs=(payload,))
         self._collected = False
         try:
-            self._parts = self._pool.map_async(_run_part, [(part, i, min(i + size, count)) for i in range(0, count, size)])
+            self._parts = self._pool.map_async(
+                _run_part, [(part, i, min(i + size, count)) for i in range(0, count, size)]
+            )
         except BaseException:
             self.close()
             raise
@@ -291,7 +295,9 @@ def columnar_candidates(raw: pl.Series, text: pl.Series, max_line_bytes: int, re
     """Positions of the lines a columnar read may vouch for: one JSON object per line (within the size limit, valid
     UTF-8, nesting that cannot pass MAX_JSON_DEPTH), matching nothing of `refused`."""
     return np.flatnonzero(
-        pl.DataFrame({"raw": raw, "text": text}).lazy().select(
+        pl.DataFrame({"raw": raw, "text": text})
+        .lazy()
+        .select(
             # (a line that is not UTF-8 is empty in `text`)
             pl.col("text").str.starts_with("{")
             # ending with } too, no value of one line can continue on the next, so rows and lines stay aligned
@@ -300,7 +306,10 @@ def columnar_candidates(raw: pl.Series, text: pl.Series, max_line_bytes: int, re
             & ~pl.col("text").str.contains(refused)
             # no more opening brackets than the depth limit: the nesting cannot pass it
             & (pl.col("text").str.count_matches(r"[\[{]") <= MAX_JSON_DEPTH)
-        ).collect().to_series().to_numpy()
+        )
+        .collect()
+        .to_series()
+        .to_numpy()
     )
 
 
@@ -322,7 +331,9 @@ def lines_as_text(raw: pl.Series) -> pl.Series:
     try:
         return pl.select(pl.when(pl.Series(valid)).then(raw).otherwise(pl.lit(b""))).to_series().cast(pl.String)
     except pl.exceptions.PolarsError:  # a polars that checks whole buffers, not the lines in use
-        return pl.Series([line if ok else b"" for line, ok in zip(raw.to_list(), valid, strict=True)], dtype=pl.Binary).cast(pl.String)
+        return pl.Series(
+            [line if ok else b"" for line, ok in zip(raw.to_list(), valid, strict=True)], dtype=pl.Binary
+        ).cast(pl.String)
 
 
 def _is_utf8(raw: bytes | None) -> bool:
@@ -345,7 +356,7 @@ def read_json_lines(lines: pl.Series, options: pa_json.ParseOptions) -> tuple[pa
     each refused line is alone; a line refused, or left unread once the retry budget is spent, has no row.
     """
     joined = _newline_joined(lines.to_arrow())
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[joined.offset:joined.offset + len(joined) + 1]
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[joined.offset : joined.offset + len(joined) + 1]
     data = joined.buffers()[2]
     count = len(lines)
     # a block must hold the longest line: pyarrow refuses a line that straddles two blocks
@@ -366,7 +377,9 @@ def read_json_lines(lines: pl.Series, options: pa_json.ParseOptions) -> tuple[pa
     except pa.ArrowException:
         pass
     bounds = np.unique(np.searchsorted(offsets, np.arange(0, offsets[-1], _RETRY_BYTES), side="left"))
-    pending = [(int(start), int(stop)) for start, stop in zip(bounds, [*bounds[1:], count], strict=True) if start < stop][::-1]
+    pending = [
+        (int(start), int(stop)) for start, stop in zip(bounds, [*bounds[1:], count], strict=True) if start < stop
+    ][::-1]
     budget = _RETRY_BUDGET * int(offsets[-1] - offsets[0]) + _RETRY_BYTES
     finished: list[tuple[int, pa.Table]] = []
     while pending and budget > 0:
@@ -427,8 +440,15 @@ def load_corpus(location: Location, corpus_version: str) -> Loaded:
     for file, number, record in records:
         earlier = first.setdefault(record.doc_id, (file, number))
         if earlier != (file, number):
-            rejects.append(reject(None, "corpus", file, number, f"duplicate doc_id {record.doc_id!r} "
-                                  f"(first occurrence kept: {earlier[0]} line {earlier[1]})"))
+            rejects.append(
+                reject(
+                    None,
+                    "corpus",
+                    file,
+                    number,
+                    f"duplicate doc_id {record.doc_id!r} (first occurrence kept: {earlier[0]} line {earlier[1]})",
+                )
+            )
             continue
         # model_dump carries every CORPUS_SCHEMA field, `source` included
         rows.append({"corpus_version": corpus_version, **record.model_dump()})
@@ -440,7 +460,9 @@ def load_tool_registry(location: Location, environment_version: str) -> ToolRegi
     folder = ("tools", environment_version)
     name = next((n for n in ("tools.yaml", "tools.yml") if location.exists(*folder, n)), None)
     if name is None:
-        raise InputError(f"tool registry {environment_version!r} not found: no {location.uri_of(*folder, 'tools.yaml')}")
+        raise InputError(
+            f"tool registry {environment_version!r} not found: no {location.uri_of(*folder, 'tools.yaml')}"
+        )
     document = parse_yaml(location.read_bytes(*folder, name), location.uri_of(*folder, name))
     return _config(ToolRegistry, document, "tool registry")
 
@@ -482,7 +504,9 @@ def load_cases(location: Location, dataset_version: str) -> Loaded:
             if problem is not None:
                 rejects.append(problem)
             elif case.case_id in seen:
-                rejects.append(reject(None, "case", source, 1, f"duplicate case_id {case.case_id!r}", case_id=case.case_id))
+                rejects.append(
+                    reject(None, "case", source, 1, f"duplicate case_id {case.case_id!r}", case_id=case.case_id)
+                )
             else:
                 seen.add(case.case_id)
                 rows.append(frames.case_row(case, dataset_version, source))
@@ -522,9 +546,10 @@ def _case_of_line(raw: bytes, source: str, number: int) -> tuple[Case | None, di
 def jsonl_lines(data: bytes) -> pa.Array:
     """The lines of a JSONL file as iter_lines gives them (blank ones included, no leading BOM, no CR), in Arrow."""
     if data.startswith(UTF8_BOM):
-        data = data[len(UTF8_BOM):]
-    whole = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, len(data)], dtype=np.int64)),
-                                                                     pa.py_buffer(data)])
+        data = data[len(UTF8_BOM) :]
+    whole = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, len(data)], dtype=np.int64)), pa.py_buffer(data)]
+    )
     lines = pc.split_pattern(whole, pattern=b"\n").flatten()
     return trimmed(lines, pc.ends_with(lines, pattern=b"\r"))
 
@@ -536,16 +561,19 @@ def trimmed(lines: pa.Array, with_cr: pa.Array, with_bom: pa.Array | None = None
     cut_start = np.zeros_like(cut_end) if with_bom is None else with_bom.to_numpy(zero_copy_only=False) * len(UTF8_BOM)
     if not cut_end.any() and not cut_start.any():
         return lines
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
     lengths = offsets[1:] - cut_end - offsets[:-1] - cut_start
     starts, ends = offsets[:-1] + cut_start, np.concatenate([[0], np.cumsum(lengths)])
     kept = np.repeat(starts - ends[:-1], lengths) + np.arange(ends[-1])
     data = np.frombuffer(lines.buffers()[2], dtype=np.uint8)[kept]
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lines), [None, pa.py_buffer(ends), pa.py_buffer(data)])
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(lines), [None, pa.py_buffer(ends), pa.py_buffer(data)]
+    )
 
 
-def _jsonl_cases(location: Location, path: tuple[str, ...], dataset_version: str,
-                 seen: set[str]) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+def _jsonl_cases(
+    location: Location, path: tuple[str, ...], dataset_version: str, seen: set[str]
+) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
     """The cases of one JSONL file, columnar first, and its reject rows; `seen` holds the case_ids of earlier files."""
     source = "/".join(path)
     raw = pl.Series(jsonl_lines(location.read_bytes(*path)), dtype=pl.Binary)
@@ -564,17 +592,23 @@ def _jsonl_cases(location: Location, path: tuple[str, ...], dataset_version: str
         else:
             valid.append((position, case))
     # a case_id given again is a reject wherever its lines were read: the first valid line keeps it
-    order = pl.DataFrame({
-        "_pos": np.concatenate([positions, np.array([p for p, _ in valid], dtype=np.int64)]),
-        "case_id": pl.concat([columnar["case_id"], pl.Series([case.case_id for _, case in valid], dtype=pl.String)]),
-        "_columnar": np.concatenate([np.ones(positions.size, dtype=bool), np.zeros(len(valid), dtype=bool)]),
-        "_row": np.concatenate([np.arange(positions.size), np.arange(len(valid))]),
-    }).sort("_pos")
+    order = pl.DataFrame(
+        {
+            "_pos": np.concatenate([positions, np.array([p for p, _ in valid], dtype=np.int64)]),
+            "case_id": pl.concat(
+                [columnar["case_id"], pl.Series([case.case_id for _, case in valid], dtype=pl.String)]
+            ),
+            "_columnar": np.concatenate([np.ones(positions.size, dtype=bool), np.zeros(len(valid), dtype=bool)]),
+            "_row": np.concatenate([np.arange(positions.size), np.arange(len(valid))]),
+        }
+    ).sort("_pos")
     ids = order["case_id"]
     earlier = seen.intersection(ids.to_list())
     duplicate = (~ids.is_first_distinct() | ids.is_in(pl.Series(list(earlier), dtype=pl.String))).to_numpy()
     for position, case_id in order.filter(pl.Series(duplicate)).select("_pos", "case_id").iter_rows():
-        rejected.append((position, reject(None, "case", source, position + 1, f"duplicate case_id {case_id!r}", case_id=case_id)))
+        rejected.append(
+            (position, reject(None, "case", source, position + 1, f"duplicate case_id {case_id!r}", case_id=case_id))
+        )
     kept = order.filter(pl.Series(~duplicate))
     seen.update(kept["case_id"].to_list())
     rejected.sort(key=lambda item: item[0])
@@ -582,50 +616,96 @@ def _jsonl_cases(location: Location, path: tuple[str, ...], dataset_version: str
     per_line_kept = kept.filter(~pl.col("_columnar"))
     if columnar_kept.height < columnar.height:
         columnar = columnar[columnar_kept["_row"]]
-    frame = pl.concat([
-        columnar.with_columns(_pos=columnar_kept["_pos"]),
-        frames.cases_frame(frames.case_row(valid[row][1], dataset_version, source) for row in per_line_kept["_row"].to_list())
-        .with_columns(_pos=per_line_kept["_pos"]),
-    ]).sort("_pos").drop("_pos")
+    frame = (
+        pl.concat(
+            [
+                columnar.with_columns(_pos=columnar_kept["_pos"]),
+                frames.cases_frame(
+                    frames.case_row(valid[row][1], dataset_version, source) for row in per_line_kept["_row"].to_list()
+                ).with_columns(_pos=per_line_kept["_pos"]),
+            ]
+        )
+        .sort("_pos")
+        .drop("_pos")
+    )
     return frame, [problem for _, problem in rejected]
 
 
 # A case line as the columnar read parses it: every field of the contract with a JSON type of its own; the free-form
 # ones only as far as telling whether they are given, and with the right kind of JSON value.
 _FREE_OBJECT = pa.struct([])
-CASE_LINE_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("case_revision", pa.int64()), ("lanes", pa.list_(pa.string())), ("input", pa.string()),
-    ("criticality", pa.string()), ("required_doc_ids", pa.list_(pa.string())),
-    ("expected_answer_contains", pa.list_(pa.string())), ("reference_answer", pa.string()), ("expect_refusal", pa.bool_()),
-    ("multi_hop", pa.bool_()), ("allowed_tools", pa.list_(pa.string())), ("forbidden_tools", pa.list_(pa.string())),
-    ("tool_match", pa.string()), ("dependencies", pa.list_(pa.list_(pa.string()))), ("clock", pa.string()),
-    ("fault", pa.struct([("kind", pa.string()), ("tool", pa.string())])), ("unsafe_after_fault", pa.list_(pa.string())),
-    ("escalation_tools", pa.list_(pa.string())),
-    ("reference_tool_calls", pa.list_(_FREE_OBJECT)), ("alternatives", pa.list_(pa.list_(_FREE_OBJECT))),
-    ("fixtures", _FREE_OBJECT), ("milestones", _FREE_OBJECT), ("scope", _FREE_OBJECT),
-])
+CASE_LINE_SCHEMA = pa.schema(
+    [
+        ("case_id", pa.string()),
+        ("case_revision", pa.int64()),
+        ("lanes", pa.list_(pa.string())),
+        ("input", pa.string()),
+        ("criticality", pa.string()),
+        ("required_doc_ids", pa.list_(pa.string())),
+        ("expected_answer_contains", pa.list_(pa.string())),
+        ("reference_answer", pa.string()),
+        ("expect_refusal", pa.bool_()),
+        ("multi_hop", pa.bool_()),
+        ("allowed_tools", pa.list_(pa.string())),
+        ("forbidden_tools", pa.list_(pa.string())),
+        ("tool_match", pa.string()),
+        ("dependencies", pa.list_(pa.list_(pa.string()))),
+        ("clock", pa.string()),
+        ("fault", pa.struct([("kind", pa.string()), ("tool", pa.string())])),
+        ("unsafe_after_fault", pa.list_(pa.string())),
+        ("escalation_tools", pa.list_(pa.string())),
+        ("reference_tool_calls", pa.list_(_FREE_OBJECT)),
+        ("alternatives", pa.list_(pa.list_(_FREE_OBJECT))),
+        ("fixtures", _FREE_OBJECT),
+        ("milestones", _FREE_OBJECT),
+        ("scope", _FREE_OBJECT),
+    ]
+)
 _CASE_FREE_FORM = ("reference_tool_calls", "alternatives", "fixtures", "milestones", "scope")
 _CASE_PARSE = pa_json.ParseOptions(explicit_schema=CASE_LINE_SCHEMA, unexpected_field_behavior="ignore")
 # What pyarrow reads and Case.model_validate_json must not get (may_break_limits: NaN, Infinity, a surrogate escape,
 # numbers that may pass a double or 64 bits), nor orjson (an integer beyond 64 bits it reads as a float).
 _CASE_NOT_COLUMNAR = rf"NaN|Inf|\\u[dD]|[0-9]{{19}}|[0-9][eE]\+?[0-9]{{3}}|{NOT_COLUMNAR_BYTES}"
 # Fields with a default that null may not replace (pyarrow reads a missing one and a null one alike).
-_CASE_DEFAULTED = ["case_revision", "input", "criticality", "required_doc_ids", "expected_answer_contains", "expect_refusal",
-                   "multi_hop", "forbidden_tools", "tool_match", "dependencies", "unsafe_after_fault", "escalation_tools",
-                   "reference_tool_calls", "alternatives", "fixtures", "milestones"]
+_CASE_DEFAULTED = [
+    "case_revision",
+    "input",
+    "criticality",
+    "required_doc_ids",
+    "expected_answer_contains",
+    "expect_refusal",
+    "multi_hop",
+    "forbidden_tools",
+    "tool_match",
+    "dependencies",
+    "unsafe_after_fault",
+    "escalation_tools",
+    "reference_tool_calls",
+    "alternatives",
+    "fixtures",
+    "milestones",
+]
 _CASE_NULL_FOR_DEFAULT = null_for_default(_CASE_DEFAULTED)
 # a line naming a field only the per-line path reads (or spelling a key with an escape) is decoded to see whether it
 # has one
 _PER_LINE_FIELDS = ("value_rules", "tags", "counterfactual_of", "changed_fact")
 _MAY_NAME_VALUE_RULES = rf"{'|'.join(_PER_LINE_FIELDS)}|{ESCAPED_KEY}"
-_STRING_LISTS = ("required_doc_ids", "expected_answer_contains", "allowed_tools", "forbidden_tools", "unsafe_after_fault",
-                 "escalation_tools")
+_STRING_LISTS = (
+    "required_doc_ids",
+    "expected_answer_contains",
+    "allowed_tools",
+    "forbidden_tools",
+    "unsafe_after_fault",
+    "escalation_tools",
+)
 _LITERALS = {"criticality": ["high", "normal"], "tool_match": ["strict_order", "unordered", "goal_only"]}
 _FAULT_KINDS = ["tool_error", "empty", "timeout", "injected_instruction"]
 _CASE_FREE_FORM_SCHEMA: dict[str, pl.DataType] = {
     "_row": pl.Int64,
-    **{name: frames.CASES_SCHEMA[name] for name in ("reference_tool_calls", "alternatives", "fixtures_json", "milestones",
-                                                    "scope_json")},
+    **{
+        name: frames.CASES_SCHEMA[name]
+        for name in ("reference_tool_calls", "alternatives", "fixtures_json", "milestones", "scope_json")
+    },
 }
 
 
@@ -636,8 +716,11 @@ def _columnar_cases(raw: pl.Series, dataset_version: str, source: str) -> tuple[
     candidates = columnar_candidates(raw, text, DEFAULT_MAX_LINE_BYTES, _CASE_NOT_COLUMNAR)
     lines = raw if candidates.size == raw.len() else raw.gather(candidates)
     # the free-form columns of every line that may have any, written on other cores while pyarrow reads the lines
-    written = candidates[text.gather(candidates).str.contains(_CASE_MAY_HAVE_FREE_FORM).to_numpy()] if candidates.size \
+    written = (
+        candidates[text.gather(candidates).str.contains(_CASE_MAY_HAVE_FREE_FORM).to_numpy()]
+        if candidates.size
         else candidates
+    )
     parts = run_parts(_case_free_form_part, (raw.gather(written).to_list(),), written.size, _PARALLEL_FREE_FORM)
     with parts if isinstance(parts, Forked) else nullcontext():
         table, rows = read_json_lines(lines, _CASE_PARSE) if candidates.size else (None, candidates)
@@ -673,36 +756,46 @@ def _columnar_cases(raw: pl.Series, dataset_version: str, source: str) -> tuple[
     parsed = parsed.with_columns(_row=pl.int_range(parsed.height, dtype=pl.Int64))
     if kept.size < parsed.height:
         parsed = parsed[kept]
-    frame = parsed.join(free, on="_row", how="left", maintain_order="left").select(
-        pl.lit(dataset_version, dtype=pl.String).alias("dataset_version"),
-        "case_id",
-        pl.col("case_revision").fill_null(1),
-        "lanes",
-        pl.col("input").fill_null(""),
-        pl.col("criticality").fill_null("normal"),
-        *[pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))) for name in ("required_doc_ids", "expected_answer_contains")],
-        "reference_answer",
-        pl.col("expect_refusal").fill_null(False),
-        pl.col("multi_hop").fill_null(False),
-        "allowed_tools",
-        pl.col("forbidden_tools").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-        pl.col("reference_tool_calls").fill_null(no_calls),
-        pl.col("tool_match").fill_null("strict_order"),
-        pl.col("alternatives").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["alternatives"])),
-        pl.col("dependencies").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["dependencies"])),
-        pl.col("fixtures_json").fill_null("{}"),
-        "clock",
-        pl.col("milestones").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["milestones"])),
-        pl.col("fault").struct.field("kind").alias("fault_kind"),
-        pl.col("fault").struct.field("tool").alias("fault_tool"),
-        *[pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))) for name in ("unsafe_after_fault", "escalation_tools")],
-        "scope_json",
-        pl.lit(None, dtype=pl.String).alias("value_rules_json"),
-        pl.lit(source, dtype=pl.String).alias("source_file"),
-        pl.lit([], dtype=frames.CASES_SCHEMA["tags"]).alias("tags"),
-        pl.lit(None, dtype=pl.String).alias("counterfactual_of"),
-        pl.lit(None, dtype=pl.String).alias("changed_fact"),
-    ).cast(frames.CASES_SCHEMA)
+    frame = (
+        parsed.join(free, on="_row", how="left", maintain_order="left")
+        .select(
+            pl.lit(dataset_version, dtype=pl.String).alias("dataset_version"),
+            "case_id",
+            pl.col("case_revision").fill_null(1),
+            "lanes",
+            pl.col("input").fill_null(""),
+            pl.col("criticality").fill_null("normal"),
+            *[
+                pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String)))
+                for name in ("required_doc_ids", "expected_answer_contains")
+            ],
+            "reference_answer",
+            pl.col("expect_refusal").fill_null(False),
+            pl.col("multi_hop").fill_null(False),
+            "allowed_tools",
+            pl.col("forbidden_tools").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+            pl.col("reference_tool_calls").fill_null(no_calls),
+            pl.col("tool_match").fill_null("strict_order"),
+            pl.col("alternatives").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["alternatives"])),
+            pl.col("dependencies").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["dependencies"])),
+            pl.col("fixtures_json").fill_null("{}"),
+            "clock",
+            pl.col("milestones").fill_null(pl.lit([], dtype=frames.CASES_SCHEMA["milestones"])),
+            pl.col("fault").struct.field("kind").alias("fault_kind"),
+            pl.col("fault").struct.field("tool").alias("fault_tool"),
+            *[
+                pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String)))
+                for name in ("unsafe_after_fault", "escalation_tools")
+            ],
+            "scope_json",
+            pl.lit(None, dtype=pl.String).alias("value_rules_json"),
+            pl.lit(source, dtype=pl.String).alias("source_file"),
+            pl.lit([], dtype=frames.CASES_SCHEMA["tags"]).alias("tags"),
+            pl.lit(None, dtype=pl.String).alias("counterfactual_of"),
+            pl.lit(None, dtype=pl.String).alias("changed_fact"),
+        )
+        .cast(frames.CASES_SCHEMA)
+    )
     return positions[kept], frame
 
 
@@ -714,23 +807,40 @@ def _case_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray, le
     element = pl.element()
     lanes = pl.col("lanes")
     fault = pl.col("fault")
-    checked = parsed.lazy().select(
-        holds=(
-            (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
-            & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
-            & (lanes.list.len() > 0).fill_null(False)
-            & each(lanes, element.is_in(["rag", "agent"]).fill_null(False))
-            & pl.all_horizontal(pl.col(name).is_null() | pl.col(name).is_in(values) for name, values in _LITERALS.items())
-            & pl.all_horizontal(each(pl.col(name), element.is_not_null()) for name in _STRING_LISTS)
-            & each(pl.col("dependencies"), (element.list.len() == 2).fill_null(False) & each(element, pl.element().is_not_null()))
-            & (fault.is_null() | (fault.struct.field("kind").is_in(_FAULT_KINDS).fill_null(False)
-                                  & fault.struct.field("tool").is_not_null()))
-            # a rag case names the documents to retrieve, or expects a refusal
-            & (~lanes.list.contains("rag") | (pl.col("required_doc_ids").list.len() > 0).fill_null(False)
-               | pl.col("expect_refusal").fill_null(False))
-        ),
-        defaulted=pl.any_horizontal(pl.col(name).is_null() for name in parsed.columns if name in _CASE_DEFAULTED),
-    ).collect()
+    checked = (
+        parsed.lazy()
+        .select(
+            holds=(
+                (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
+                & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
+                & (lanes.list.len() > 0).fill_null(False)
+                & each(lanes, element.is_in(["rag", "agent"]).fill_null(False))
+                & pl.all_horizontal(
+                    pl.col(name).is_null() | pl.col(name).is_in(values) for name, values in _LITERALS.items()
+                )
+                & pl.all_horizontal(each(pl.col(name), element.is_not_null()) for name in _STRING_LISTS)
+                & each(
+                    pl.col("dependencies"),
+                    (element.list.len() == 2).fill_null(False) & each(element, pl.element().is_not_null()),
+                )
+                & (
+                    fault.is_null()
+                    | (
+                        fault.struct.field("kind").is_in(_FAULT_KINDS).fill_null(False)
+                        & fault.struct.field("tool").is_not_null()
+                    )
+                )
+                # a rag case names the documents to retrieve, or expects a refusal
+                & (
+                    ~lanes.list.contains("rag")
+                    | (pl.col("required_doc_ids").list.len() > 0).fill_null(False)
+                    | pl.col("expect_refusal").fill_null(False)
+                )
+            ),
+            defaulted=pl.any_horizontal(pl.col(name).is_null() for name in parsed.columns if name in _CASE_DEFAULTED),
+        )
+        .collect()
+    )
     holds = checked["holds"].fill_null(False).to_numpy().copy()
     defaulted = np.flatnonzero((checked["defaulted"].fill_null(True).to_numpy() | left_out) & holds)
     if defaulted.size:
@@ -774,7 +884,11 @@ def _case_free_form(value: dict) -> dict[str, Any]:
     alternatives = value.get("alternatives", [])
     if type(fixtures) is not dict or (scope is not None and type(scope) is not dict) or type(milestones) is not dict:
         raise _NotColumnar("fixtures, scope or milestones")
-    if type(calls) is not list or type(alternatives) is not list or any(type(path) is not list for path in alternatives):
+    if (
+        type(calls) is not list
+        or type(alternatives) is not list
+        or any(type(path) is not list for path in alternatives)
+    ):
         raise _NotColumnar("reference_tool_calls or alternatives")
     return {
         "reference_tool_calls": [_tool_call(call) for call in calls],
@@ -789,17 +903,28 @@ def _tool_call(call: object) -> dict[str, Any]:
     """A TOOL_CALL row of a decoded ToolCall (strict: every value of its own JSON type)."""
     if type(call) is not dict:
         raise _NotColumnar("tool call")
-    name, args, accepted, optional = call.get("name"), call.get("args", {}), call.get("accepted"), call.get("optional", [])
+    name, args, accepted, optional = (
+        call.get("name"),
+        call.get("args", {}),
+        call.get("accepted"),
+        call.get("optional", []),
+    )
     if type(name) is not str or not name or type(args) is not dict:
         raise _NotColumnar("tool call name or args")
-    if accepted is not None and (type(accepted) is not dict or any(type(values) is not list for values in accepted.values())):
+    if accepted is not None and (
+        type(accepted) is not dict or any(type(values) is not list for values in accepted.values())
+    ):
         raise _NotColumnar("accepted")
     if type(optional) is not list or any(type(item) is not str for item in optional):
         raise _NotColumnar("optional")
     if accepted and any(not values and name not in optional for name, values in accepted.items()):
         raise _NotColumnar("empty accepted values")
-    return {"name": name, "args_json": frames.canonical_json(args),
-            "accepted_json": frames.canonical_json(accepted) if accepted is not None else None, "optional": list(optional)}
+    return {
+        "name": name,
+        "args_json": frames.canonical_json(args),
+        "accepted_json": frames.canonical_json(accepted) if accepted is not None else None,
+        "optional": list(optional),
+    }
 
 
 _MILESTONE_KEYS = frozenset({"path", *MILESTONE_OPERATORS})
@@ -855,8 +980,14 @@ def trace_files(location: Location, run_id: str) -> list[str]:
 def check_input_paths(location: Location, manifest: RunManifest) -> None:
     """Resolve every input file a run reads without reading any: OutsideRootError for one (or its folder) that a
     symbolic link takes out of the data root."""
-    folders = [("traces", manifest.run_id), ("cases", manifest.dataset_version), ("corpus", manifest.corpus_version),
-               ("labels", "qrels"), ("labels", "grounding"), ("policy",)]
+    folders = [
+        ("traces", manifest.run_id),
+        ("cases", manifest.dataset_version),
+        ("corpus", manifest.corpus_version),
+        ("labels", "qrels"),
+        ("labels", "grounding"),
+        ("policy",),
+    ]
     if manifest.environment_version:
         folders.append(("tools", manifest.environment_version))
     for folder in folders:
@@ -884,8 +1015,15 @@ def load_judgments(location: Location, grades: tuple[int, int] | None = None) ->
     rows = []
     for source, number, record in records:
         if not low <= record.grade <= high:
-            rejects.append(reject(None, "qrels_label", source, number,
-                                  f"grade {record.grade} is outside the grade scale {low}..{high} (retrieval.grades of the gate policy)"))
+            rejects.append(
+                reject(
+                    None,
+                    "qrels_label",
+                    source,
+                    number,
+                    f"grade {record.grade} is outside the grade scale {low}..{high} (retrieval.grades of the gate policy)",
+                )
+            )
             continue
         rows.append({**record.model_dump(), "source_file": source, "source_line": number})
     return Loaded(pl.DataFrame(rows, schema=frames.JUDGMENTS_SCHEMA, strict=False), rejects)
@@ -917,17 +1055,54 @@ def default_gate_policy() -> GatePolicy:
         {
             "version": "spec-default",
             "gates": [
-                {"name": "retrieval_recall", "lane": "rag", "metric": "recall_at_10", "max_regression_points": 2,
-                 "exclude": ["multi_hop", "quarantined"], "owner": "retrieval"},
-                {"name": "agent_args_valid", "lane": "agent", "metric": "args_valid_rate", "max_regression_points": 3,
-                 "exclude": ["quarantined"], "owner": "agent"},
-                {"name": "agent_pass_at_1", "lane": "agent", "metric": "pass_at_1", "max_regression_points": 5,
-                 "exclude": ["quarantined"], "report_beside": ["pass_hat_k"], "owner": "agent"},
-                {"name": "policy_violations", "lane": "agent", "metric": "policy_violations", "max_new": 0, "owner": "agent"},
-                {"name": "no_new_failures", "lane": "all", "metric": "no_new_failures", "max_new_failures": 0,
-                 "exclude": ["quarantined"], "owner": "release"},
-                {"name": "grounding", "lane": "rag", "metric": "grounding_rate", "max_regression_points": 2,
-                 "requires_calibrated_judge": True, "owner": "generation"},
+                {
+                    "name": "retrieval_recall",
+                    "lane": "rag",
+                    "metric": "recall_at_10",
+                    "max_regression_points": 2,
+                    "exclude": ["multi_hop", "quarantined"],
+                    "owner": "retrieval",
+                },
+                {
+                    "name": "agent_args_valid",
+                    "lane": "agent",
+                    "metric": "args_valid_rate",
+                    "max_regression_points": 3,
+                    "exclude": ["quarantined"],
+                    "owner": "agent",
+                },
+                {
+                    "name": "agent_pass_at_1",
+                    "lane": "agent",
+                    "metric": "pass_at_1",
+                    "max_regression_points": 5,
+                    "exclude": ["quarantined"],
+                    "report_beside": ["pass_hat_k"],
+                    "owner": "agent",
+                },
+                {
+                    "name": "policy_violations",
+                    "lane": "agent",
+                    "metric": "policy_violations",
+                    "max_new": 0,
+                    "owner": "agent",
+                },
+                {
+                    "name": "no_new_failures",
+                    "lane": "all",
+                    "metric": "no_new_failures",
+                    "max_new_failures": 0,
+                    "exclude": ["quarantined"],
+                    "owner": "release",
+                },
+                {
+                    "name": "grounding",
+                    "lane": "rag",
+                    "metric": "grounding_rate",
+                    "max_regression_points": 2,
+                    "requires_calibrated_judge": True,
+                    "owner": "generation",
+                },
             ],
         }
     )

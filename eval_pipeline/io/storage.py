@@ -18,8 +18,10 @@ class OutsideRootError(InputError, ValueError):
     """A local path whose real path (symbolic links followed) leaves the root it must stay under."""
 
     def __init__(self, path: str, root: str) -> None:
-        super().__init__(f"refusing {path}: its real path {os.path.realpath(path)} is outside {root} "
-                         "(a symbolic link may not lead out of the data root)")
+        super().__init__(
+            f"refusing {path}: its real path {os.path.realpath(path)} is outside {root} "
+            "(a symbolic link may not lead out of the data root)"
+        )
         self.path, self.root = path, root
 
 

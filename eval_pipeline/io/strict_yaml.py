@@ -47,8 +47,13 @@ class StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         if not self.check_event(yaml.AliasEvent):
             node = super().compose_node(parent, index)
-            children = (node.value if isinstance(node, SequenceNode)
-                        else [n for pair in node.value for n in pair] if isinstance(node, MappingNode) else [])
+            children = (
+                node.value
+                if isinstance(node, SequenceNode)
+                else [n for pair in node.value for n in pair]
+                if isinstance(node, MappingNode)
+                else []
+            )
             # children are composed before their parent: each size is known (an alias's is its anchor's)
             self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
             return node
@@ -56,14 +61,21 @@ class StrictLoader(yaml.SafeLoader):
         node = super().compose_node(parent, index)
         self._aliases += 1
         if self._aliases > MAX_ALIASES:
-            raise ComposerError(None, None, f"more than {MAX_ALIASES} aliases (a file may use at most {MAX_ALIASES})", mark)
+            raise ComposerError(
+                None, None, f"more than {MAX_ALIASES} aliases (a file may use at most {MAX_ALIASES})", mark
+            )
         size = self._sizes.get(id(node))
         if size is None:  # its anchor is still being composed
             raise ComposerError(None, None, "alias used inside its own anchor (a recursive value)", mark)
         self._alias_nodes += size
         if self._alias_nodes > MAX_ALIAS_NODES:
-            raise ComposerError(None, None, f"aliases expand to more than {MAX_ALIAS_NODES} nodes (nested aliases); "
-                                "write the values out or use fewer aliases", mark)
+            raise ComposerError(
+                None,
+                None,
+                f"aliases expand to more than {MAX_ALIAS_NODES} nodes (nested aliases); "
+                "write the values out or use fewer aliases",
+                mark,
+            )
         return node
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -84,7 +96,8 @@ class StrictLoader(yaml.SafeLoader):
                 continue  # an unhashable key: SafeConstructor reports it with its own mark
             if earlier is not key_node:
                 raise _DuplicateKeyError(
-                    None, None,
+                    None,
+                    None,
                     f"duplicate key {key!r} (first given at line {earlier.start_mark.line + 1}, "
                     f"column {earlier.start_mark.column + 1}); a key may appear once in a mapping",
                     key_node.start_mark,
@@ -146,19 +159,26 @@ def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> YamlError:
     if isinstance(exc, yaml.reader.ReaderError):
         line, column = _position(text, exc.position)
         code = ord(exc.character) if isinstance(exc.character, str) else exc.character
-        return YamlError(source, line, column, f"unacceptable character #x{code:04x}: control characters are not allowed")
+        return YamlError(
+            source, line, column, f"unacceptable character #x{code:04x}: control characters are not allowed"
+        )
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         if problem == _TAB_PROBLEM and mark is not None:
             line_text = text.splitlines()[mark.line] if mark.line < len(text.splitlines()) else ""
             indent = len(line_text) - len(line_text.lstrip(" \t"))
-            problem = ("tab character used as indentation (YAML indents with spaces only)" if mark.column < indent
-                       else "tab character where YAML needs a space (use spaces around ':' and '-')")
+            problem = (
+                "tab character used as indentation (YAML indents with spaces only)"
+                if mark.column < indent
+                else "tab character where YAML needs a space (use spaces around ':' and '-')"
+            )
         elif exc.context and exc.problem:
             if exc.context_mark is not None and exc.context_mark is not exc.problem_mark:
-                problem = (f"{exc.problem} ({exc.context} that starts at line {exc.context_mark.line + 1}, "
-                           f"column {exc.context_mark.column + 1})")
+                problem = (
+                    f"{exc.problem} ({exc.context} that starts at line {exc.context_mark.line + 1}, "
+                    f"column {exc.context_mark.column + 1})"
+                )
             else:
                 problem = f"{exc.problem} ({exc.context})"
         if mark is not None:

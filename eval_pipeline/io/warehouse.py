@@ -130,8 +130,13 @@ class TableBatches:
     batch_rows: int = 100_000
 
     def __iter__(self) -> Iterator[pl.DataFrame]:
-        return self.warehouse.read_batches(self.table, self.run_id, restricted=self.restricted,
-                                           columns=list(self.columns) if self.columns else None, batch_rows=self.batch_rows)
+        return self.warehouse.read_batches(
+            self.table,
+            self.run_id,
+            restricted=self.restricted,
+            columns=list(self.columns) if self.columns else None,
+            batch_rows=self.batch_rows,
+        )
 
     def select(self, *columns: str) -> TableBatches:
         """The same batches with only these columns read."""
@@ -162,7 +167,9 @@ class Warehouse:
 
     def _table(self, table: str, restricted: bool = False, version: int | None = None) -> DeltaTable | None:
         try:
-            return DeltaTable(self.uri(table, restricted), version=version, storage_options=self.storage_options or None)
+            return DeltaTable(
+                self.uri(table, restricted), version=version, storage_options=self.storage_options or None
+            )
         except TableNotFoundError:
             return None
 
@@ -215,16 +222,25 @@ class Warehouse:
         exists = delta is not None
         if exists and delta.metadata().partition_columns != [PARTITION_COLUMN]:
             self._partition_by_run(table, restricted, delta)
-        write_deltalake(self.uri(table, restricted), data, partition_by=[PARTITION_COLUMN],
-                        mode="overwrite" if exists else "append", predicate=predicate if exists else None,
-                        schema_mode="merge", storage_options=self.storage_options or None)
+        write_deltalake(
+            self.uri(table, restricted),
+            data,
+            partition_by=[PARTITION_COLUMN],
+            mode="overwrite" if exists else "append",
+            predicate=predicate if exists else None,
+            schema_mode="merge",
+            storage_options=self.storage_options or None,
+        )
 
-    def _write_batches(self, table: str, batches: FrameBatches, run_id: str, restricted: bool,
-                       within: dict[str, str] | None) -> int:
+    def _write_batches(
+        self, table: str, batches: FrameBatches, run_id: str, restricted: bool, within: dict[str, str] | None
+    ) -> int:
         """Stream batches into one commit; a generator cannot be replayed, so a conflicting commit is not retried."""
         stamps = {PARTITION_COLUMN: run_id, **(within or {})}
         template = pl.DataFrame(schema=batches.schema)
-        template = template.with_columns(pl.lit(v, dtype=pl.String).alias(k) for k, v in stamps.items() if k not in template.columns)
+        template = template.with_columns(
+            pl.lit(v, dtype=pl.String).alias(k) for k, v in stamps.items() if k not in template.columns
+        )
         arrow_schema = _writable(template).to_arrow().schema
 
         def arrow_batches() -> Iterator[pa.RecordBatch]:
@@ -241,8 +257,14 @@ class Warehouse:
         """Rewrite a table written unpartitioned (judge_verdicts before it became an asset of each run) as partitioned
         by run, rows kept, so replacing one run's rows is possible; one new version, earlier ones stay readable."""
         rows = delta.to_pyarrow_table()
-        write_deltalake(self.uri(table, restricted), rows, partition_by=[PARTITION_COLUMN], mode="overwrite",
-                        schema_mode="overwrite", storage_options=self.storage_options or None)
+        write_deltalake(
+            self.uri(table, restricted),
+            rows,
+            partition_by=[PARTITION_COLUMN],
+            mode="overwrite",
+            schema_mode="overwrite",
+            storage_options=self.storage_options or None,
+        )
 
     def scan(self, table: str) -> pl.LazyFrame | None:
         """A lazy scan of a whole table at its latest version; None when it does not exist."""
@@ -250,8 +272,15 @@ class Warehouse:
             return None
         return pl.scan_delta(self.uri(table), storage_options=self.storage_options or None)
 
-    def read_batches(self, table: str, run_id: str, *, restricted: bool = False, columns: list[str] | None = None,
-                     batch_rows: int = 100_000) -> Iterator[pl.DataFrame]:
+    def read_batches(
+        self,
+        table: str,
+        run_id: str,
+        *,
+        restricted: bool = False,
+        columns: list[str] | None = None,
+        batch_rows: int = 100_000,
+    ) -> Iterator[pl.DataFrame]:
         """One run's rows of a table as frames of about `batch_rows` rows, in storage order (a streamed write may have
         stored its batches in any order; `read` restores the order of line tables)."""
         delta = self._table(table, restricted)
@@ -260,7 +289,9 @@ class Warehouse:
         dataset = delta.to_pyarrow_dataset()
         pending: list[pa.RecordBatch] = []
         size = 0
-        for batch in dataset.to_batches(filter=pc.field(PARTITION_COLUMN) == run_id, columns=columns, batch_size=batch_rows):
+        for batch in dataset.to_batches(
+            filter=pc.field(PARTITION_COLUMN) == run_id, columns=columns, batch_size=batch_rows
+        ):
             pending.append(batch)
             size += batch.num_rows
             if size >= batch_rows:
@@ -286,7 +317,9 @@ class Warehouse:
             return None
         scan = pl.scan_delta(self.uri(table, restricted), version=version, storage_options=self.storage_options or None)
         for column, value in {**({PARTITION_COLUMN: run_id} if run_id is not None else {}), **(within or {})}.items():
-            scan = scan.filter(pl.col(column).is_in(list(value)) if isinstance(value, list | tuple | set) else pl.col(column) == value)
+            scan = scan.filter(
+                pl.col(column).is_in(list(value)) if isinstance(value, list | tuple | set) else pl.col(column) == value
+            )
         if columns is not None:
             scan = scan.select(columns)
         frame = scan.collect()

@@ -35,7 +35,9 @@ def make_judge(backend: str = "local", profile: str | JudgeProfile | None = None
         from eval_pipeline.judge.openai_backend import OpenAIJudge, OpenAIJudgeConfig
 
         if profile:
-            raise JudgeConfigError("the openai judge gives verdicts, not scores: a judge profile applies to the local and model backends")
+            raise JudgeConfigError(
+                "the openai judge gives verdicts, not scores: a judge profile applies to the local and model backends"
+            )
         try:
             settings = OpenAIJudgeConfig(**config)
         except TypeError as exc:
@@ -44,7 +46,9 @@ def make_judge(backend: str = "local", profile: str | JudgeProfile | None = None
     raise JudgeConfigError(f"unknown judge backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def judge_options_from_env(env: Mapping[str, str] | None = None, backend: str | None = None) -> tuple[str, str | None, dict[str, Any]]:
+def judge_options_from_env(
+    env: Mapping[str, str] | None = None, backend: str | None = None
+) -> tuple[str, str | None, dict[str, Any]]:
     """(backend, profile path, options) from the EVAL_PIPELINE_JUDGE_* variables, as make_judge takes them;
     `backend` overrides EVAL_PIPELINE_JUDGE_BACKEND."""
     env = os.environ if env is None else env
@@ -58,11 +62,18 @@ def judge_options_from_env(env: Mapping[str, str] | None = None, backend: str | 
     if backend == "model":
         options["model_dir"] = get("MODEL_DIR")
     elif backend == "openai":
-        options = {"model": get("MODEL"), "base_url": get("BASE_URL") or None, "api_key_env": get("API_KEY_ENV") or "OPENAI_API_KEY"}
+        options = {
+            "model": get("MODEL"),
+            "base_url": get("BASE_URL") or None,
+            "api_key_env": get("API_KEY_ENV") or "OPENAI_API_KEY",
+        }
         if get("CACHE"):
             options["cache_path"] = get("CACHE")
-        for name, key, kind in (("CONCURRENCY", "concurrency", int), ("PRICE_INPUT_PER_1K", "price_input_per_1k", float),
-                                ("PRICE_OUTPUT_PER_1K", "price_output_per_1k", float)):
+        for name, key, kind in (
+            ("CONCURRENCY", "concurrency", int),
+            ("PRICE_INPUT_PER_1K", "price_input_per_1k", float),
+            ("PRICE_OUTPUT_PER_1K", "price_output_per_1k", float),
+        ):
             if get(name):
                 try:
                     options[key] = kind(get(name))

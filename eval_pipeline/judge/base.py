@@ -94,7 +94,10 @@ class JudgeConfigError(ValueError):
 def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """The frame with exactly the schema's columns, in order, cast to its types (absent columns null)."""
     return frame.select(
-        [(pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name) for name, dtype in schema.items()]
+        [
+            (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
+            for name, dtype in schema.items()
+        ]
     )
 
 
@@ -105,7 +108,9 @@ def evidence_sets(requests: pl.DataFrame) -> pl.DataFrame:
         .unique("evidence_key", keep="first", maintain_order=True)
         .explode("evidence", keep_nulls=False, empty_as_null=False)
         .with_columns(ev_pos=pl.int_range(pl.len(), dtype=pl.Int64).over("evidence_key"))
-        .select("evidence_key", "ev_pos", pl.col("evidence").struct.field("doc_id"), pl.col("evidence").struct.field("text"))
+        .select(
+            "evidence_key", "ev_pos", pl.col("evidence").struct.field("doc_id"), pl.col("evidence").struct.field("text")
+        )
     )
 
 
@@ -135,9 +140,16 @@ def verify_quotes(requests: pl.DataFrame, raw: pl.DataFrame) -> pl.DataFrame:
     if quoted["request_key"].n_unique() == quoted.height:
         # One quote per request (as every backend answers): a passage's number is its place in the quote, which
         # needs no window over 100k groups.
-        parts = pl.col("_quote").str.split(QUOTE_PARTS).list.eval(pl.element().str.strip_chars().filter(pl.element().str.len_chars() > 0))
-        quoted = quoted.with_columns(_part=parts).with_columns(part=pl.int_ranges(pl.col("_part").list.len(), dtype=pl.Int32)).explode(
-            "_part", "part", empty_as_null=False)
+        parts = (
+            pl.col("_quote")
+            .str.split(QUOTE_PARTS)
+            .list.eval(pl.element().str.strip_chars().filter(pl.element().str.len_chars() > 0))
+        )
+        quoted = (
+            quoted.with_columns(_part=parts)
+            .with_columns(part=pl.int_ranges(pl.col("_part").list.len(), dtype=pl.Int32))
+            .explode("_part", "part", empty_as_null=False)
+        )
     else:
         quoted = (
             quoted.with_columns(_part=pl.col("_quote").str.split(QUOTE_PARTS))
@@ -149,8 +161,14 @@ def verify_quotes(requests: pl.DataFrame, raw: pl.DataFrame) -> pl.DataFrame:
     chunks = evidence_sets(requests.join(quoted.select("evidence_key").unique(), on="evidence_key", how="semi"))
     chunks = with_distinct(chunks, "text", _text=normalize_ws(pl.col("text"))).drop("text")
     # The chunk the judge named is tried first; only passages not found there are searched in every chunk.
-    named = _found_in(quoted.join(chunks, left_on=["evidence_key", "evidence_doc_id"], right_on=["evidence_key", "doc_id"]).rename({"evidence_doc_id": "doc_id"}))
-    rest = quoted.join(named, on=["request_key", "part"], how="anti").select("request_key", "part", "evidence_key", "_part")
+    named = _found_in(
+        quoted.join(chunks, left_on=["evidence_key", "evidence_doc_id"], right_on=["evidence_key", "doc_id"]).rename(
+            {"evidence_doc_id": "doc_id"}
+        )
+    )
+    rest = quoted.join(named, on=["request_key", "part"], how="anti").select(
+        "request_key", "part", "evidence_key", "_part"
+    )
     anywhere = _found_in(rest.join(chunks, on="evidence_key").sort("request_key", "part", "ev_pos"))
     found = (
         quoted.select("request_key", "part")
@@ -167,7 +185,11 @@ def verify_quotes(requests: pl.DataFrame, raw: pl.DataFrame) -> pl.DataFrame:
     return (
         raw.join(found, on="request_key", how="left")
         .with_columns(
-            verdict=pl.when(~ok).then(None).when(downgraded).then(pl.lit("NOT_IN_EVIDENCE")).otherwise(pl.col("verdict")),
+            verdict=pl.when(~ok)
+            .then(None)
+            .when(downgraded)
+            .then(pl.lit("NOT_IN_EVIDENCE"))
+            .otherwise(pl.col("verdict")),
             quote_verified=pl.when(ok).then(verified),
             evidence_doc_id=pl.coalesce("_found_doc", "evidence_doc_id"),
             reason=pl.when(downgraded & no_quote)
@@ -184,7 +206,9 @@ def _invalid_verdicts_incomplete(raw: pl.DataFrame) -> pl.DataFrame:
     bad = (pl.col("status") == "ok") & ~pl.col("verdict").is_in(list(VERDICTS)).fill_null(False)
     return raw.with_columns(
         status=pl.when(bad).then(pl.lit("incomplete")).otherwise(pl.col("status")),
-        reason=pl.when(bad).then(pl.format("judge returned an invalid verdict {}", pl.col("verdict").fill_null("null"))).otherwise(pl.col("reason")),
+        reason=pl.when(bad)
+        .then(pl.format("judge returned an invalid verdict {}", pl.col("verdict").fill_null("null")))
+        .otherwise(pl.col("reason")),
         verdict=pl.when(bad).then(None).otherwise(pl.col("verdict")),
     )
 
@@ -213,7 +237,13 @@ class Judge(ABC):
         raw = conform(self._judge_claims(requests), RAW_RESULT_SCHEMA)
         missing = requests.join(raw, on="request_key", how="anti").select("request_key")
         raw = pl.concat(
-            [raw, conform(missing.with_columns(status=pl.lit("incomplete"), reason=pl.lit("the judge returned no result")), RAW_RESULT_SCHEMA)]
+            [
+                raw,
+                conform(
+                    missing.with_columns(status=pl.lit("incomplete"), reason=pl.lit("the judge returned no result")),
+                    RAW_RESULT_SCHEMA,
+                ),
+            ]
         )
         judged = verify_quotes(requests, _invalid_verdicts_incomplete(raw))
         return conform(
@@ -239,7 +269,9 @@ class Judge(ABC):
             reason=pl.when(bad).then(pl.lit("judge returned an invalid preference")).otherwise(pl.col("reason")),
             preference=pl.when(bad | (pl.col("status") != "ok")).then(None).otherwise(pl.col("preference")),
         )
-        return conform(raw.with_columns(judge_version=pl.lit(self.version), judge_model=pl.lit(self.model)), PAIR_RESULT_SCHEMA)
+        return conform(
+            raw.with_columns(judge_version=pl.lit(self.version), judge_model=pl.lit(self.model)), PAIR_RESULT_SCHEMA
+        )
 
     @abstractmethod
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:

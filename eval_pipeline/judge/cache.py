@@ -86,8 +86,16 @@ class VerdictCache:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [model, prompt_version, key, canonical_json(verdict.payload), verdict.input_tokens, verdict.output_tokens,
-                 verdict.cost_usd, time.time()],
+                [
+                    model,
+                    prompt_version,
+                    key,
+                    canonical_json(verdict.payload),
+                    verdict.input_tokens,
+                    verdict.output_tokens,
+                    verdict.cost_usd,
+                    time.time(),
+                ],
             )
             self._db.commit()
 

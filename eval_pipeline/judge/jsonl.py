@@ -106,81 +106,124 @@ def read_batches(stream: IO[bytes], batch_lines: int) -> Iterator[JudgeInput]:
 def judge_batch(records: list[dict[str, Any]], judge: Judge) -> pl.DataFrame:
     """One row per claim (claim null for an answer without claims): key, id position, claim_index, claim and the verdict."""
     frame = pl.DataFrame(
-        {"row": list(range(len(records))), "text": [r["text"] for r in records], "is_claim": [r["is_claim"] for r in records]},
+        {
+            "row": list(range(len(records))),
+            "text": [r["text"] for r in records],
+            "is_claim": [r["is_claim"] for r in records],
+        },
         schema={"row": pl.Int64, "text": pl.String, "is_claim": pl.Boolean},
     )
     split = claims_of_texts(frame.filter(~pl.col("is_claim")), ["row"], "text").select("row", "claim_index", "claim")
-    given = frame.filter(pl.col("is_claim")).select("row", pl.lit(0, dtype=pl.Int64).alias("claim_index"), pl.col("text").alias("claim"))
+    given = frame.filter(pl.col("is_claim")).select(
+        "row", pl.lit(0, dtype=pl.Int64).alias("claim_index"), pl.col("text").alias("claim")
+    )
     claims = pl.concat([split, given]).sort("row", "claim_index")
-    evidence = pl.DataFrame({"row": frame["row"], "evidence": [r["evidence"] for r in records]},
-                            schema={"row": pl.Int64, "evidence": EVIDENCE})
+    evidence = pl.DataFrame(
+        {"row": frame["row"], "evidence": [r["evidence"] for r in records]},
+        schema={"row": pl.Int64, "evidence": EVIDENCE},
+    )
     requests = claims.join(evidence, on="row").select(
-        pl.format("{}\x1f{}", "row", "claim_index").alias("request_key"), "claim", "evidence",
+        pl.format("{}\x1f{}", "row", "claim_index").alias("request_key"),
+        "claim",
+        "evidence",
         pl.col("row").cast(pl.String).alias("evidence_key"),
     )
     results = judge.judge_claims(requests)
-    judged = claims.with_columns(request_key=pl.format("{}\x1f{}", "row", "claim_index")).join(results, on="request_key", how="left")
+    judged = claims.with_columns(request_key=pl.format("{}\x1f{}", "row", "claim_index")).join(
+        results, on="request_key", how="left"
+    )
     without = frame.select("row").join(claims.select("row").unique(), on="row", how="anti")
-    return pl.concat([judged.drop("request_key"), without], how="diagonal_relaxed").sort("row", "claim_index", nulls_last=False)
+    return pl.concat([judged.drop("request_key"), without], how="diagonal_relaxed").sort(
+        "row", "claim_index", nulls_last=False
+    )
 
 
 def claim_lines(records: list[dict[str, Any]], judged: pl.DataFrame, version: str) -> Iterator[bytes]:
     """Claim-level output lines of a judged batch."""
     for row in judged.iter_rows(named=True):
         no_claim = row["claim"] is None
-        yield orjson.dumps({
-            "id": records[row["row"]]["id"],
-            "claim_index": row["claim_index"],
-            "claim": row["claim"],
-            "verdict": row.get("verdict"),
-            "score": row.get("score"),
-            "evidence_quote": row.get("evidence_quote"),
-            "reason": NO_CLAIM_REASON if no_claim else row.get("reason"),
-            "judge_version": version,
-            "status": "ok" if no_claim else row.get("status"),
-        }) + b"\n"
+        yield (
+            orjson.dumps(
+                {
+                    "id": records[row["row"]]["id"],
+                    "claim_index": row["claim_index"],
+                    "claim": row["claim"],
+                    "verdict": row.get("verdict"),
+                    "score": row.get("score"),
+                    "evidence_quote": row.get("evidence_quote"),
+                    "reason": NO_CLAIM_REASON if no_claim else row.get("reason"),
+                    "judge_version": version,
+                    "status": "ok" if no_claim else row.get("status"),
+                }
+            )
+            + b"\n"
+        )
 
 
 def answer_frame(judged: pl.DataFrame) -> pl.DataFrame:
     """Per input row: grounded, score, n_claims, n_supported, status, reason (module docstring)."""
     claims = judged.filter(pl.col("claim").is_not_null())
     incomplete = (pl.col("status") != "ok").any()
-    first_unsupported = pl.format("claim {}: {}: {}", "claim_index", "verdict", "reason").filter(pl.col("verdict") != "SUPPORTED").first()
+    first_unsupported = (
+        pl.format("claim {}: {}: {}", "claim_index", "verdict", "reason")
+        .filter(pl.col("verdict") != "SUPPORTED")
+        .first()
+    )
     per_answer = claims.group_by("row").agg(
         n_claims=pl.len(),
         n_supported=(pl.col("verdict") == "SUPPORTED").sum(),
         score=pl.when(incomplete).then(None).otherwise(pl.col("score").min()),
         status=pl.when(incomplete).then(pl.lit("incomplete")).otherwise(pl.lit("ok")),
-        reason=pl.when(incomplete).then(pl.col("reason").filter(pl.col("status") != "ok").first()).otherwise(first_unsupported),
+        reason=pl.when(incomplete)
+        .then(pl.col("reason").filter(pl.col("status") != "ok").first())
+        .otherwise(first_unsupported),
     )
     rows = judged.select("row").unique().join(per_answer, on="row", how="left")
-    return rows.with_columns(
-        n_claims=pl.col("n_claims").fill_null(0),
-        n_supported=pl.col("n_supported").fill_null(0),
-        status=pl.col("status").fill_null("ok"),
-        reason=pl.when(pl.col("n_claims").is_null()).then(pl.lit(NO_CLAIM_REASON)).otherwise(pl.col("reason")),
-    ).with_columns(
-        grounded=pl.when(pl.col("status") != "ok").then(None).otherwise((pl.col("n_claims") > 0) & (pl.col("n_supported") == pl.col("n_claims")))
-    ).sort("row")
+    return (
+        rows.with_columns(
+            n_claims=pl.col("n_claims").fill_null(0),
+            n_supported=pl.col("n_supported").fill_null(0),
+            status=pl.col("status").fill_null("ok"),
+            reason=pl.when(pl.col("n_claims").is_null()).then(pl.lit(NO_CLAIM_REASON)).otherwise(pl.col("reason")),
+        )
+        .with_columns(
+            grounded=pl.when(pl.col("status") != "ok")
+            .then(None)
+            .otherwise((pl.col("n_claims") > 0) & (pl.col("n_supported") == pl.col("n_claims")))
+        )
+        .sort("row")
+    )
 
 
 def answer_lines(records: list[dict[str, Any]], judged: pl.DataFrame, version: str) -> Iterator[bytes]:
     """Answer-level output lines of a judged batch."""
     for row in answer_frame(judged).iter_rows(named=True):
-        yield orjson.dumps({
-            "id": records[row["row"]]["id"],
-            "grounded": row["grounded"],
-            "score": row["score"],
-            "n_claims": row["n_claims"],
-            "n_supported": row["n_supported"],
-            "judge_version": version,
-            "status": row["status"],
-            "reason": row["reason"],
-        }) + b"\n"
+        yield (
+            orjson.dumps(
+                {
+                    "id": records[row["row"]]["id"],
+                    "grounded": row["grounded"],
+                    "score": row["score"],
+                    "n_claims": row["n_claims"],
+                    "n_supported": row["n_supported"],
+                    "judge_version": version,
+                    "status": row["status"],
+                    "reason": row["reason"],
+                }
+            )
+            + b"\n"
+        )
 
 
-def judge_file(stream: IO[bytes], out: IO[bytes], judge: Judge, level: str, batch_lines: int = 2000,
-               name: str = "input", progress: IO[str] | None = sys.stderr) -> tuple[int, int, list[tuple[int, str]]]:
+def judge_file(
+    stream: IO[bytes],
+    out: IO[bytes],
+    judge: Judge,
+    level: str,
+    batch_lines: int = 2000,
+    name: str = "input",
+    progress: IO[str] | None = sys.stderr,
+) -> tuple[int, int, list[tuple[int, str]]]:
     """Judge every valid line of `stream` into `out`; (lines judged, claims judged, skipped lines with reasons)."""
     judged_lines = judged_claims = 0
     skipped: list[tuple[int, str]] = []

@@ -52,8 +52,13 @@ class LocalJudge(Judge):
     def __init__(self, profile: JudgeProfile | None = None, contradiction_overlap: float | None = None) -> None:
         profile = profile or default_profile("local")
         if contradiction_overlap is not None:
-            profile = JudgeProfile(backend="local", support_threshold=profile.support_threshold,
-                                   contradiction_overlap=contradiction_overlap, source=profile.source, fitted=profile.fitted)
+            profile = JudgeProfile(
+                backend="local",
+                support_threshold=profile.support_threshold,
+                contradiction_overlap=contradiction_overlap,
+                source=profile.source,
+                fitted=profile.fitted,
+            )
         self.profile = profile
         self.support_threshold = profile.support_threshold
         self.contradiction_overlap = profile.contradiction_overlap
@@ -64,14 +69,20 @@ class LocalJudge(Judge):
         # Requests repeat claim texts (one fact in many answers) and evidence texts (one document in many
         # contexts): claims and sentences are featurized once per distinct text, and a verdict is decided once
         # per distinct (claim, chosen sentences), the only inputs it depends on.
-        claims = requests.select(pl.col("claim").fill_null("")).unique().with_columns(
-            claim_text=strip_doc_markers(pl.col("claim"))
+        claims = (
+            requests.select(pl.col("claim").fill_null(""))
+            .unique()
+            .with_columns(claim_text=strip_doc_markers(pl.col("claim")))
         )
         claim_ids = claims.select("claim_text").unique(maintain_order=True).with_row_index("cid")
         claims = claims.join(claim_ids, on="claim_text").select("claim", "cid")
         keys = requests.select("request_key", "evidence_key", pl.col("claim").fill_null("")).with_row_index("rid")
         evidence_ids = keys.select("evidence_key").unique(maintain_order=True).with_row_index("eid")
-        keys = keys.join(evidence_ids, on="evidence_key").join(claims, on="claim").select("rid", "eid", "cid", "request_key")
+        keys = (
+            keys.join(evidence_ids, on="evidence_key")
+            .join(claims, on="claim")
+            .select("rid", "eid", "cid", "request_key")
+        )
         chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").drop("evidence_key")
         texts = chunks.select("text").unique().with_row_index("text_id")
         sentences, claim_tokens, sentence_tokens, vocab = _featurized(claim_ids, texts)
@@ -91,13 +102,19 @@ class LocalJudge(Judge):
         )
         # Most quotes are one sentence: only those of several are ordered and joined.
         several = chosen.filter(pl.col("round") > 0).select("rid").unique()
-        quotes = pl.concat([
-            quoted.join(several, on="rid", how="anti").select("rid", evidence_quote="sentence", evidence_doc_id="doc_id"),
-            quoted.join(several, on="rid", how="semi")
-            .sort("rid", "ev_pos", "sid")
-            .group_by("rid", maintain_order=True)
-            .agg(evidence_quote=pl.col("sentence").str.join(QUOTE_JOINER), evidence_doc_id=pl.col("doc_id").first()),
-        ])
+        quotes = pl.concat(
+            [
+                quoted.join(several, on="rid", how="anti").select(
+                    "rid", evidence_quote="sentence", evidence_doc_id="doc_id"
+                ),
+                quoted.join(several, on="rid", how="semi")
+                .sort("rid", "ev_pos", "sid")
+                .group_by("rid", maintain_order=True)
+                .agg(
+                    evidence_quote=pl.col("sentence").str.join(QUOTE_JOINER), evidence_doc_id=pl.col("doc_id").first()
+                ),
+            ]
+        )
         return (
             keys.join(verdicts, on="rid", how="left")
             .join(quotes, on="rid", how="left")
@@ -123,48 +140,75 @@ class LocalJudge(Judge):
             )
         )
 
-    def _decide_distinct(self, keys: pl.DataFrame, words: pl.DataFrame, claim_rows: pl.DataFrame, chosen: pl.DataFrame,
-                         sentence_words: pl.DataFrame, sentence_rows_: pl.DataFrame) -> pl.DataFrame:
+    def _decide_distinct(
+        self,
+        keys: pl.DataFrame,
+        words: pl.DataFrame,
+        claim_rows: pl.DataFrame,
+        chosen: pl.DataFrame,
+        sentence_words: pl.DataFrame,
+        sentence_rows_: pl.DataFrame,
+    ) -> pl.DataFrame:
         """rid → verdict, score, reason, decided once per distinct (claim text, sentence chosen in each round)."""
         rounds = [f"_s{r}" for r in range(MAX_EVIDENCE_SENTENCES)]
         signature = keys.select("rid", "cid")
         for r, name in enumerate(rounds):
-            signature = signature.join(chosen.filter(pl.col("round") == r).select("rid", pl.col("sid").alias(name)), on="rid", how="left")
+            signature = signature.join(
+                chosen.filter(pl.col("round") == r).select("rid", pl.col("sid").alias(name)), on="rid", how="left"
+            )
         signature = signature.filter(pl.col(rounds[0]).is_not_null())
         decisions = signature.select("cid", *rounds).unique().with_row_index("did")
         signature = signature.join(decisions, on=["cid", *rounds], nulls_equal=True).select("rid", "did")
         # The decision frames are keyed by `rid` as _decide reads them, holding a decision id.
         did_claim = decisions.select(pl.col("did").alias("rid"), "cid")
-        d_chosen = pl.concat([
-            decisions.filter(pl.col(name).is_not_null()).select(
-                pl.col("did").alias("rid"), pl.col(name).alias("sid"), pl.lit(r, dtype=pl.Int32).alias("round"))
-            for r, name in enumerate(rounds)
-        ])
+        d_chosen = pl.concat(
+            [
+                decisions.filter(pl.col(name).is_not_null()).select(
+                    pl.col("did").alias("rid"), pl.col(name).alias("sid"), pl.lit(r, dtype=pl.Int32).alias("round")
+                )
+                for r, name in enumerate(rounds)
+            ]
+        )
         d_words = did_claim.join(words, on="cid").drop("cid")
         d_claim_rows = (
             did_claim.join(claim_rows, on="cid")
             .sort("rid", "pos")
             .select([pl.col("rid") if c == "cid" else pl.col(c) for c in claim_rows.columns])
         )
-        d_matches = d_chosen.select("rid", "sid").join(sentence_words, on="sid").join(
-            d_words.select("rid", "tid"), on=["rid", "tid"], how="semi")
+        d_matches = (
+            d_chosen.select("rid", "sid")
+            .join(sentence_words, on="sid")
+            .join(d_words.select("rid", "tid"), on=["rid", "tid"], how="semi")
+        )
         verdicts = self._decide(d_words, d_claim_rows, d_chosen, d_matches, sentence_rows_)
         return signature.join(verdicts.rename({"rid": "did"}), on="did").drop("did")
 
-    def _decide(self, words: pl.DataFrame, claim_rows: pl.DataFrame, chosen: pl.DataFrame, matches: pl.DataFrame,
-                sentence_rows_: pl.DataFrame) -> pl.DataFrame:
+    def _decide(
+        self,
+        words: pl.DataFrame,
+        claim_rows: pl.DataFrame,
+        chosen: pl.DataFrame,
+        matches: pl.DataFrame,
+        sentence_rows_: pl.DataFrame,
+    ) -> pl.DataFrame:
         """rid → verdict, score, reason for every claim with at least one chosen sentence."""
         covered = matches.join(chosen.select("rid", "sid"), on=["rid", "sid"], how="semi").select("rid", "tid").unique()
         found = words.join(covered.with_columns(_found=pl.lit(True)), on=["rid", "tid"], how="left").with_columns(
             pl.col("_found").fill_null(False)
         )
         # In claim order: a name is shown with its words as the claim writes them (John Smith, never Smith John).
-        entities = _entities(claim_rows).join(found.select("rid", "tid", "_found"), on=["rid", "tid"], maintain_order="left").with_columns(
-            _any=pl.col("_found").any().over("rid", "entity")
+        entities = (
+            _entities(claim_rows)
+            .join(found.select("rid", "tid", "_found"), on=["rid", "tid"], maintain_order="left")
+            .with_columns(_any=pl.col("_found").any().over("rid", "entity"))
         )
         # A name none of whose words is in the evidence is reported as a name, not word by word.
-        absent_names = entities.filter(~pl.col("_any")).select("rid", "tid").unique().with_columns(_absent_name=pl.lit(True))
-        found = found.join(absent_names, on=["rid", "tid"], how="left").with_columns(pl.col("_absent_name").fill_null(False))
+        absent_names = (
+            entities.filter(~pl.col("_any")).select("rid", "tid").unique().with_columns(_absent_name=pl.lit(True))
+        )
+        found = found.join(absent_names, on=["rid", "tid"], how="left").with_columns(
+            pl.col("_absent_name").fill_null(False)
+        )
         missing = ~pl.col("_found")
         summary = found.group_by("rid").agg(
             n_words=pl.len(),
@@ -173,28 +217,41 @@ class LocalJudge(Judge):
             n_found_nonnum=(pl.col("_found") & ~pl.col("is_num")).sum(),
             missing_numbers=pl.col("shown").filter(missing & pl.col("is_num")).sort(),
             missing_opinions=pl.col("shown").filter(missing & pl.col("is_subjective")).sort(),
-            missing_words=pl.col("shown").filter(missing & ~pl.col("is_num") & ~pl.col("is_subjective") & ~pl.col("_absent_name")).sort(),
+            missing_words=pl.col("shown")
+            .filter(missing & ~pl.col("is_num") & ~pl.col("is_subjective") & ~pl.col("_absent_name"))
+            .sort(),
         )
-        names = entities.group_by("rid", "entity").agg(
-            pl.col("_any").first(), _partial=(~pl.col("_found")).sum(), shown=pl.col("shown").str.join(" ")
-        ).group_by("rid").agg(
-            missing_names=pl.col("shown").filter(~pl.col("_any")).sort(),
-            n_partial_names=pl.col("_partial").filter(pl.col("_any")).sum(),
+        names = (
+            entities.group_by("rid", "entity")
+            .agg(pl.col("_any").first(), _partial=(~pl.col("_found")).sum(), shown=pl.col("shown").str.join(" "))
+            .group_by("rid")
+            .agg(
+                missing_names=pl.col("shown").filter(~pl.col("_any")).sort(),
+                n_partial_names=pl.col("_partial").filter(pl.col("_any")).sum(),
+            )
         )
         summary = summary.join(names, on="rid", how="left").with_columns(
-            pl.col("missing_names").fill_null(pl.lit([], dtype=pl.List(pl.String))), pl.col("n_partial_names").fill_null(0)
+            pl.col("missing_names").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+            pl.col("n_partial_names").fill_null(0),
         )
         conflicts = _conflicts(claim_rows, chosen, words, found, sentence_rows_)
         decided = (
             summary.join(chosen.group_by("rid").agg(n_sentences=pl.len()), on="rid")
             .join(conflicts, on="rid", how="left")
             .with_columns(
-                pl.col("value_conflicts", "group_conflicts", "name_conflicts", "negated_words").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+                pl.col("value_conflicts", "group_conflicts", "name_conflicts", "negated_words").fill_null(
+                    pl.lit([], dtype=pl.List(pl.String))
+                ),
                 pl.col("negation_conflict").fill_null(False),
             )
         )
         has_conflict = (
-            (pl.col("value_conflicts").list.len() + pl.col("group_conflicts").list.len() + pl.col("name_conflicts").list.len()) > 0
+            (
+                pl.col("value_conflicts").list.len()
+                + pl.col("group_conflicts").list.len()
+                + pl.col("name_conflicts").list.len()
+            )
+            > 0
         ) | pl.col("negation_conflict")
         # The claim's words in conflict are missing by nature; how much of the rest is found says whether the
         # evidence speaks of the same thing.
@@ -203,7 +260,8 @@ class LocalJudge(Judge):
         topical = pl.when(rest <= 0).then(1.0).otherwise(pl.col("n_found_nonnum") / rest)
         contradicted = has_conflict & (topical >= self.contradiction_overlap)
         score = (
-            pl.col("n_found") / pl.col("n_words")
+            pl.col("n_found")
+            / pl.col("n_words")
             * pl.lit(NUMBER_PENALTY).pow(pl.col("missing_numbers").list.len())
             * pl.lit(NAME_PENALTY).pow(pl.col("missing_names").list.len())
             * pl.lit(PARTIAL_NAME_PENALTY).pow(pl.col("n_partial_names"))
@@ -212,17 +270,23 @@ class LocalJudge(Judge):
         ).round(4)
         decided = decided.with_columns(_contradicted=contradicted, _conflict=has_conflict).with_columns(score=score)
         supported = ~pl.col("_contradicted") & (pl.col("score") >= self.support_threshold)
-        verdict = pl.when(pl.col("_contradicted")).then(pl.lit("CONTRADICTED")).when(supported).then(pl.lit("SUPPORTED")).otherwise(
-            pl.lit("NOT_IN_EVIDENCE")
+        verdict = (
+            pl.when(pl.col("_contradicted"))
+            .then(pl.lit("CONTRADICTED"))
+            .when(supported)
+            .then(pl.lit("SUPPORTED"))
+            .otherwise(pl.lit("NOT_IN_EVIDENCE"))
         )
-        return decided.with_columns(verdict=verdict).with_columns(reason=self._reason()).select("rid", "verdict", "score", "reason")
+        return (
+            decided.with_columns(verdict=verdict)
+            .with_columns(reason=self._reason())
+            .select("rid", "verdict", "score", "reason")
+        )
 
     def _reason(self) -> pl.Expr:
         """A reason a person can check: the score against the threshold, what was found, missing or in conflict."""
         threshold = f"{self.support_threshold:g}"
-        found = pl.format(
-            "{} of {} claim words in {} evidence sentence(s)", "n_found", "n_words", "n_sentences"
-        )
+        found = pl.format("{} of {} claim words in {} evidence sentence(s)", "n_found", "n_words", "n_sentences")
         details = pl.concat_str(
             [
                 _listing("value_conflicts", "; conflicting value "),
@@ -256,12 +320,22 @@ class LocalJudge(Judge):
         each number, name (none of its words) and opinion word the whole evidence lacks; the chosen sentences are a
         part of the evidence, so they find no more and lack no less. Exact: a request it rules out is never SUPPORTED.
         """
-        requests = conform(requests, REQUEST_SCHEMA).unique("request_key", keep="first", maintain_order=True).with_columns(
-            evidence_key=pl.coalesce("evidence_key", "request_key"), claim_text=strip_doc_markers(pl.col("claim").fill_null("")))
+        requests = (
+            conform(requests, REQUEST_SCHEMA)
+            .unique("request_key", keep="first", maintain_order=True)
+            .with_columns(
+                evidence_key=pl.coalesce("evidence_key", "request_key"),
+                claim_text=strip_doc_markers(pl.col("claim").fill_null("")),
+            )
+        )
         claim_ids = requests.select("claim_text").unique(maintain_order=True).with_row_index("cid")
         evidence_ids = requests.select("evidence_key").unique(maintain_order=True).with_row_index("eid")
-        keys = requests.select("request_key", "evidence_key", "claim_text").join(claim_ids, on="claim_text").join(
-            evidence_ids, on="evidence_key").select("request_key", "cid", "eid")
+        keys = (
+            requests.select("request_key", "evidence_key", "claim_text")
+            .join(claim_ids, on="claim_text")
+            .join(evidence_ids, on="evidence_key")
+            .select("request_key", "cid", "eid")
+        )
         chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").select("eid", "text")
         texts = chunks.select("text").unique().with_row_index("text_id")
         sentences, claim_tokens, sentence_tokens, vocab = _featurized(claim_ids, texts)
@@ -275,11 +349,18 @@ class LocalJudge(Judge):
             .unique()
             .with_columns(_found=pl.lit(True))
         )
-        found = keys.join(words, on="cid").join(held, on=["eid", "tid"], how="left").with_columns(pl.col("_found").fill_null(False))
+        found = (
+            keys.join(words, on="cid")
+            .join(held, on=["eid", "tid"], how="left")
+            .with_columns(pl.col("_found").fill_null(False))
+        )
         missing = ~pl.col("_found")
         per_word = found.group_by("request_key").agg(
-            _n_words=pl.len(), _n_found=pl.col("_found").sum(),
-            _lacking_numbers=(missing & pl.col("is_num")).sum(), _lacking_opinions=(missing & pl.col("is_subjective")).sum())
+            _n_words=pl.len(),
+            _n_found=pl.col("_found").sum(),
+            _lacking_numbers=(missing & pl.col("is_num")).sum(),
+            _lacking_opinions=(missing & pl.col("is_subjective")).sum(),
+        )
         names = (
             keys.join(_entities(claim_rows).rename({"rid": "cid"}), on="cid")
             .join(held, on=["eid", "tid"], how="left")
@@ -289,7 +370,8 @@ class LocalJudge(Judge):
             .agg(_absent_names=(~pl.col("_present").fill_null(False)).sum())
         )
         bound = (
-            pl.col("_n_found") / pl.col("_n_words")
+            pl.col("_n_found")
+            / pl.col("_n_words")
             * pl.lit(NUMBER_PENALTY).pow(pl.col("_lacking_numbers"))
             * pl.lit(NAME_PENALTY).pow(pl.col("_absent_names").fill_null(0))
             * pl.lit(OPINION_PENALTY).pow(pl.col("_lacking_opinions"))
@@ -298,21 +380,36 @@ class LocalJudge(Judge):
             keys.select("request_key")
             .join(per_word, on="request_key", how="left", maintain_order="left")
             .join(names, on="request_key", how="left", maintain_order="left")
-            .select("request_key", could_support=(pl.col("_n_words").fill_null(0) > 0) & (bound >= self.support_threshold).fill_null(False))
+            .select(
+                "request_key",
+                could_support=(pl.col("_n_words").fill_null(0) > 0)
+                & (bound >= self.support_threshold).fill_null(False),
+            )
         )
 
 
-def _featurized(claim_ids: pl.DataFrame, texts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _featurized(
+    claim_ids: pl.DataFrame, texts: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(sentences with sid, claim tokens, sentence tokens, vocabulary) of distinct claims (cid, claim_text) and distinct
     evidence texts (text_id, text): both tokenized in one vocabulary."""
     sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
     claim_tokens = token_rows(claim_ids, "cid", "claim_text")
     sentence_tokens = token_rows(sentences, "sid", "sentence")
-    return sentences, claim_tokens, sentence_tokens, vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
+    return (
+        sentences,
+        claim_tokens,
+        sentence_tokens,
+        vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]])),
+    )
 
 
 def _listing(column: str, prefix: str) -> pl.Expr:
-    return pl.when(pl.col(column).list.len() > 0).then(pl.lit(prefix) + pl.col(column).list.join(", ")).otherwise(pl.lit(""))
+    return (
+        pl.when(pl.col(column).list.len() > 0)
+        .then(pl.lit(prefix) + pl.col(column).list.join(", "))
+        .otherwise(pl.lit(""))
+    )
 
 
 def _claim_words(claim_rows: pl.DataFrame) -> pl.DataFrame:
@@ -320,7 +417,12 @@ def _claim_words(claim_rows: pl.DataFrame) -> pl.DataFrame:
     return (
         claim_rows.filter(pl.col("is_content"))
         .group_by("rid", "tid")
-        .agg(pl.col("is_num").first(), pl.col("is_name").any(), pl.col("is_subjective").any(), shown=pl.col("lower").first().str.replace(r"'s$", ""))
+        .agg(
+            pl.col("is_num").first(),
+            pl.col("is_name").any(),
+            pl.col("is_subjective").any(),
+            shown=pl.col("lower").first().str.replace(r"'s$", ""),
+        )
     )
 
 
@@ -329,7 +431,10 @@ def _entities(claim_rows: pl.DataFrame) -> pl.DataFrame:
     names = claim_rows.filter(pl.col("is_name") & ~pl.col("is_num"))
     continues = (pl.col("rid").shift(1) == pl.col("rid")) & (pl.col("pos").shift(1) == pl.col("pos") - 1)
     return names.select(
-        "rid", "tid", (~continues.fill_null(False)).cum_sum().alias("entity"), pl.col("lower").str.replace(r"'s$", "").alias("shown")
+        "rid",
+        "tid",
+        (~continues.fill_null(False)).cum_sum().alias("entity"),
+        pl.col("lower").str.replace(r"'s$", "").alias("shown"),
     )
 
 
@@ -350,28 +455,40 @@ def _unrank(rank: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     )
 
 
-def _choose_for_requests(keys: pl.DataFrame, words: pl.DataFrame, first_chunks: pl.DataFrame, sentence_words: pl.DataFrame,
-                         sentences: pl.DataFrame) -> pl.DataFrame:
+def _choose_for_requests(
+    keys: pl.DataFrame,
+    words: pl.DataFrame,
+    first_chunks: pl.DataFrame,
+    sentence_words: pl.DataFrame,
+    sentences: pl.DataFrame,
+) -> pl.DataFrame:
     """rid, sid, ev_pos, round: what _choose_sentences gives every request, the common case found per claim text."""
     offered = keys.select("rid", "cid", "eid").join(first_chunks, on="eid")
     n_words = words.group_by("cid").agg(n_words=pl.len())
-    index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(pack_key("text_id", "tid").alias("_word"), "sid")
+    index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(
+        pack_key("text_id", "tid").alias("_word"), "sid"
+    )
     # A sentence holding every word of the claim wins round one (the earliest such chunk, then sentence) and
     # leaves nothing for later rounds. Such sentences are found once per (claim text, evidence text) offered
     # together, among the sentences holding the claim's rarest word.
     frequency = sentence_words.group_by("tid").agg(_df=pl.len())
-    rarest = words.select("cid", "tid").join(frequency, on="tid").group_by("cid").agg(
-        pl.col("tid").sort_by("_df", "tid").first()
+    rarest = (
+        words.select("cid", "tid")
+        .join(frequency, on="tid")
+        .group_by("cid")
+        .agg(pl.col("tid").sort_by("_df", "tid").first())
     )
     whole = (
-        offered.select("cid", "text_id").unique()
+        offered.select("cid", "text_id")
+        .unique()
         .join(rarest, on="cid")
         .select("cid", "text_id", pack_key("text_id", "tid").alias("_word"))
         .join(index, on="_word")
         .select("cid", "text_id", "sid")
         .join(words.select("cid", "tid"), on="cid")
         .join(sentence_words, on=["sid", "tid"], how="semi")
-        .group_by("cid", "text_id", "sid").agg(_found=pl.len())
+        .group_by("cid", "text_id", "sid")
+        .agg(_found=pl.len())
         .join(n_words, on="cid")
         .filter(pl.col("_found") == pl.col("n_words"))
         .select("cid", "text_id", "sid")
@@ -396,18 +513,27 @@ def _choose_for_requests(keys: pl.DataFrame, words: pl.DataFrame, first_chunks: 
 def _choose_sentences(matches: pl.DataFrame) -> pl.DataFrame:
     """rid, sid, ev_pos, round: up to MAX_EVIDENCE_SENTENCES sentences per claim chosen greedily (module docstring)."""
     # One UInt64 per (claim, sentence) and per (claim, word) keeps every group-by and join on a single integer.
-    remaining = matches.select("rid", "sid", "ev_pos", pack_key("rid", "sid").alias("_pair"), pack_key("rid", "tid").alias("_word"))
+    remaining = matches.select(
+        "rid", "sid", "ev_pos", pack_key("rid", "sid").alias("_pair"), pack_key("rid", "tid").alias("_word")
+    )
     picked = []
     for round_ in range(MAX_EVIDENCE_SENTENCES):
         if remaining.is_empty():
             break
-        counts = remaining.group_by("_pair").agg(pl.len().alias("n"), pl.col("rid").first(), pl.col("sid").first(), pl.col("ev_pos").first())
+        counts = remaining.group_by("_pair").agg(
+            pl.len().alias("n"), pl.col("rid").first(), pl.col("sid").first(), pl.col("ev_pos").first()
+        )
         # The most new words, then the earlier chunk, then the earlier sentence: the largest packed rank wins.
-        best = counts.with_columns(_rank=_rank(pl.col("n"), pl.col("ev_pos"), pl.col("sid"))).group_by("rid").agg(
-            pl.col("_rank").max()
-        ).select("rid", *_unrank(pl.col("_rank")), pl.lit(round_, dtype=pl.Int32).alias("round"))
+        best = (
+            counts.with_columns(_rank=_rank(pl.col("n"), pl.col("ev_pos"), pl.col("sid")))
+            .group_by("rid")
+            .agg(pl.col("_rank").max())
+            .select("rid", *_unrank(pl.col("_rank")), pl.lit(round_, dtype=pl.Int32).alias("round"))
+        )
         picked.append(best)
-        taken = remaining.join(best.select(pack_key("rid", "sid").alias("_pair")), on="_pair", how="semi").select("_word")
+        taken = remaining.join(best.select(pack_key("rid", "sid").alias("_pair")), on="_pair", how="semi").select(
+            "_word"
+        )
         remaining = remaining.join(taken, on="_word", how="anti")
     if not picked:
         return pl.DataFrame(schema={"rid": pl.UInt32, "sid": pl.UInt32, "ev_pos": pl.Int64, "round": pl.Int32})
@@ -420,7 +546,10 @@ def _neighbours(rows: pl.DataFrame, key: str) -> pl.DataFrame:
     same = (pl.col(key).shift(1) == pl.col(key)) & (pl.col("clause").shift(1) == pl.col("clause"))
     pairs = content.with_columns(_prev=pl.when(same).then(pl.col("tid").shift(1))).filter(pl.col("_prev").is_not_null())
     return pl.concat(
-        [pairs.select(key, "tid", pl.col("_prev").alias("neighbour")), pairs.select(key, pl.col("_prev").alias("tid"), pl.col("tid").alias("neighbour"))]
+        [
+            pairs.select(key, "tid", pl.col("_prev").alias("neighbour")),
+            pairs.select(key, pl.col("_prev").alias("tid"), pl.col("tid").alias("neighbour")),
+        ]
     ).unique()
 
 
@@ -448,21 +577,34 @@ def _value_conflicts(claim_rows: pl.DataFrame, scope_rows: pl.DataFrame) -> pl.D
     )
 
 
-def _group_conflicts(claim_rows: pl.DataFrame, scope_rows: pl.DataFrame, words: pl.DataFrame, absent: pl.DataFrame) -> pl.DataFrame:
+def _group_conflicts(
+    claim_rows: pl.DataFrame, scope_rows: pl.DataFrame, words: pl.DataFrame, absent: pl.DataFrame
+) -> pl.DataFrame:
     """rid → group_conflicts, _group_tids: a claim member `absent` from the scope, another member in it."""
     claim_groups = (
-        claim_rows.filter(pl.col("groups").is_not_null()).select("rid", "tid", "lower", "groups").explode("groups")
+        claim_rows.filter(pl.col("groups").is_not_null())
+        .select("rid", "tid", "lower", "groups")
+        .explode("groups")
         .join(absent, on=["rid", "tid"], how="semi")
     )
-    evidence_groups = scope_rows.filter(pl.col("groups").is_not_null()).select("rid", "tid", "lower", "groups").explode("groups")
+    evidence_groups = (
+        scope_rows.filter(pl.col("groups").is_not_null()).select("rid", "tid", "lower", "groups").explode("groups")
+    )
     evidence_groups = evidence_groups.join(words.select("rid", "tid"), on=["rid", "tid"], how="anti")
     return (
         # In claim order, so a word of two groups (business: day kind and tier) is reported under its first group.
         claim_groups.join(evidence_groups, on=["rid", "groups"], suffix="_ev", maintain_order="left")
         .group_by("rid", "lower")
-        .agg(ev=pl.col("lower_ev").unique().sort().str.join("/"), group=pl.col("groups").first(), tid=pl.col("tid").first())
+        .agg(
+            ev=pl.col("lower_ev").unique().sort().str.join("/"),
+            group=pl.col("groups").first(),
+            tid=pl.col("tid").first(),
+        )
         .group_by("rid")
-        .agg(group_conflicts=pl.format("{}: claim {} vs evidence {}", "group", "lower", "ev").sort(), _group_tids=pl.col("tid"))
+        .agg(
+            group_conflicts=pl.format("{}: claim {} vs evidence {}", "group", "lower", "ev").sort(),
+            _group_tids=pl.col("tid"),
+        )
     )
 
 
@@ -471,8 +613,13 @@ def _first_non_empty(parts: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(parts, how="diagonal_relaxed").unique("rid", keep="first", maintain_order=True)
 
 
-def _conflicts(claim_rows: pl.DataFrame, chosen: pl.DataFrame, words: pl.DataFrame, found: pl.DataFrame,
-               sentence_rows_: pl.DataFrame) -> pl.DataFrame:
+def _conflicts(
+    claim_rows: pl.DataFrame,
+    chosen: pl.DataFrame,
+    words: pl.DataFrame,
+    found: pl.DataFrame,
+    sentence_rows_: pl.DataFrame,
+) -> pl.DataFrame:
     """rid → value_conflicts, group_conflicts, name_conflicts (lists of `claim vs evidence`), negation_conflict.
 
     Each check reads only the rows it needs (numbers, group words, names, negated words), so claims without any
@@ -484,33 +631,53 @@ def _conflicts(claim_rows: pl.DataFrame, chosen: pl.DataFrame, words: pl.DataFra
     # picked from another sentence must not hide that the best sentence says otherwise (annual vs monthly).
     # Years are left to the union: a claim that joins events of several years is usually told sentence by sentence.
     claim_numbers = claim_rows.filter(pl.col("is_num") & (pl.col("unit") != ""))
-    number_rows = sentence_rows_.filter(pl.col("is_num") & (pl.col("unit") != "")).join(pairs, on="sid").join(
-        claim_numbers.select("rid").unique(), on="rid", how="semi")
+    number_rows = (
+        sentence_rows_.filter(pl.col("is_num") & (pl.col("unit") != ""))
+        .join(pairs, on="sid")
+        .join(claim_numbers.select("rid").unique(), on="rid", how="semi")
+    )
     values = _first_non_empty(
-        [_value_conflicts(claim_numbers, number_rows),
-         _value_conflicts(claim_numbers.filter(pl.col("unit") != "yr"), number_rows.filter(pl.col("round") == 0))],
+        [
+            _value_conflicts(claim_numbers, number_rows),
+            _value_conflicts(claim_numbers.filter(pl.col("unit") != "yr"), number_rows.filter(pl.col("round") == 0)),
+        ],
     )
     claim_members = claim_rows.filter(pl.col("groups").is_not_null())
-    member_rows = sentence_rows_.filter(pl.col("groups").is_not_null()).join(pairs, on="sid").join(
-        claim_members.select("rid").unique(), on="rid", how="semi")
+    member_rows = (
+        sentence_rows_.filter(pl.col("groups").is_not_null())
+        .join(pairs, on="sid")
+        .join(claim_members.select("rid").unique(), on="rid", how="semi")
+    )
     unfound = found.filter(~pl.col("_found")).select("rid", "tid")
     in_first = member_rows.filter(pl.col("round") == 0).select("rid", "tid")
     groups = _first_non_empty(
-        [_group_conflicts(claim_members, member_rows, words, unfound),
-         _group_conflicts(claim_members, member_rows.filter(pl.col("round") == 0), words,
-                          claim_members.select("rid", "tid").join(in_first, on=["rid", "tid"], how="anti"))],
+        [
+            _group_conflicts(claim_members, member_rows, words, unfound),
+            _group_conflicts(
+                claim_members,
+                member_rows.filter(pl.col("round") == 0),
+                words,
+                claim_members.select("rid", "tid").join(in_first, on=["rid", "tid"], how="anti"),
+            ),
+        ],
     )
     # Names: a name of the claim is absent and the first chosen sentence has, beside one of its neighbouring words,
     # a name the claim does not have (CEO John Smith vs CEO Jane Doe). Group members (months, weekdays, tiers)
     # conflict as groups, not as names.
-    missing_names = found.filter(~pl.col("_found") & pl.col("is_name") & ~pl.col("is_num")).select("rid", "tid", "shown")
+    missing_names = found.filter(~pl.col("_found") & pl.col("is_name") & ~pl.col("is_num")).select(
+        "rid", "tid", "shown"
+    )
     missing_names = missing_names.join(claim_members.select("rid", "tid"), on=["rid", "tid"], how="anti")
     with_missing = first.join(missing_names.select("rid").unique(), on="rid", how="semi")
-    claim_neighbours = _neighbours(claim_rows.join(with_missing.select("rid"), on="rid", how="semi"), "rid").join(missing_names, on=["rid", "tid"])
+    claim_neighbours = _neighbours(claim_rows.join(with_missing.select("rid"), on="rid", how="semi"), "rid").join(
+        missing_names, on=["rid", "tid"]
+    )
     first_rows = sentence_rows_.join(with_missing.select("sid").unique(), on="sid", how="semi")
     evidence_names = (
-        first_rows.filter(pl.col("is_name") & pl.col("groups").is_null()).join(with_missing, on="sid")
-        .join(words.select("rid", "tid"), on=["rid", "tid"], how="anti").select("rid", "sid", "tid", "lower")
+        first_rows.filter(pl.col("is_name") & pl.col("groups").is_null())
+        .join(with_missing, on="sid")
+        .join(words.select("rid", "tid"), on=["rid", "tid"], how="anti")
+        .select("rid", "sid", "tid", "lower")
     )
     evidence_neighbours = _neighbours(first_rows, "sid").join(evidence_names, on=["sid", "tid"])
     names = (
@@ -527,11 +694,14 @@ def _conflicts(claim_rows: pl.DataFrame, chosen: pl.DataFrame, words: pl.DataFra
     negated_sentences = sentence_rows_.filter(pl.col("negated")).select("sid").unique()
     suspects = pl.concat([negated_claims, pairs.join(negated_sentences, on="sid", how="semi").select("rid")]).unique()
     claim_negated = (
-        claim_rows.filter(pl.col("is_content")).join(suspects, on="rid", how="semi")
-        .group_by("rid", "tid").agg(c_neg=pl.col("negated").any(), shown=pl.col("lower").first())
+        claim_rows.filter(pl.col("is_content"))
+        .join(suspects, on="rid", how="semi")
+        .group_by("rid", "tid")
+        .agg(c_neg=pl.col("negated").any(), shown=pl.col("lower").first())
     )
     occurrences = (
-        sentence_rows_.filter(pl.col("is_content")).join(pairs.join(suspects, on="rid", how="semi"), on="sid")
+        sentence_rows_.filter(pl.col("is_content"))
+        .join(pairs.join(suspects, on="rid", how="semi"), on="sid")
         .join(words.select("rid", "tid"), on=["rid", "tid"], how="semi")
         .with_columns(_clause_words=pl.col("tid").n_unique().over("rid", "sid", "clause"))
     )
@@ -543,7 +713,8 @@ def _conflicts(claim_rows: pl.DataFrame, chosen: pl.DataFrame, words: pl.DataFra
     negation = (
         claim_negated.join(evidence_negated, on=["rid", "tid"])
         .filter(pl.col("c_neg") != pl.col("e_neg"))
-        .group_by("rid").agg(negated_words=pl.col("shown").sort())
+        .group_by("rid")
+        .agg(negated_words=pl.col("shown").sort())
         .with_columns(negation_conflict=pl.lit(True))
     )
     result = chosen.select("rid").unique()

@@ -48,19 +48,29 @@ class ModelJudge(Judge):
 
     deterministic = True
 
-    def __init__(self, model_dir: str = "", profile: JudgeProfile | None = None, max_length: int = 512, batch_size: int = 16,
-                 passage_chars: int = 1500) -> None:
+    def __init__(
+        self,
+        model_dir: str = "",
+        profile: JudgeProfile | None = None,
+        max_length: int = 512,
+        batch_size: int = 16,
+        passage_chars: int = 1500,
+    ) -> None:
         if not model_dir:
             raise JudgeConfigError("the model judge needs a model folder (EVAL_PIPELINE_JUDGE_MODEL_DIR)")
         folder = Path(model_dir)
         missing = [name for name in (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE) if not (folder / name).is_file()]
         if missing:
-            raise JudgeConfigError(f"model folder {model_dir} lacks {', '.join(missing)} (an ONNX export of a classifier)")
+            raise JudgeConfigError(
+                f"model folder {model_dir} lacks {', '.join(missing)} (an ONNX export of a classifier)"
+            )
         try:
             import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise JudgeConfigError("the model judge needs the optional extra: pip install 'eval_pipeline[model]'") from exc
+            raise JudgeConfigError(
+                "the model judge needs the optional extra: pip install 'eval_pipeline[model]'"
+            ) from exc
         config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
         labels = {int(k): str(v) for k, v in (config.get("id2label") or {}).items()}
         named = config.get("eval_pipeline_labels") or {}
@@ -68,8 +78,10 @@ class ModelJudge(Judge):
         self.contradicted = _label_index(labels, named.get("contradicted"), CONTRADICTED_NAMES)
         self.n_labels = max(len(labels), 1)
         if self.n_labels > 1 and self.supported is None:
-            raise JudgeConfigError(f"{folder / CONFIG_FILE}: no id2label entry reads as entailment/support; "
-                                   "name it with eval_pipeline_labels: {{supported: LABEL}}")
+            raise JudgeConfigError(
+                f"{folder / CONFIG_FILE}: no id2label entry reads as entailment/support; "
+                "name it with eval_pipeline_labels: {{supported: LABEL}}"
+            )
         self.session = onnxruntime.InferenceSession(str(folder / MODEL_FILE), providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
@@ -86,12 +98,16 @@ class ModelJudge(Judge):
         """Label probabilities for (premise, hypothesis) pairs, shape (pairs, labels)."""
         out = []
         for start in range(0, len(pairs), self.batch_size):
-            encodings = self.tokenizer.encode_batch(pairs[start:start + self.batch_size])
-            feeds = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                     "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
+            encodings = self.tokenizer.encode_batch(pairs[start : start + self.batch_size])
+            feeds = {
+                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            }
             if "token_type_ids" in self.input_names:
                 feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
-            logits = np.asarray(self.session.run(None, {k: v for k, v in feeds.items() if k in self.input_names})[0], dtype=np.float64)
+            logits = np.asarray(
+                self.session.run(None, {k: v for k, v in feeds.items() if k in self.input_names})[0], dtype=np.float64
+            )
             if logits.ndim == 1 or logits.shape[-1] == 1:
                 positive = 1.0 / (1.0 + np.exp(-logits.reshape(-1)))
                 out.append(np.stack([1.0 - positive, positive], axis=1))
@@ -106,36 +122,60 @@ class ModelJudge(Judge):
         sentences = sentence_rows(chunks.select("chunk", "text"), ["chunk"], "text")
         length = pl.col("sentence").str.len_chars() + 1
         # A new passage starts where the running length of the chunk's sentences passes a multiple of passage_chars.
-        sentences = sentences.with_columns(part=((length.cum_sum() - length).over("chunk") // self.passage_chars).cast(pl.Int64))
+        sentences = sentences.with_columns(
+            part=((length.cum_sum() - length).over("chunk") // self.passage_chars).cast(pl.Int64)
+        )
         return (
-            sentences.group_by("chunk", "part", maintain_order=True).agg(pl.col("sentence").str.join(QUOTE_JOINER).alias("passage"))
+            sentences.group_by("chunk", "part", maintain_order=True)
+            .agg(pl.col("sentence").str.join(QUOTE_JOINER).alias("passage"))
             .join(chunks.select("chunk", "evidence_key", "doc_id", "ev_pos"), on="chunk")
         )
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        claims = requests.select("request_key", "evidence_key", strip_doc_markers(pl.col("claim").fill_null("")).alias("claim"))
+        claims = requests.select(
+            "request_key", "evidence_key", strip_doc_markers(pl.col("claim").fill_null("")).alias("claim")
+        )
         pairs = claims.join(self._passages(requests), on="evidence_key").sort("request_key", "ev_pos", "part")
         if pairs.height:
-            probabilities = self._probabilities(list(zip(pairs["passage"].str.replace_all(QUOTE_JOINER, " ", literal=True).to_list(),
-                                                         pairs["claim"].to_list(), strict=True)))
+            probabilities = self._probabilities(
+                list(
+                    zip(
+                        pairs["passage"].str.replace_all(QUOTE_JOINER, " ", literal=True).to_list(),
+                        pairs["claim"].to_list(),
+                        strict=True,
+                    )
+                )
+            )
             supported_index = self.supported if self.supported is not None else 1
             columns = {"p_supported": probabilities[:, supported_index]}
             if self.contradicted is not None:
                 columns["p_contradicted"] = probabilities[:, self.contradicted]
                 columns["contradicted_top"] = probabilities.argmax(axis=1) == self.contradicted
             pairs = pairs.with_columns(**{k: pl.Series(k, v) for k, v in columns.items()})
-        for name, default in (("p_supported", pl.lit(None, pl.Float64)), ("p_contradicted", pl.lit(None, pl.Float64)),
-                              ("contradicted_top", pl.lit(False))):
+        for name, default in (
+            ("p_supported", pl.lit(None, pl.Float64)),
+            ("p_contradicted", pl.lit(None, pl.Float64)),
+            ("contradicted_top", pl.lit(False)),
+        ):
             if name not in pairs.columns:
                 pairs = pairs.with_columns(default.alias(name))
         best = pairs.sort("p_supported", descending=True).unique("request_key", keep="first")
-        strongest = (pairs.filter(pl.col("p_contradicted").is_not_null()).sort("p_contradicted", descending=True)
-                     .unique("request_key", keep="first")
-                     .select("request_key", pl.col("passage").alias("_c_passage"), pl.col("doc_id").alias("_c_doc"),
-                             "contradicted_top", pl.col("p_contradicted").alias("_p_c")))
+        strongest = (
+            pairs.filter(pl.col("p_contradicted").is_not_null())
+            .sort("p_contradicted", descending=True)
+            .unique("request_key", keep="first")
+            .select(
+                "request_key",
+                pl.col("passage").alias("_c_passage"),
+                pl.col("doc_id").alias("_c_doc"),
+                "contradicted_top",
+                pl.col("p_contradicted").alias("_p_c"),
+            )
+        )
         threshold = self.profile.support_threshold
         decided = (
-            claims.select("request_key").join(best.select("request_key", "passage", "doc_id", "p_supported"), on="request_key", how="left")
+            claims.select("request_key")
+            .join(best.select("request_key", "passage", "doc_id", "p_supported"), on="request_key", how="left")
             .join(strongest, on="request_key", how="left")
             .with_columns(score=pl.col("p_supported").round(4))
         )
@@ -143,17 +183,33 @@ class ModelJudge(Judge):
         contradicted = ~supported & pl.col("contradicted_top").fill_null(False)
         return decided.select(
             "request_key",
-            pl.when(pl.col("score").is_null()).then(pl.lit("NOT_IN_EVIDENCE")).when(supported).then(pl.lit("SUPPORTED"))
-            .when(contradicted).then(pl.lit("CONTRADICTED")).otherwise(pl.lit("NOT_IN_EVIDENCE")).alias("verdict"),
+            pl.when(pl.col("score").is_null())
+            .then(pl.lit("NOT_IN_EVIDENCE"))
+            .when(supported)
+            .then(pl.lit("SUPPORTED"))
+            .when(contradicted)
+            .then(pl.lit("CONTRADICTED"))
+            .otherwise(pl.lit("NOT_IN_EVIDENCE"))
+            .alias("verdict"),
             pl.col("score").fill_null(0.0),
             pl.when(contradicted).then(pl.col("_c_passage")).otherwise(pl.col("passage")).alias("evidence_quote"),
             pl.when(contradicted).then(pl.col("_c_doc")).otherwise(pl.col("doc_id")).alias("evidence_doc_id"),
             pl.lit("ok").alias("status"),
-            pl.when(pl.col("score").is_null()).then(pl.lit("no evidence"))
-            .when(contradicted).then(pl.format("model: contradiction most likely ({}) on the quoted passage; support {} < {}",
-                                                pl.col("_p_c").round(4), "score", pl.lit(f"{threshold:g}")))
-            .when(supported).then(pl.format("model: support {} >= {} on the quoted passage", "score", pl.lit(f"{threshold:g}")))
-            .otherwise(pl.format("model: support {} < {} on its best passage", "score", pl.lit(f"{threshold:g}"))).alias("reason"),
+            pl.when(pl.col("score").is_null())
+            .then(pl.lit("no evidence"))
+            .when(contradicted)
+            .then(
+                pl.format(
+                    "model: contradiction most likely ({}) on the quoted passage; support {} < {}",
+                    pl.col("_p_c").round(4),
+                    "score",
+                    pl.lit(f"{threshold:g}"),
+                )
+            )
+            .when(supported)
+            .then(pl.format("model: support {} >= {} on the quoted passage", "score", pl.lit(f"{threshold:g}")))
+            .otherwise(pl.format("model: support {} < {} on its best passage", "score", pl.lit(f"{threshold:g}")))
+            .alias("reason"),
             pl.lit(0.0).alias("cost_usd"),
             pl.lit(False).alias("cached"),
         )

@@ -14,7 +14,6 @@ verdicts are cached by (model, prompt version, input hash), so unchanged inputs 
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import math
 import os
@@ -224,7 +223,9 @@ def parse_pair_preference(content: str | None) -> tuple[dict[str, Any] | None, s
     if value is None:
         return None, why
     preference = value.get("preference")
-    normalized = {"a": "A", "b": "B", "tie": "tie"}.get(preference.strip().lower()) if isinstance(preference, str) else None
+    normalized = (
+        {"a": "A", "b": "B", "tie": "tie"}.get(preference.strip().lower()) if isinstance(preference, str) else None
+    )
     if normalized is None:
         return None, f"preference {preference!r} is not A, B or tie"
     reason = value.get("reason")
@@ -233,7 +234,10 @@ def parse_pair_preference(content: str | None) -> tuple[dict[str, Any] | None, s
 
 def claim_payload(claim: str | None, evidence: list[dict[str, Any]] | None) -> dict[str, Any]:
     """What the judge is shown for one claim (and what its cache key hashes)."""
-    return {"claim": claim or "", "evidence": [{"doc_id": e.get("doc_id"), "text": e.get("text")} for e in evidence or []]}
+    return {
+        "claim": claim or "",
+        "evidence": [{"doc_id": e.get("doc_id"), "text": e.get("text")} for e in evidence or []],
+    }
 
 
 def pair_payload(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,7 +280,9 @@ def estimate_calls(
         math.ceil(sum(len(m["content"]) for m in _messages(prompt_version, p)) / CHARS_PER_TOKEN) for p in needed
     )
     output_tokens = len(needed) * output_tokens_per_call
-    cost = input_tokens / 1000 * prices.get("input_per_1k", 0.0) + output_tokens / 1000 * prices.get("output_per_1k", 0.0)
+    cost = input_tokens / 1000 * prices.get("input_per_1k", 0.0) + output_tokens / 1000 * prices.get(
+        "output_per_1k", 0.0
+    )
     return {
         "model": model,
         "prompt_version": prompt_version,
@@ -322,11 +328,18 @@ class OpenAIJudge(Judge):
     # ------------------------------------------------------------ frames in, frames out
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        items = ((key, claim_payload(claim, evidence)) for key, claim, evidence in requests.select("request_key", "claim", "evidence").iter_rows())
+        items = (
+            (key, claim_payload(claim, evidence))
+            for key, claim, evidence in requests.select("request_key", "claim", "evidence").iter_rows()
+        )
 
         def columns(payload: dict[str, Any], outcome: CallOutcome) -> dict[str, Any]:
-            return {"verdict": payload.get("verdict"), "evidence_quote": payload.get("evidence_quote"),
-                    "evidence_doc_id": payload.get("evidence_doc_id"), "reason": outcome.reason}
+            return {
+                "verdict": payload.get("verdict"),
+                "evidence_quote": payload.get("evidence_quote"),
+                "evidence_doc_id": payload.get("evidence_doc_id"),
+                "reason": outcome.reason,
+            }
 
         return self._judge_items("claim", items, self.config.prompt_version, CLAIM_SCHEMA, parse_claim_verdict, columns)
 
@@ -334,10 +347,14 @@ class OpenAIJudge(Judge):
         items = ((row["request_key"], pair_payload(row)) for row in requests.iter_rows(named=True))
 
         def columns(payload: dict[str, Any], outcome: CallOutcome) -> dict[str, Any]:
-            return {"preference": payload.get("preference"),
-                    "reason": payload.get("reason") if outcome.payload is not None else outcome.reason}
+            return {
+                "preference": payload.get("preference"),
+                "reason": payload.get("reason") if outcome.payload is not None else outcome.reason,
+            }
 
-        return self._judge_items("pair", items, self.config.pair_prompt_version, PAIR_SCHEMA, parse_pair_preference, columns)
+        return self._judge_items(
+            "pair", items, self.config.pair_prompt_version, PAIR_SCHEMA, parse_pair_preference, columns
+        )
 
     def _judge_items(self, kind, items, prompt_version, schema, parse, columns) -> pl.DataFrame:
         """One row per (request_key, payload) item; identical payloads share one cached or live call."""
@@ -350,12 +367,14 @@ class OpenAIJudge(Judge):
         rows = []
         for request_key, digest in keys:
             outcome = outcomes[digest]
-            rows.append({
-                "request_key": request_key,
-                "status": "ok" if outcome.payload is not None else "incomplete",
-                **columns(outcome.payload or {}, outcome),
-                **_cost_columns(outcome),
-            })
+            rows.append(
+                {
+                    "request_key": request_key,
+                    "status": "ok" if outcome.payload is not None else "incomplete",
+                    **columns(outcome.payload or {}, outcome),
+                    **_cost_columns(outcome),
+                }
+            )
         return pl.DataFrame(rows, infer_schema_length=None)
 
     # ------------------------------------------------------------ cache, then calls
@@ -370,7 +389,9 @@ class OpenAIJudge(Judge):
         outcomes: dict[str, CallOutcome] = {}
         if self.cache is not None:
             for digest, hit in self.cache.get_many(self.model, prompt_version, payloads).items():
-                outcomes[digest] = CallOutcome(hit.payload, input_tokens=0, output_tokens=0, cost_usd=0.0, latency_ms=0.0, cached=True)
+                outcomes[digest] = CallOutcome(
+                    hit.payload, input_tokens=0, output_tokens=0, cost_usd=0.0, latency_ms=0.0, cached=True
+                )
             self.stats.cache_hits += len(outcomes)
         todo = {digest: payload for digest, payload in payloads.items() if digest not in outcomes}
         if todo:
@@ -381,20 +402,29 @@ class OpenAIJudge(Judge):
     def _remember(self, prompt_version: str, digest: str, outcome: CallOutcome) -> CallOutcome:
         """Cache a completed verdict as soon as it arrives, so a run that dies later keeps what it paid for."""
         if outcome.payload is not None and self.cache is not None:
-            self.cache.put(self.model, prompt_version, digest,
-                           CachedVerdict(outcome.payload, outcome.input_tokens, outcome.output_tokens, outcome.cost_usd))
+            self.cache.put(
+                self.model,
+                prompt_version,
+                digest,
+                CachedVerdict(outcome.payload, outcome.input_tokens, outcome.output_tokens, outcome.cost_usd),
+            )
         return outcome
 
     def _run_concurrent(self, prompt_version, schema, parse, todo) -> dict[str, CallOutcome]:
         def one(item: tuple[str, dict[str, Any]]) -> tuple[str, CallOutcome]:
             digest, payload = item
-            return digest, self._remember(prompt_version, digest, self._complete(_messages(prompt_version, payload), schema, parse))
+            return digest, self._remember(
+                prompt_version, digest, self._complete(_messages(prompt_version, payload), schema, parse)
+            )
 
         with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(todo))) as pool:
             return dict(pool.map(one, todo.items()))
 
     def _cost(self, input_tokens: int, output_tokens: int, factor: float = 1.0) -> float:
-        return factor * (input_tokens / 1000 * self.config.price_input_per_1k + output_tokens / 1000 * self.config.price_output_per_1k)
+        return factor * (
+            input_tokens / 1000 * self.config.price_input_per_1k
+            + output_tokens / 1000 * self.config.price_output_per_1k
+        )
 
     def _backoff(self, attempt: int) -> float:
         return min(self.config.backoff_base_s * (2**attempt), self.config.backoff_max_s)
@@ -509,12 +539,17 @@ class OpenAIJudge(Judge):
         def failed(reason: str) -> dict[str, CallOutcome]:
             return {digest: CallOutcome(None, reason) for digest in todo}
 
-        upload, reason, _ = self._retry_call(self.client.files.create, file=("judge-batch.jsonl", data), purpose="batch")
+        upload, reason, _ = self._retry_call(
+            self.client.files.create, file=("judge-batch.jsonl", data), purpose="batch"
+        )
         if upload is None:
             return failed(f"batch input upload failed: {reason}")
         batch, reason, _ = self._retry_call(
-            self.client.batches.create, input_file_id=upload.id, endpoint="/v1/chat/completions",
-            completion_window="24h", metadata={"judge_version": self.version},
+            self.client.batches.create,
+            input_file_id=upload.id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            metadata={"judge_version": self.version},
         )
         if batch is None:
             return failed(f"batch creation failed: {reason}")

@@ -24,7 +24,11 @@ def prefer_by_claims(judge: Judge, requests: pl.DataFrame) -> pl.DataFrame:
         "claim",
         "evidence",
     )
-    verdicts = judge.judge_claims(claim_requests.rename({"claim_key": "request_key", "request_key": "pair_key"}).select("request_key", "claim", "evidence"))
+    verdicts = judge.judge_claims(
+        claim_requests.rename({"claim_key": "request_key", "request_key": "pair_key"}).select(
+            "request_key", "claim", "evidence"
+        )
+    )
     per_side = (
         claim_requests.join(verdicts.select(pl.col("request_key").alias("claim_key"), "verdict"), on="claim_key")
         .group_by("request_key", "side")
@@ -49,8 +53,13 @@ def prefer_by_claims(judge: Judge, requests: pl.DataFrame) -> pl.DataFrame:
         )
     score = score.with_columns(pl.col(r"^(n|sup|con)_[ab]$").fill_null(0).cast(pl.Int64))
     # Supported shares compared exactly by cross-multiplying (an answer without claims counts as 1/1).
-    share = {s: (pl.when(pl.col(f"n_{s}") == 0).then(1).otherwise(pl.col(f"sup_{s}")),
-                 pl.when(pl.col(f"n_{s}") == 0).then(1).otherwise(pl.col(f"n_{s}"))) for s in "ab"}
+    share = {
+        s: (
+            pl.when(pl.col(f"n_{s}") == 0).then(1).otherwise(pl.col(f"sup_{s}")),
+            pl.when(pl.col(f"n_{s}") == 0).then(1).otherwise(pl.col(f"n_{s}")),
+        )
+        for s in "ab"
+    }
     comparisons = [
         share["a"][0] * share["b"][1] - share["b"][0] * share["a"][1],
         pl.col("con_b") - pl.col("con_a"),
@@ -65,7 +74,12 @@ def prefer_by_claims(judge: Judge, requests: pl.DataFrame) -> pl.DataFrame:
         pl.lit("ok").alias("status"),
         pl.format(
             "A: {}/{} supported, {} contradicted; B: {}/{} supported, {} contradicted",
-            "sup_a", "n_a", "con_a", "sup_b", "n_b", "con_b",
+            "sup_a",
+            "n_a",
+            "con_a",
+            "sup_b",
+            "n_b",
+            "con_b",
         ).alias("reason"),
         pl.lit(0.0).alias("cost_usd"),
         pl.lit(False).alias("cached"),

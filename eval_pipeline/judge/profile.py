@@ -47,18 +47,27 @@ class JudgeProfile:
 
     def __post_init__(self) -> None:
         if self.backend not in SCORING_BACKENDS:
-            raise JudgeConfigError(f"{self.source}: a judge profile is for a scoring backend ({', '.join(SCORING_BACKENDS)}), not {self.backend!r}")
+            raise JudgeConfigError(
+                f"{self.source}: a judge profile is for a scoring backend ({', '.join(SCORING_BACKENDS)}), not {self.backend!r}"
+            )
         low = MIN_SUPPORT[self.backend]
         if not low < self.support_threshold <= 1.0:
-            raise JudgeConfigError(f"{self.source}: thresholds.support must be in ({low:g}, 1], got {self.support_threshold!r}")
+            raise JudgeConfigError(
+                f"{self.source}: thresholds.support must be in ({low:g}, 1], got {self.support_threshold!r}"
+            )
         if not 0.0 < self.contradiction_overlap <= 1.0:
-            raise JudgeConfigError(f"{self.source}: thresholds.contradiction_overlap must be in (0, 1], got {self.contradiction_overlap!r}")
+            raise JudgeConfigError(
+                f"{self.source}: thresholds.contradiction_overlap must be in (0, 1], got {self.contradiction_overlap!r}"
+            )
 
     @property
     def digest(self) -> str:
         """8 hex digits of SHA-256 over the backend and the thresholds (not the provenance)."""
-        decision = {"backend": self.backend, "support": round(self.support_threshold, 6),
-                    "contradiction_overlap": round(self.contradiction_overlap, 6)}
+        decision = {
+            "backend": self.backend,
+            "support": round(self.support_threshold, 6),
+            "contradiction_overlap": round(self.contradiction_overlap, 6),
+        }
         return hashlib.sha256(json.dumps(decision, sort_keys=True).encode()).hexdigest()[:8]
 
     def to_yaml(self) -> str:
@@ -66,10 +75,15 @@ class JudgeProfile:
         document = {
             "profile_version": PROFILE_VERSION,
             "backend": self.backend,
-            "thresholds": {"support": round(self.support_threshold, 6), "contradiction_overlap": round(self.contradiction_overlap, 6)},
+            "thresholds": {
+                "support": round(self.support_threshold, 6),
+                "contradiction_overlap": round(self.contradiction_overlap, 6),
+            },
             "fitted": self.fitted,
         }
-        return f"# eval_pipeline judge profile (digest {self.digest})\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+        return f"# eval_pipeline judge profile (digest {self.digest})\n" + yaml.safe_dump(
+            document, sort_keys=False, allow_unicode=True
+        )
 
     @classmethod
     def from_yaml(cls, text: str, source: str) -> JudgeProfile:
@@ -84,7 +98,9 @@ class JudgeProfile:
         if unknown:
             raise JudgeConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
         if document.get("profile_version", PROFILE_VERSION) != PROFILE_VERSION:
-            raise JudgeConfigError(f"{source}: profile_version {document.get('profile_version')!r} is not {PROFILE_VERSION}")
+            raise JudgeConfigError(
+                f"{source}: profile_version {document.get('profile_version')!r} is not {PROFILE_VERSION}"
+            )
         thresholds = document.get("thresholds")
         if not isinstance(thresholds, dict) or "support" not in thresholds:
             raise JudgeConfigError(f"{source}: thresholds.support is required")
@@ -100,8 +116,13 @@ class JudgeProfile:
         fitted = document.get("fitted") or {}
         if not isinstance(fitted, dict):
             raise JudgeConfigError(f"{source}: fitted must be a mapping")
-        return cls(backend=str(document.get("backend", "")), support_threshold=values["support"],
-                   contradiction_overlap=values.get("contradiction_overlap", 0.75), source=source, fitted=fitted)
+        return cls(
+            backend=str(document.get("backend", "")),
+            support_threshold=values["support"],
+            contradiction_overlap=values.get("contradiction_overlap", 0.75),
+            source=source,
+            fitted=fitted,
+        )
 
 
 def load_profile(path: str | Path) -> JudgeProfile:
@@ -152,13 +173,14 @@ def _balanced_accuracy(truth: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     return (sensitivity + specificity) / 2
 
 
-def fit_support_threshold(sets: list[tuple[str, np.ndarray, np.ndarray]], minimum: float = 0.5, n_boot: int = 1000,
-                          seed: int = 0) -> ThresholdFit:
+def fit_support_threshold(
+    sets: list[tuple[str, np.ndarray, np.ndarray]], minimum: float = 0.5, n_boot: int = 1000, seed: int = 0
+) -> ThresholdFit:
     """Threshold in (minimum, 1] maximising mean balanced accuracy over label sets (name, scores, grounded truth)."""
     usable = [(name, np.asarray(s, float), np.asarray(t, bool)) for name, s, t in sets if len(s)]
     if not usable:
         raise ValueError("no labelled scores to fit on")
-    for name, scores, truth in usable:
+    for name, _scores, truth in usable:
         if truth.all() or not truth.any():
             raise ValueError(f"label set {name} has only one class: balanced accuracy is undefined")
     everything = np.unique(np.concatenate([s for _, s, _ in usable]))
@@ -182,11 +204,22 @@ def fit_support_threshold(sets: list[tuple[str, np.ndarray, np.ndarray]], minimu
     per_set = []
     for name, scores, truth in usable:
         predicted = scores >= threshold
-        per_set.append({"labels": name, "n": int(len(scores)), "grounded": int(truth.sum()),
-                        "balanced_accuracy": round(float(_balanced_accuracy(truth, predicted)), 4)})
+        per_set.append(
+            {
+                "labels": name,
+                "n": int(len(scores)),
+                "grounded": int(truth.sum()),
+                "balanced_accuracy": round(float(_balanced_accuracy(truth, predicted)), 4),
+            }
+        )
     value = float(np.mean([p["balanced_accuracy"] for p in per_set]))
-    return ThresholdFit(threshold=threshold, balanced_accuracy=round(value, 4), ci_low=round(float(low), 4),
-                        ci_high=round(float(high), 4), per_set=per_set)
+    return ThresholdFit(
+        threshold=threshold,
+        balanced_accuracy=round(value, 4),
+        ci_low=round(float(low), 4),
+        ci_high=round(float(high), 4),
+        per_set=per_set,
+    )
 
 
 def _balanced_accuracy_rows(truth: np.ndarray, predicted: np.ndarray) -> np.ndarray:

@@ -38,14 +38,18 @@ STORED_SCHEMA: dict[str, pl.DataType] = {
 
 def with_digests(requests: pl.DataFrame) -> pl.DataFrame:
     """The requests with digest_a, digest_b; evidence is hashed once per evidence_key."""
-    evidence = requests.select("evidence_key", "evidence").unique("evidence_key", keep="first").select(
-        "evidence_key", *(pl.col("evidence").hash(seed).alias(f"_ev{i}") for i, seed in enumerate(_SEEDS))
+    evidence = (
+        requests.select("evidence_key", "evidence")
+        .unique("evidence_key", keep="first")
+        .select("evidence_key", *(pl.col("evidence").hash(seed).alias(f"_ev{i}") for i, seed in enumerate(_SEEDS)))
     )
     keyed = pl.struct("claim", "_ev0", "_ev1")
     return (
         requests.join(evidence, on="evidence_key", how="left")
         # Delta has no unsigned integers: the same 64 bits, read as signed.
-        .with_columns(*(keyed.hash(seed).reinterpret(signed=True).alias(name) for name, seed in zip(DIGEST, _SEEDS, strict=True)))
+        .with_columns(
+            *(keyed.hash(seed).reinterpret(signed=True).alias(name) for name, seed in zip(DIGEST, _SEEDS, strict=True))
+        )
         .drop("_ev0", "_ev1")
     )
 
@@ -74,8 +78,12 @@ class ReusingJudge(Judge):
         scheme = (pl.col("judge_version") == self.version) & (pl.col("hash_scheme") == HASH_SCHEME)
         sources = [self.fresh.lazy(), *([self._known] if self._known is not None else [])]
         stored = pl.concat(
-            [source.filter(scheme & (pl.col("status") == "ok")).join(digests.lazy(), on=list(DIGEST), how="semi").select(columns)
-             for source in sources]
+            [
+                source.filter(scheme & (pl.col("status") == "ok"))
+                .join(digests.lazy(), on=list(DIGEST), how="semi")
+                .select(columns)
+                for source in sources
+            ]
         ).collect()
         return stored.unique(list(DIGEST), keep="first")
 
@@ -84,12 +92,21 @@ class ReusingJudge(Judge):
         # digests an earlier batch of this run already answered: their requests here are answers given again
         answered = pl.concat([self.fresh.select(DIGEST), self._reused_rows.select(DIGEST)])
         distinct = keyed.unique(list(DIGEST), keep="first", maintain_order=True)
-        first_of_digest = distinct.join(answered, on=list(DIGEST), how="anti").select("request_key").with_columns(_first=pl.lit(True))
+        first_of_digest = (
+            distinct.join(answered, on=list(DIGEST), how="anti").select("request_key").with_columns(_first=pl.lit(True))
+        )
         stored = self._stored_for(distinct.select(*DIGEST))
         todo = distinct.join(stored, on=list(DIGEST), how="anti")
         # a reused verdict is stored again as it was recorded, costs included: the run's rows equal a fresh run's
-        self._reused_rows = pl.concat([self._reused_rows, conform(
-            stored.with_columns(judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)), STORED_SCHEMA)])
+        self._reused_rows = pl.concat(
+            [
+                self._reused_rows,
+                conform(
+                    stored.with_columns(judge_version=pl.lit(self.version), hash_scheme=pl.lit(HASH_SCHEME)),
+                    STORED_SCHEMA,
+                ),
+            ]
+        )
         judged = pl.DataFrame(schema={name: STORED_SCHEMA[name] for name in (*DIGEST, *RESULT_COLUMNS)})
         if todo.height:
             judged = conform(self.inner._judge_claims(todo.drop(*DIGEST)), RAW_RESULT_SCHEMA)
@@ -113,8 +130,13 @@ class ReusingJudge(Judge):
             .join(first_of_digest, on="request_key", how="left")
             .with_columns(cached=pl.col("_first").is_null())
             .with_columns(
-                *(pl.when(pl.col("cached") & pl.col(name).is_not_null()).then(pl.lit(0, dtype=dtype))
-                  .otherwise(pl.col(name)).alias(name) for name, dtype in COSTS.items())
+                *(
+                    pl.when(pl.col("cached") & pl.col(name).is_not_null())
+                    .then(pl.lit(0, dtype=dtype))
+                    .otherwise(pl.col(name))
+                    .alias(name)
+                    for name, dtype in COSTS.items()
+                )
             )
             .drop("_first")
             .pipe(conform, RAW_RESULT_SCHEMA)
@@ -122,8 +144,11 @@ class ReusingJudge(Judge):
 
     def used(self) -> pl.DataFrame:
         """Every completed verdict this judge gave, fresh or reused, once per digest, in digest order."""
-        return (pl.concat([self.fresh, self._reused_rows]).unique(list(DIGEST), keep="first")
-                .sort("judge_version", "hash_scheme", *DIGEST, maintain_order=True))
+        return (
+            pl.concat([self.fresh, self._reused_rows])
+            .unique(list(DIGEST), keep="first")
+            .sort("judge_version", "hash_scheme", *DIGEST, maintain_order=True)
+        )
 
     def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
         return self.inner._judge_pairs(requests)

@@ -38,38 +38,231 @@ _TITLE_ABBREVIATIONS = (
 
 STOPWORDS: frozenset[str] = frozenset(
     {
-        "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "as", "at",
-        "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did",
-        "do", "does", "doing", "down", "during", "each", "either", "else", "etc", "ever", "every", "few", "for", "from",
-        "further", "get", "gets", "got", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him",
-        "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "may", "me",
-        "might", "more", "most", "must", "my", "myself", "of", "off", "on", "once", "only", "or", "other", "our",
-        "ours", "ourselves", "out", "over", "own", "per", "same", "shall", "she", "should", "so", "some", "such",
-        "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this",
-        "those", "through", "to", "too", "under", "until", "up", "upon", "us", "very", "via", "was", "we", "were",
-        "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "within",
-        "would", "you", "your", "yours", "yourself", "yourselves", "one", "ones"
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "either",
+        "else",
+        "etc",
+        "ever",
+        "every",
+        "few",
+        "for",
+        "from",
+        "further",
+        "get",
+        "gets",
+        "got",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "let",
+        "may",
+        "me",
+        "might",
+        "more",
+        "most",
+        "must",
+        "my",
+        "myself",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "per",
+        "same",
+        "shall",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "upon",
+        "us",
+        "very",
+        "via",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "whether",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "within",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "one",
+        "ones",
     }
 )
-NEGATIONS: frozenset[str] = frozenset({"not", "no", "never", "none", "nothing", "neither", "nor", "cannot", "without", "non"})
+NEGATIONS: frozenset[str] = frozenset(
+    {"not", "no", "never", "none", "nothing", "neither", "nor", "cannot", "without", "non"}
+)
 
 NUMBER_WORDS: dict[str, str] = {
-    "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
-    "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14", "fifteen": "15",
-    "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30",
-    "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "thirteen": "13",
+    "fourteen": "14",
+    "fifteen": "15",
+    "sixteen": "16",
+    "seventeen": "17",
+    "eighteen": "18",
+    "nineteen": "19",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "seventy": "70",
+    "eighty": "80",
+    "ninety": "90",
 }
 
 # Words of one group fill the same slot, so two different members conflict (an annual plan is not a monthly one).
 EXCLUSIVE_GROUPS: dict[str, tuple[str, ...]] = {
     "period": ("annual", "annually", "yearly", "monthly", "quarterly", "weekly", "daily", "hourly"),
     "daykind": ("business", "calendar", "working"),
-    "tier": ("free", "basic", "starter", "standard", "pro", "professional", "premium", "plus", "team", "business", "enterprise"),
-    "month": ("january", "february", "march", "april", "june", "july", "august", "september", "october",
-              "november", "december"),
+    "tier": (
+        "free",
+        "basic",
+        "starter",
+        "standard",
+        "pro",
+        "professional",
+        "premium",
+        "plus",
+        "team",
+        "business",
+        "enterprise",
+    ),
+    "month": (
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ),
     "weekday": ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"),
-    "comparison": ("more", "less", "fewer", "greater", "higher", "lower", "minimum", "maximum", "before", "after",
-                   "earlier", "later"),
+    "comparison": (
+        "more",
+        "less",
+        "fewer",
+        "greater",
+        "higher",
+        "lower",
+        "minimum",
+        "maximum",
+        "before",
+        "after",
+        "earlier",
+        "later",
+    ),
 }
 
 _TOKEN = r"[$€£%]|\d[\d,]*(?:\.\d+)?|\p{L}+(?:'\p{L}+)*"
@@ -95,8 +288,10 @@ def strip_doc_markers(text: pl.Expr) -> pl.Expr:
 
 def doc_markers(text: pl.Expr) -> pl.Expr:
     """The doc ids of the inline `[doc:ID]` markers of a text, in order."""
-    return text.str.extract_all(r"\[doc:[^\]]*\]").list.eval(pl.element().str.extract(DOC_MARKER, 1)).list.eval(
-        pl.element().filter(pl.element().str.len_chars() > 0)
+    return (
+        text.str.extract_all(r"\[doc:[^\]]*\]")
+        .list.eval(pl.element().str.extract(DOC_MARKER, 1))
+        .list.eval(pl.element().filter(pl.element().str.len_chars() > 0))
     )
 
 
@@ -178,7 +373,11 @@ def pack_key(high: str, low: str) -> pl.Expr:
 def _is_content_word(word: pl.Expr) -> pl.Expr:
     """Whether a normalized token is a content word: a number or two or more letters, not a stop word or negation."""
     stop = sorted(stemmed_stopwords())
-    return (word.str.contains(r"^\d") | word.str.contains(r"^\p{L}{2}")) & ~word.is_in(stop) & ~word.is_in(sorted(NEGATIONS))
+    return (
+        (word.str.contains(r"^\d") | word.str.contains(r"^\p{L}{2}"))
+        & ~word.is_in(stop)
+        & ~word.is_in(sorted(NEGATIONS))
+    )
 
 
 def content_word_set(text: pl.Expr) -> pl.Expr:
@@ -192,11 +391,17 @@ def with_content_word_sets(frame: pl.DataFrame, column: str, name: str) -> pl.Da
     # Texts repeat, and words repeat across texts far more: each distinct text is tokenized once and each distinct
     # token normalized once.
     texts = frame.select(column).unique().with_row_index("_text")
-    tokens = texts.select("_text", raw_tokens(pl.col(column)).alias("_token")).explode("_token", keep_nulls=False, empty_as_null=False)
+    tokens = texts.select("_text", raw_tokens(pl.col(column)).alias("_token")).explode(
+        "_token", keep_nulls=False, empty_as_null=False
+    )
     tokens = with_distinct(tokens, "_token", _word=normalize_token(pl.col("_token")))
     words = tokens.filter(_is_content_word(pl.col("_word"))).group_by("_text").agg(pl.col("_word").unique().alias(name))
-    texts = texts.join(words, on="_text", how="left").with_columns(
-        # a text without a content word has an empty set; only a null text has none
-        pl.when(pl.col(column).is_not_null()).then(pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))))
-    ).drop("_text")
+    texts = (
+        texts.join(words, on="_text", how="left")
+        .with_columns(
+            # a text without a content word has an empty set; only a null text has none
+            pl.when(pl.col(column).is_not_null()).then(pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.String))))
+        )
+        .drop("_text")
+    )
     return frame.join(texts, on=column, how="left", maintain_order="left", nulls_equal=True)

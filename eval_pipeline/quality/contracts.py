@@ -29,8 +29,13 @@ class TableContract:
     independent_scan: bool = False
 
 
-def lane_table(*columns: str, stages: tuple[str, ...] = (), unit_interval: tuple[str, ...] = (),
-               non_negative: tuple[str, ...] = (), value_sets: Mapping[str, tuple[str, ...]] | None = None) -> TableContract:
+def lane_table(
+    *columns: str,
+    stages: tuple[str, ...] = (),
+    unit_interval: tuple[str, ...] = (),
+    non_negative: tuple[str, ...] = (),
+    value_sets: Mapping[str, tuple[str, ...]] | None = None,
+) -> TableContract:
     """The contract of a per-trace lane table: keys, row status, stage columns and the given metric columns."""
     stage_columns = tuple(c for s in stages for c in (f"{s}_stage", f"{s}_reason"))
     sets = {"status": ROW_STATUSES, **{f"{s}_stage": STAGE_STATUSES for s in stages}, **(value_sets or {})}
@@ -71,7 +76,11 @@ def _new_ge_context():
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    batch = context.data_sources.add_pandas("eval_pipeline").add_dataframe_asset("table").add_batch_definition_whole_dataframe("whole")
+    batch = (
+        context.data_sources.add_pandas("eval_pipeline")
+        .add_dataframe_asset("table")
+        .add_batch_definition_whole_dataframe("whole")
+    )
     return gx, batch
 
 
@@ -81,8 +90,15 @@ _SUITES: dict[tuple, tuple] = {}
 def _suites(name: str, contract: TableContract, present: set[str]):
     """The schema suite and the value-range suite of a contract (ranges only over present columns), built once per
     process for each table and set of columns."""
-    key = (name, contract.columns, contract.unit_interval, contract.non_negative, tuple(contract.value_sets.items()),
-           contract.unique, frozenset(present))
+    key = (
+        name,
+        contract.columns,
+        contract.unit_interval,
+        contract.non_negative,
+        tuple(contract.value_sets.items()),
+        contract.unique,
+        frozenset(present),
+    )
     with _GE_LOCK:
         if key not in _SUITES:
             _SUITES[key] = _new_suites(name, contract, present)
@@ -97,7 +113,9 @@ def _new_suites(name: str, contract: TableContract, present: set[str]):
     ranges = gx.ExpectationSuite(name=f"{name}.{RANGES}")
     for column in contract.unit_interval:
         if column in present:
-            ranges.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column=column, min_value=0.0, max_value=1.0))
+            ranges.add_expectation(
+                gx.expectations.ExpectColumnValuesToBeBetween(column=column, min_value=0.0, max_value=1.0)
+            )
     for column in contract.non_negative:
         if column in present:
             ranges.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column=column, min_value=0))
@@ -127,7 +145,9 @@ class Verdict:
 def _run_suite(suite, frame: pl.DataFrame, result_format: str = "BASIC") -> Verdict:
     # BASIC still gives each failure's count and first values; SUMMARY's value counts double the time
     _, batch = _ge_context()
-    result = batch.get_batch(batch_parameters={"dataframe": frame.to_pandas()}).validate(suite, result_format=result_format)
+    result = batch.get_batch(batch_parameters={"dataframe": frame.to_pandas()}).validate(
+        suite, result_format=result_format
+    )
     failed = []
     for item in result.results:
         if not item.success:
@@ -140,8 +160,12 @@ def _run_suite(suite, frame: pl.DataFrame, result_format: str = "BASIC") -> Verd
     return Verdict(
         passed=bool(result.success),
         description=f"{stats['successful_expectations']}/{stats['evaluated_expectations']} expectations met",
-        metadata={"suite": suite.name, "expectations": stats["evaluated_expectations"],
-                  "unsuccessful": stats["unsuccessful_expectations"], "failures": "\n".join(failed) or NO_FAILURE},
+        metadata={
+            "suite": suite.name,
+            "expectations": stats["evaluated_expectations"],
+            "unsuccessful": stats["unsuccessful_expectations"],
+            "failures": "\n".join(failed) or NO_FAILURE,
+        },
     )
 
 
@@ -172,14 +196,20 @@ def check_schema_and_ranges(name: str, contract: TableContract, frame: pl.DataFr
 
 def _all_met(suite) -> Verdict:
     n = len(suite.expectations)
-    return Verdict(True, f"{n}/{n} expectations met", {"suite": suite.name, "expectations": n, "unsuccessful": 0,
-                                                       "failures": NO_FAILURE})
+    return Verdict(
+        True,
+        f"{n}/{n} expectations met",
+        {"suite": suite.name, "expectations": n, "unsuccessful": 0, "failures": NO_FAILURE},
+    )
 
 
 def _passes(suite, frame: pl.DataFrame) -> bool:
     _, batch = _ge_context()
-    return bool(batch.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
-                .validate(suite, result_format="BOOLEAN_ONLY").success)
+    return bool(
+        batch.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
+        .validate(suite, result_format="BOOLEAN_ONLY")
+        .success
+    )
 
 
 # Column name and value in one text for the stacked set check: no column name holds this control character.
@@ -189,30 +219,48 @@ _MEMBER_SEPARATOR = "\x1f"
 def _stackable(contract: TableContract, schema: Mapping[str, pl.DataType]) -> bool:
     """Whether every checked column has a type the stacked suite checks exactly as the per-column suite does."""
     bounded = [*contract.unit_interval, *contract.non_negative]
-    return (all(schema[c].is_numeric() for c in bounded if c in schema)
-            and all(schema[c] in (pl.String, pl.Categorical) for c in contract.value_sets if c in schema)
-            and all(schema[c].is_numeric() or schema[c] in (pl.String, pl.Boolean) for c in contract.unique if c in schema))
+    return (
+        all(schema[c].is_numeric() for c in bounded if c in schema)
+        and all(schema[c] in (pl.String, pl.Categorical) for c in contract.value_sets if c in schema)
+        and all(schema[c].is_numeric() or schema[c] in (pl.String, pl.Boolean) for c in contract.unique if c in schema)
+    )
 
 
 def _compact_suites(name: str, contract: TableContract, present: set[str]):
     """The compact schema suite (every contracted column present) and range suite (None when a column's type does
     not allow stacking, or nothing applies), cached as the per-column suites are."""
-    key = ("compact", name, contract.columns, contract.unit_interval, contract.non_negative,
-           tuple(contract.value_sets.items()), contract.unique, frozenset(present))
+    key = (
+        "compact",
+        name,
+        contract.columns,
+        contract.unit_interval,
+        contract.non_negative,
+        tuple(contract.value_sets.items()),
+        contract.unique,
+        frozenset(present),
+    )
     with _GE_LOCK:
         if key not in _SUITES:
             gx, _ = _ge_context()
             schema = gx.ExpectationSuite(name=f"{name}.{SCHEMA}.compact")
-            schema.add_expectation(gx.expectations.ExpectTableColumnsToMatchSet(column_set=list(contract.columns),
-                                                                               exact_match=False))
+            schema.add_expectation(
+                gx.expectations.ExpectTableColumnsToMatchSet(column_set=list(contract.columns), exact_match=False)
+            )
             ranges = gx.ExpectationSuite(name=f"{name}.{RANGES}.compact")
             if any(c in present for c in contract.unit_interval):
-                ranges.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column="unit", min_value=0.0,
-                                                                                     max_value=1.0))
+                ranges.add_expectation(
+                    gx.expectations.ExpectColumnValuesToBeBetween(column="unit", min_value=0.0, max_value=1.0)
+                )
             if any(c in present for c in contract.non_negative):
-                ranges.add_expectation(gx.expectations.ExpectColumnValuesToBeBetween(column="non_negative", min_value=0))
-            members = [f"{c}{_MEMBER_SEPARATOR}{v}" for c, values in contract.value_sets.items() if c in present
-                       for v in values]
+                ranges.add_expectation(
+                    gx.expectations.ExpectColumnValuesToBeBetween(column="non_negative", min_value=0)
+                )
+            members = [
+                f"{c}{_MEMBER_SEPARATOR}{v}"
+                for c, values in contract.value_sets.items()
+                if c in present
+                for v in values
+            ]
             if any(c in present for c in contract.value_sets):
                 ranges.add_expectation(gx.expectations.ExpectColumnValuesToBeInSet(column="member", value_set=members))
             for column in contract.unique:
@@ -235,9 +283,16 @@ def _stacked(contract: TableContract, frame: pl.DataFrame, present: set[str]) ->
             parts.append(pl.concat(bounded).drop_nulls().unique().alias(alias).to_frame())
     sets = [c for c in contract.value_sets if c in present]
     if sets:
-        parts.append(frame.select(pl.concat_list(pl.lit(f"{c}{_MEMBER_SEPARATOR}") + pl.col(c).cast(pl.String)
-                                                 for c in sets).alias("member"))
-                     .explode("member").drop_nulls().unique())
+        parts.append(
+            frame.select(
+                pl.concat_list(pl.lit(f"{c}{_MEMBER_SEPARATOR}") + pl.col(c).cast(pl.String) for c in sets).alias(
+                    "member"
+                )
+            )
+            .explode("member")
+            .drop_nulls()
+            .unique()
+        )
     keys = [c for c in dict.fromkeys(contract.unique) if c in present]
     if keys:
         parts.append(frame.select(pl.col(c).alias(f"unique:{c}") for c in keys))
@@ -247,16 +302,22 @@ def _stacked(contract: TableContract, frame: pl.DataFrame, present: set[str]) ->
 def _with_not_a_number(verdict: Verdict, contract: TableContract, frame: pl.DataFrame) -> Verdict:
     """The range verdict failed for NaN in a bounded column: pandas reads NaN as missing, so the suite lets it pass
     (0/0 in polars is NaN, not null)."""
-    bounded = [c for c in dict.fromkeys((*contract.unit_interval, *contract.non_negative))
-               if c in frame.columns and frame.schema[c].is_float()]
+    bounded = [
+        c
+        for c in dict.fromkeys((*contract.unit_interval, *contract.non_negative))
+        if c in frame.columns and frame.schema[c].is_float()
+    ]
     counts = frame.select(pl.col(c).is_nan().sum() for c in bounded).row(0, named=True) if bounded else {}
     found = [f"not_a_number({column}): {n} unexpected" for column, n in counts.items() if n]
     if not found:
         return verdict
     failures = [line for line in (verdict.metadata.get("failures"), *found) if line and line != NO_FAILURE]
     nan_columns = ", ".join(c for c, n in counts.items() if n)
-    return Verdict(passed=False, description=f"NaN (not a number) in {nan_columns}; the suite: {verdict.description}",
-                   metadata={**verdict.metadata, "failures": "\n".join(failures)})
+    return Verdict(
+        passed=False,
+        description=f"NaN (not a number) in {nan_columns}; the suite: {verdict.description}",
+        metadata={**verdict.metadata, "failures": "\n".join(failures)},
+    )
 
 
 def check_complete(frame: pl.DataFrame, expected_traces: pl.DataFrame | None) -> Verdict:
@@ -266,8 +327,11 @@ def check_complete(frame: pl.DataFrame, expected_traces: pl.DataFrame | None) ->
     expected = expected_traces.select("trace_id").unique()
     missing = expected.join(frame.select("trace_id"), on="trace_id", how="anti")
     unexpected = frame.select("trace_id").join(expected, on="trace_id", how="anti")
-    unexplained = frame.filter(pl.col("status").is_in(["incomplete", "not_applicable"]) & pl.col("reason").is_null()) \
-        if {"status", "reason"} <= set(frame.columns) else frame.head(0)
+    unexplained = (
+        frame.filter(pl.col("status").is_in(["incomplete", "not_applicable"]) & pl.col("reason").is_null())
+        if {"status", "reason"} <= set(frame.columns)
+        else frame.head(0)
+    )
     passed = missing.height == 0 and unexpected.height == 0 and unexplained.height == 0
     return Verdict(
         passed=passed,
@@ -278,7 +342,9 @@ def check_complete(frame: pl.DataFrame, expected_traces: pl.DataFrame | None) ->
             "missing_sample": ", ".join(missing["trace_id"].head(10).to_list()) or "no trace missing",
             "unexpected_traces": unexpected.height,
             "incomplete_without_reason": unexplained.height,
-            "incomplete_rows": frame.filter(pl.col("status") == "incomplete").height if "status" in frame.columns else 0,
+            "incomplete_rows": frame.filter(pl.col("status") == "incomplete").height
+            if "status" in frame.columns
+            else 0,
         },
     )
 
@@ -294,6 +360,7 @@ def check_no_personal_data(table: str, frame: pl.DataFrame, independent: bool | 
     where = [f"{place} ×{count}" for place, count in leak_summary(findings).items()]
     return Verdict(
         passed=findings.height == 0,
-        description=f"{findings.height} residual personal data finding(s)" + (f": {'; '.join(where[:10])}" if where else ""),
+        description=f"{findings.height} residual personal data finding(s)"
+        + (f": {'; '.join(where[:10])}" if where else ""),
         metadata={"findings": findings.height, "where": "\n".join(where) or "nothing found"},
     )

@@ -25,8 +25,13 @@ CASES_FOLDER = "cases"
 DEFAULT_LIMIT = 500
 
 
-def read_case_tables(warehouse: Warehouse, run_id: str, case_ids: Iterable[str] | None = None,
-                     relevance_threshold: int | None = None, manifest: dict | None = None) -> CaseTables | None:
+def read_case_tables(
+    warehouse: Warehouse,
+    run_id: str,
+    case_ids: Iterable[str] | None = None,
+    relevance_threshold: int | None = None,
+    manifest: dict | None = None,
+) -> CaseTables | None:
     """A run's tables for some cases (all with None), each table read once; None when the run was never scored
     (`manifest`, when the caller has read it already, saves reading it again)."""
     manifest = manifest if manifest is not None else manifest_from_warehouse(warehouse, run_id)
@@ -55,14 +60,20 @@ def _frames(value: pl.DataFrame | Sequence[pl.DataFrame | None] | None) -> list[
     return [frame for frame in value if frame is not None]
 
 
-def case_ids_worth_a_page(gate_results: pl.DataFrame | None, attribution_frames: pl.DataFrame | Sequence[pl.DataFrame | None] | None,
-                          review_queue: pl.DataFrame | None, limit: int = DEFAULT_LIMIT,
-                          cases: pl.DataFrame | None = None) -> list[str]:
+def case_ids_worth_a_page(
+    gate_results: pl.DataFrame | None,
+    attribution_frames: pl.DataFrame | Sequence[pl.DataFrame | None] | None,
+    review_queue: pl.DataFrame | None,
+    limit: int = DEFAULT_LIMIT,
+    cases: pl.DataFrame | None = None,
+) -> list[str]:
     """Case ids by priority, unique, at most `limit`: blocking cases of failed gates, failed cases of high criticality
     (criticality from `cases`, the deid_cases), other failed cases, review-queue cases, incomplete cases; each group by case id."""
     blocking = set()
     if gate_results is not None and gate_results.height:
-        blocking = set(gate_results.filter(pl.col("status") == "fail")["blocking_cases"].explode().drop_nulls().to_list())
+        blocking = set(
+            gate_results.filter(pl.col("status") == "fail")["blocking_cases"].explode().drop_nulls().to_list()
+        )
     failed, incomplete = set(), set()
     for frame in _frames(attribution_frames):
         failed |= set(frame.filter(pl.col("outcome") == "fail")["case_id"].to_list())
@@ -70,15 +81,25 @@ def case_ids_worth_a_page(gate_results: pl.DataFrame | None, attribution_frames:
     high = set()
     if cases is not None and "criticality" in cases.columns:
         high = set(cases.filter(pl.col("criticality") == "high")["case_id"].to_list())
-    review = set(review_queue["case_id"].drop_nulls().to_list()) if review_queue is not None and review_queue.height else set()
+    review = (
+        set(review_queue["case_id"].drop_nulls().to_list())
+        if review_queue is not None and review_queue.height
+        else set()
+    )
     ordered: dict[str, None] = {}
     for group in (blocking, failed & high, failed, review, incomplete):
         ordered.update(dict.fromkeys(sorted(group)))
     return list(ordered)[: max(limit, 0)]
 
 
-def case_page_files(warehouse: Warehouse, run_id: str, case_ids: Iterable[str], baseline_run_id: str | None = None,
-                    limit: int = DEFAULT_LIMIT, relevance_threshold: int | None = None) -> list[ReportFile]:
+def case_page_files(
+    warehouse: Warehouse,
+    run_id: str,
+    case_ids: Iterable[str],
+    baseline_run_id: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    relevance_threshold: int | None = None,
+) -> list[ReportFile]:
     """The page of each of at most `limit` of the cases (in the order given) that the run knows, against the baseline
     when it is another scored run, rendered and not yet written; every table is read once for all pages."""
     wanted = list(dict.fromkeys(case_ids))[: max(limit, 0)]
@@ -87,8 +108,11 @@ def case_page_files(warehouse: Warehouse, run_id: str, case_ids: Iterable[str], 
     tables = read_case_tables(warehouse, run_id, wanted, relevance_threshold)
     if tables is None:
         raise LookupError(f"run {run_id!r} has not been scored in {warehouse.root}")
-    baseline = (read_case_tables(warehouse, baseline_run_id, wanted, tables.relevance_threshold)
-                if baseline_run_id and baseline_run_id != run_id else None)
+    baseline = (
+        read_case_tables(warehouse, baseline_run_id, wanted, tables.relevance_threshold)
+        if baseline_run_id and baseline_run_id != run_id
+        else None
+    )
     per_case = tables.split_by_case(wanted)
     base_per_case = baseline.split_by_case(wanted) if baseline is not None else {}
 
@@ -104,9 +128,15 @@ def case_page_files(warehouse: Warehouse, run_id: str, case_ids: Iterable[str], 
         return [f for f in map(page, wanted) if f is not None]
 
 
-def write_case_pages(warehouse: Warehouse, reports: Location | str | os.PathLike, run_id: str, case_ids: Iterable[str],
-                     baseline_run_id: str | None = None, limit: int = DEFAULT_LIMIT,
-                     relevance_threshold: int | None = None) -> list[str]:
+def write_case_pages(
+    warehouse: Warehouse,
+    reports: Location | str | os.PathLike,
+    run_id: str,
+    case_ids: Iterable[str],
+    baseline_run_id: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    relevance_threshold: int | None = None,
+) -> list[str]:
     """Write reports/<run_id>/cases/<case_id>.html for at most `limit` of the cases (case_page_files), only when no
     page holds personal data (publish: ReportLeakError otherwise, and no page written). The URIs written, in order."""
     location = reports if isinstance(reports, Location) else open_location(reports)

@@ -120,8 +120,10 @@ class CaseTables:
         wanted = list(dict.fromkeys(case_ids))
         if self.only_case is not None and wanted == [self.only_case]:
             return self
-        frames = {name: frame.filter(pl.col(CASE_TABLES[name]).is_in(wanted)) if name in CASE_TABLES else frame
-                  for name, frame in self.frames.items()}
+        frames = {
+            name: frame.filter(pl.col(CASE_TABLES[name]).is_in(wanted)) if name in CASE_TABLES else frame
+            for name, frame in self.frames.items()
+        }
         return replace(self, frames=frames)
 
     def split_by_case(self, case_ids: Iterable[str]) -> dict[str, CaseTables]:
@@ -139,8 +141,12 @@ class CaseTables:
                 parts[case][name] = groups[case] if case in groups else frame.clear()
         ranked = self._ranked_by_case(wanted)
         outcomes = self._outcomes_by_case(wanted)
-        return {case: replace(self, frames=parts[case], only_case=case, ranked=ranked.get(case), outcomes=outcomes.get(case))
-                for case in wanted}
+        return {
+            case: replace(
+                self, frames=parts[case], only_case=case, ranked=ranked.get(case), outcomes=outcomes.get(case)
+            )
+            for case in wanted
+        }
 
     def _outcomes_by_case(self, wanted: list[str]) -> dict[str, pl.DataFrame]:
         # one lane_outcomes over all the cases: each is some milliseconds of queries however few its stages
@@ -160,8 +166,9 @@ class CaseTables:
         case_of = traces.select("trace_id", "case_id")
         split = []
         for ranking in (hits, candidates):
-            groups = (ranking.join(case_of, on="trace_id", how="left", maintain_order="left")
-                      .partition_by("case_id", as_dict=True, maintain_order=True, include_key=False))
+            groups = ranking.join(case_of, on="trace_id", how="left", maintain_order="left").partition_by(
+                "case_id", as_dict=True, maintain_order=True, include_key=False
+            )
             split.append({case: groups.get((case,), ranking.clear()) for case in wanted})
         return {case: (split[0][case], split[1][case]) for case in wanted}
 
@@ -179,7 +186,9 @@ class RagView:
     missed: pl.DataFrame  # doc_id, grade, source, candidate_rank: relevant docs not in the ranked list
     context: pl.DataFrame  # chunk, doc_id, tokens, relevant, text
     context_scores: dict | None
-    claims: pl.DataFrame  # claim_index (0-based, as stage reasons name claims), verdict, score, text, evidence, quote ...
+    claims: (
+        pl.DataFrame
+    )  # claim_index (0-based, as stage reasons name claims), verdict, score, text, evidence, quote ...
     logged_citations: pl.DataFrame  # doc_id, quote, claim_index as logged by the assistant
     grounding: dict | None
     citations: dict | None
@@ -303,8 +312,9 @@ class _CaseRows:
         index = self._traces.get(name)
         if index is None:
             frame = self.tables.frame(name)
-            index = self._traces[name] = (_by_trace(self.all(name)) if frame is not None and "trace_id" in frame.columns
-                                          else {})
+            index = self._traces[name] = (
+                _by_trace(self.all(name)) if frame is not None and "trace_id" in frame.columns else {}
+            )
         return index.get(trace_id, []) if trace_id is not None else []
 
     def first(self, name: str, trace_id: str | None) -> dict | None:
@@ -416,7 +426,9 @@ def _outcomes(stages: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
         return lane_outcomes(stages).select(columns)
     stored = attribution.select(columns)
     # outcomes are per (trace, lane): only the pairs without a stored row need computing, usually none
-    unstored = stages.join(stored.select("trace_id", "lane"), on=["trace_id", "lane"], how="anti", maintain_order="left")
+    unstored = stages.join(
+        stored.select("trace_id", "lane"), on=["trace_id", "lane"], how="anti", maintain_order="left"
+    )
     if unstored.height == 0:
         return stored
     return pl.concat([stored, lane_outcomes(unstored).select(columns)])
@@ -428,20 +440,29 @@ def _with_retrieval(traces: pl.DataFrame) -> pl.DataFrame:
 
 def _ranked(traces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(hits, candidates) ranked per trace as docs/metrics.md#retrieval ranks them: rounds in order, first occurrence of a doc wins."""
-    schema = {"trace_id": pl.String, "rank": pl.Int64, "doc_id": pl.String, "score": pl.Float64, "round": pl.Int64,
-              "variant": pl.String}
+    schema = {
+        "trace_id": pl.String,
+        "rank": pl.Int64,
+        "doc_id": pl.String,
+        "score": pl.Float64,
+        "round": pl.Int64,
+        "variant": pl.String,
+    }
     if traces.height == 0 or "retrieval" not in traces.columns or not isinstance(traces.schema["retrieval"], pl.List):
         return _empty(schema), _empty({"trace_id": pl.String, "candidate_rank": pl.Int64, "doc_id": pl.String})
     numbered = traces.select("trace_id", "retrieval").with_row_index("_tid")
     ids = numbered.select("_tid", "trace_id")
     hits = ranked_hits(numbered)
-    hits = (hits.join(ids, on="_tid", how="left").select(list(schema)) if hits.height else _empty(schema))
+    hits = hits.join(ids, on="_tid", how="left").select(list(schema)) if hits.height else _empty(schema)
     rounds = retrieval_rounds(numbered)
     candidates = ranked_entries(rounds, "candidates") if rounds.height else pl.DataFrame()
     if candidates.height == 0:
         return hits, _empty({"trace_id": pl.String, "candidate_rank": pl.Int64, "doc_id": pl.String})
-    candidates = (first_occurrences(candidates).join(ids, on="_tid", how="left")
-                  .select("trace_id", pl.col("rank").alias("candidate_rank"), "doc_id"))
+    candidates = (
+        first_occurrences(candidates)
+        .join(ids, on="_tid", how="left")
+        .select("trace_id", pl.col("rank").alias("candidate_rank"), "doc_id")
+    )
     return hits, candidates
 
 
@@ -456,8 +477,12 @@ class _Ranked:
 
     @classmethod
     def of(cls, hits: pl.DataFrame, candidates: pl.DataFrame) -> _Ranked:
-        return cls(hits=_by_trace(hits.to_dicts()), hit_schema={k: v for k, v in hits.schema.items() if k != "trace_id"},
-                   candidates=_by_trace(candidates.to_dicts()), candidate_rank=candidates.schema["candidate_rank"])
+        return cls(
+            hits=_by_trace(hits.to_dicts()),
+            hit_schema={k: v for k, v in hits.schema.items() if k != "trace_id"},
+            candidates=_by_trace(candidates.to_dicts()),
+            candidate_rank=candidates.schema["candidate_rank"],
+        )
 
 
 @dataclass
@@ -472,8 +497,9 @@ class _Grades:
         if qrels is None or qrels.height == 0:
             return cls({}, {"doc_id": pl.String, "grade": pl.Int64, "source": pl.String})
         rows: dict[str | None, dict] = {}
-        for doc, grade, source in zip(qrels["doc_id"].to_list(), qrels["grade"].cast(pl.Int64).to_list(),
-                                      qrels["source"].to_list(), strict=True):
+        for doc, grade, source in zip(
+            qrels["doc_id"].to_list(), qrels["grade"].cast(pl.Int64).to_list(), qrels["source"].to_list(), strict=True
+        ):
             rows.setdefault(doc, {"doc_id": doc, "grade": grade, "source": source})
         schema = qrels.schema
         return cls(rows, {"doc_id": schema["doc_id"], "grade": pl.Int64, "source": schema["source"]})
@@ -485,10 +511,20 @@ class _Grades:
 
 
 # (column shown, column of the claims table): the claim, its verdicts and their reasons first, the evidence after
-CLAIM_COLUMNS = (("claim_index", "claim_index"), ("verdict", "verdict"), ("text", "claim"), ("judge_reason", "reason"),
-                 ("citation_verdict", "citation_verdict"), ("citation_reason", "citation_reason"), ("score", "score"),
-                 ("evidence_doc_id", "evidence_doc_id"), ("evidence_quote", "evidence_quote"),
-                 ("quote_verified", "quote_verified"), ("cited_doc_ids", "cited_doc_ids"), ("status", "status"))
+CLAIM_COLUMNS = (
+    ("claim_index", "claim_index"),
+    ("verdict", "verdict"),
+    ("text", "claim"),
+    ("judge_reason", "reason"),
+    ("citation_verdict", "citation_verdict"),
+    ("citation_reason", "citation_reason"),
+    ("score", "score"),
+    ("evidence_doc_id", "evidence_doc_id"),
+    ("evidence_quote", "evidence_quote"),
+    ("quote_verified", "quote_verified"),
+    ("cited_doc_ids", "cited_doc_ids"),
+    ("status", "status"),
+)
 
 
 def _rag_view(trace: dict, rows: _CaseRows, grades: _Grades, ranking: _Ranked) -> RagView:
@@ -497,22 +533,39 @@ def _rag_view(trace: dict, rows: _CaseRows, grades: _Grades, ranking: _Ranked) -
     relevant = [g for g in grades.rows.values() if g["grade"] is not None and g["grade"] >= threshold]
     relevant_ids = {g["doc_id"] for g in relevant}
     # a null doc id is neither relevant nor in the context (null, as polars' is_in has it)
-    context = [{"chunk": i, "doc_id": c.get("doc_id"), "tokens": c.get("tokens"),
-                "relevant": None if c.get("doc_id") is None else c.get("doc_id") in relevant_ids,
-                "text": _preview(c.get("text"))} for i, c in enumerate(trace.get("context") or [], start=1)]
+    context = [
+        {
+            "chunk": i,
+            "doc_id": c.get("doc_id"),
+            "tokens": c.get("tokens"),
+            "relevant": None if c.get("doc_id") is None else c.get("doc_id") in relevant_ids,
+            "text": _preview(c.get("text")),
+        }
+        for i, c in enumerate(trace.get("context") or [], start=1)
+    ]
     in_context = {c["doc_id"] for c in context}
     ranked = []
     for hit in ranking.hits.get(trace_id, []):
         grade = grades.grade(hit["doc_id"])
-        ranked.append({**hit, "grade": grade, "relevant": grade is not None and grade >= threshold,
-                       "in_context": None if hit["doc_id"] is None else hit["doc_id"] in in_context})
+        ranked.append(
+            {
+                **hit,
+                "grade": grade,
+                "relevant": grade is not None and grade >= threshold,
+                "in_context": None if hit["doc_id"] is None else hit["doc_id"] in in_context,
+            }
+        )
     ranked_ids = {r["doc_id"] for r in ranked if r["doc_id"] is not None}
     candidate_ranks: dict[str, list] = {}
     for candidate in ranking.candidates.get(trace_id, []):
         if candidate["doc_id"] is not None:
             candidate_ranks.setdefault(candidate["doc_id"], []).append(candidate["candidate_rank"])
-    missed = [{**g, "candidate_rank": rank} for g in relevant if g["doc_id"] is None or g["doc_id"] not in ranked_ids
-              for rank in candidate_ranks.get(g["doc_id"]) or [None]]
+    missed = [
+        {**g, "candidate_rank": rank}
+        for g in relevant
+        if g["doc_id"] is None or g["doc_id"] not in ranked_ids
+        for rank in candidate_ranks.get(g["doc_id"]) or [None]
+    ]
     missed.sort(key=lambda m: _nulls_first(m["doc_id"]))
     claims_frame = rows.tables.frame("claims")
     claims = rows.of_trace("claims", trace_id)
@@ -522,19 +575,33 @@ def _rag_view(trace: dict, rows: _CaseRows, grades: _Grades, ranking: _Ranked) -
         claims_view = claims_frame.clear()
     else:
         schema = rows.schema("claims")
-        claims_view = _frame([{shown: c[column] for shown, column in CLAIM_COLUMNS}
-                              for c in sorted(claims, key=lambda c: _nulls_first(c["claim_index"]))],
-                             {shown: schema[column] for shown, column in CLAIM_COLUMNS})
-    logged = pl.DataFrame(trace.get("citations") or [], schema={"doc_id": pl.String, "quote": pl.String, "claim_index": pl.Int64})
+        claims_view = _frame(
+            [
+                {shown: c[column] for shown, column in CLAIM_COLUMNS}
+                for c in sorted(claims, key=lambda c: _nulls_first(c["claim_index"]))
+            ],
+            {shown: schema[column] for shown, column in CLAIM_COLUMNS},
+        )
+    logged = pl.DataFrame(
+        trace.get("citations") or [], schema={"doc_id": pl.String, "quote": pl.String, "claim_index": pl.Int64}
+    )
     queries = [r.get("query") for r in trace.get("retrieval") or [] if r.get("query")]
     return RagView(
-        retrieval=rows.first("retrieval_scores", trace_id), queries=queries,
-        ranked=_frame(ranked, {**ranking.hit_schema, "grade": pl.Int64, "relevant": pl.Boolean, "in_context": pl.Boolean}),
+        retrieval=rows.first("retrieval_scores", trace_id),
+        queries=queries,
+        ranked=_frame(
+            ranked, {**ranking.hit_schema, "grade": pl.Int64, "relevant": pl.Boolean, "in_context": pl.Boolean}
+        ),
         missed=_frame(missed, {**grades.schema, "candidate_rank": ranking.candidate_rank}),
-        context=_frame(context, {"chunk": pl.Int64, "doc_id": pl.String, "tokens": pl.Int64, "relevant": pl.Boolean,
-                                 "text": pl.String}),
-        context_scores=rows.first("context_scores", trace_id), claims=claims_view, logged_citations=logged,
-        grounding=rows.first("grounding_scores", trace_id), citations=rows.first("citation_scores", trace_id),
+        context=_frame(
+            context,
+            {"chunk": pl.Int64, "doc_id": pl.String, "tokens": pl.Int64, "relevant": pl.Boolean, "text": pl.String},
+        ),
+        context_scores=rows.first("context_scores", trace_id),
+        claims=claims_view,
+        logged_citations=logged,
+        grounding=rows.first("grounding_scores", trace_id),
+        citations=rows.first("citation_scores", trace_id),
         answer=rows.first("answer_scores", trace_id),
     )
 
@@ -551,33 +618,66 @@ def _agent_view(trace: dict, rows: _CaseRows, case: dict | None) -> AgentView:
     found = rows.of_trace("tool_call_diffs", trace_id)
     if found:
         schema = rows.schema("tool_call_diffs")
-        calls = [{c: call[c] for c in CALL_COLUMNS} for call in sorted(found, key=lambda call: _nulls_first(call["position"]))]
+        calls = [
+            {c: call[c] for c in CALL_COLUMNS}
+            for call in sorted(found, key=lambda call: _nulls_first(call["position"]))
+        ]
         calls_view = _frame(calls, {c: schema[c] for c in CALL_COLUMNS})
     else:
         calls = []
         calls_view = _empty({"position": pl.Int64, **{c: pl.String for c in CALL_COLUMNS[1:]}})
-    diffs = [{"position": call["position"], "field": where, "expected": e, "actual": a}
-             for call in calls if call["match"] == "args_differ"
-             for where, e, a in call_argument_diffs(call["expected_call"], call["actual_call"])]
-    argument_diffs = pl.DataFrame(diffs, schema={"position": pl.Int64, "field": pl.String, "expected": pl.String,
-                                                 "actual": pl.String})
-    steps = [s for s in trace.get("steps") or [] if s.get("kind") == "tool_call"
-             and (s.get("error") or s.get("status") not in (None, "ok"))]
-    step_errors = pl.DataFrame([{"step": s.get("index"), "tool": s.get("tool"), "status": s.get("status"),
-                                 "error": s.get("error")} for s in steps],
-                               schema={"step": pl.Int64, "tool": pl.String, "status": pl.String, "error": pl.String})
+    diffs = [
+        {"position": call["position"], "field": where, "expected": e, "actual": a}
+        for call in calls
+        if call["match"] == "args_differ"
+        for where, e, a in call_argument_diffs(call["expected_call"], call["actual_call"])
+    ]
+    argument_diffs = pl.DataFrame(
+        diffs, schema={"position": pl.Int64, "field": pl.String, "expected": pl.String, "actual": pl.String}
+    )
+    steps = [
+        s
+        for s in trace.get("steps") or []
+        if s.get("kind") == "tool_call" and (s.get("error") or s.get("status") not in (None, "ok"))
+    ]
+    step_errors = pl.DataFrame(
+        [
+            {"step": s.get("index"), "tool": s.get("tool"), "status": s.get("status"), "error": s.get("error")}
+            for s in steps
+        ],
+        schema={"step": pl.Int64, "tool": pl.String, "status": pl.String, "error": pl.String},
+    )
     outcome = rows.first("outcome_scores", trace_id)
     expected = {m["name"]: m for m in (case or {}).get("milestones") or []}
     state = _json(trace.get("final_state_json"))
-    milestones = [{"name": m.get("name"), "path": m.get("path"), "op": m.get("op"),
-                   "expected": expected.get(m.get("name"), {}).get("value_json"),
-                   "actual": json_text(_at_path(state, m.get("path"))) if state is not None else None,
-                   "passed": m.get("passed")} for m in (outcome or {}).get("milestones") or []]
+    milestones = [
+        {
+            "name": m.get("name"),
+            "path": m.get("path"),
+            "op": m.get("op"),
+            "expected": expected.get(m.get("name"), {}).get("value_json"),
+            "actual": json_text(_at_path(state, m.get("path"))) if state is not None else None,
+            "passed": m.get("passed"),
+        }
+        for m in (outcome or {}).get("milestones") or []
+    ]
     return AgentView(
-        tools=rows.first("tool_scores", trace_id), calls=calls_view, argument_diffs=argument_diffs,
-        step_errors=step_errors, outcome=outcome,
-        milestones=pl.DataFrame(milestones, schema={"name": pl.String, "path": pl.String, "op": pl.String,
-                                                    "expected": pl.String, "actual": pl.String, "passed": pl.Boolean}),
+        tools=rows.first("tool_scores", trace_id),
+        calls=calls_view,
+        argument_diffs=argument_diffs,
+        step_errors=step_errors,
+        outcome=outcome,
+        milestones=pl.DataFrame(
+            milestones,
+            schema={
+                "name": pl.String,
+                "path": pl.String,
+                "op": pl.String,
+                "expected": pl.String,
+                "actual": pl.String,
+                "passed": pl.Boolean,
+            },
+        ),
     )
 
 
@@ -596,14 +696,22 @@ def _attempt_metrics(rows: _CaseRows, trace_id: str) -> dict[str, object]:
 
 LANE_KEYS = ("run_id", "trace_id", "case_id", "attempt", "lane")  # lane_outcomes' key
 OUTCOME_COLUMNS = ("trace_id", "lane", "outcome", "first_failing_stage", "owner", "reason", "hazard")
-STAGE_COLUMNS = {"lane": pl.String, "stage": pl.String, "stage_order": pl.Int64, "status": pl.String, "reason": pl.String}
+STAGE_COLUMNS = {
+    "lane": pl.String,
+    "stage": pl.String,
+    "stage_order": pl.Int64,
+    "status": pl.String,
+    "reason": pl.String,
+}
 
 
 def _columns(schema: Mapping[str, pl.DataType], columns: Iterable[str]) -> dict[str, pl.DataType]:
     return {c: schema[c] for c in columns}
 
 
-def _outcome_rows(rows: _CaseRows, stages: list[dict], stage_schema: pl.Schema) -> tuple[list[dict], dict[str, pl.DataType]]:
+def _outcome_rows(
+    rows: _CaseRows, stages: list[dict], stage_schema: pl.Schema
+) -> tuple[list[dict], dict[str, pl.DataType]]:
     """`_outcomes` as rows: the stored attribution, then the outcomes split_by_case computed for the (trace, lane)
     pairs it lacks, in the order the stages name them; `_outcomes` itself when they were not computed."""
     if not stages:
@@ -642,10 +750,19 @@ def build_story(tables: CaseTables, case_id: str, trace_id: str | None = None) -
     traces = rows.all("deid_traces")
     stage_frame = tables.frame("stage_results")
     stages = rows.all("stage_results")
-    lanes = _lane_order(case, [s["lane"] for s in stages] if stage_frame is not None and "lane" in stage_frame.columns else [])
+    lanes = _lane_order(
+        case, [s["lane"] for s in stages] if stage_frame is not None and "lane" in stage_frame.columns else []
+    )
     lane_rank = {lane: i for i, lane in enumerate(lanes)}
-    stages = sorted(stages, key=lambda s: (_nulls_first(s["attempt"]), _nulls_first(s["trace_id"]),
-                                           lane_rank.get(s["lane"], len(lanes)), _nulls_first(s["stage_order"])))
+    stages = sorted(
+        stages,
+        key=lambda s: (
+            _nulls_first(s["attempt"]),
+            _nulls_first(s["trace_id"]),
+            lane_rank.get(s["lane"], len(lanes)),
+            _nulls_first(s["stage_order"]),
+        ),
+    )
     stage_schema = rows.schema("stage_results") if stages else STAGE_COLUMNS
     attempt_stage_schema = {c: stage_schema[c] for c in STAGE_COLUMNS}
     stages_of = _by_trace(stages)
@@ -671,30 +788,53 @@ def build_story(tables: CaseTables, case_id: str, trace_id: str | None = None) -
         trace_stages = stages_of.get(tid, []) if tid is not None else []
         # a harness that did not complete left no evidence to show, only its error
         trace_lanes = set() if trace.get("status") in HARNESS_FAILED else {s["lane"] for s in trace_stages} | set(lanes)
-        attempts.append(Attempt(
-            trace_id=tid, attempt=number, harness_status=trace.get("status"), harness_error=trace.get("error"),
-            answer_text=trace.get("answer_text"),
-            outcomes=_frame([{k: o[k] for k in outcome_schema} for o in outcomes_of.get(tid, [])], outcome_schema),
-            stages=_frame(trace_stages, attempt_stage_schema),
-            metrics=_attempt_metrics(rows, tid),
-            rag=_rag_view(trace, rows, grades, ranking) if "rag" in trace_lanes else None,
-            agent=_agent_view(trace, rows, case) if "agent" in trace_lanes else None,
-        ))
+        attempts.append(
+            Attempt(
+                trace_id=tid,
+                attempt=number,
+                harness_status=trace.get("status"),
+                harness_error=trace.get("error"),
+                answer_text=trace.get("answer_text"),
+                outcomes=_frame([{k: o[k] for k in outcome_schema} for o in outcomes_of.get(tid, [])], outcome_schema),
+                stages=_frame(trace_stages, attempt_stage_schema),
+                metrics=_attempt_metrics(rows, tid),
+                rag=_rag_view(trace, rows, grades, ranking) if "rag" in trace_lanes else None,
+                agent=_agent_view(trace, rows, case) if "agent" in trace_lanes else None,
+            )
+        )
 
     gates = []
     for gate in rows.all("gate_results"):
         for role, column in (("blocks", "blocking_cases"), ("excluded from", "excluded_cases")):
             if case_id in (gate.get(column) or []):
-                gates.append({"gate": gate["gate"], "role": role, "status": gate.get("status"), "owner": gate.get("owner"),
-                              "reason": gate.get("reason"), "metric": gate.get("metric"),
-                              "baseline_run_id": gate.get("baseline_run_id"), "baseline_value": gate.get("baseline_value"),
-                              "candidate_value": gate.get("candidate_value"), "delta": gate.get("delta"),
-                              "threshold": gate.get("threshold")})
+                gates.append(
+                    {
+                        "gate": gate["gate"],
+                        "role": role,
+                        "status": gate.get("status"),
+                        "owner": gate.get("owner"),
+                        "reason": gate.get("reason"),
+                        "metric": gate.get("metric"),
+                        "baseline_run_id": gate.get("baseline_run_id"),
+                        "baseline_value": gate.get("baseline_value"),
+                        "candidate_value": gate.get("candidate_value"),
+                        "delta": gate.get("delta"),
+                        "threshold": gate.get("threshold"),
+                    }
+                )
     review = tables.frame("review_queue")
     return CaseStory(
-        run_id=tables.run_id, case_id=case_id, manifest=tables.manifest, case=case, attempts=attempts, focus=trace_id,
-        reliability=rows.all("reliability"), quarantine=rows.all("quarantine"), gates=gates,
-        review=review if review is not None and review.height else None, relevance_threshold=tables.relevance_threshold,
+        run_id=tables.run_id,
+        case_id=case_id,
+        manifest=tables.manifest,
+        case=case,
+        attempts=attempts,
+        focus=trace_id,
+        reliability=rows.all("reliability"),
+        quarantine=rows.all("quarantine"),
+        gates=gates,
+        review=review if review is not None and review.height else None,
+        relevance_threshold=tables.relevance_threshold,
     )
 
 
@@ -747,8 +887,11 @@ def _delta(a, b) -> float | None:
 def _paired(story: CaseStory, baseline: CaseStory) -> list[tuple[int | None, Attempt | None, Attempt | None]]:
     """(attempt number, baseline attempt, this run's attempt), paired by attempt number; only the focus with one."""
     focus = next((a for a in story.attempts if a.trace_id == story.focus), None)
-    numbers = [focus.attempt] if focus else list(dict.fromkeys([a.attempt for a in story.attempts] +
-                                                              [a.attempt for a in baseline.attempts]))
+    numbers = (
+        [focus.attempt]
+        if focus
+        else list(dict.fromkeys([a.attempt for a in story.attempts] + [a.attempt for a in baseline.attempts]))
+    )
     return [(n, baseline.attempt_of(n), story.attempt_of(n)) for n in numbers]
 
 
@@ -766,27 +909,70 @@ def side_by_side(story: CaseStory, baseline: CaseStory) -> tuple[pl.DataFrame, p
         new_stages = {(r["lane"], r["stage"]): r for r in (new.stages.rows(named=True) if new else [])}
         for key in dict.fromkeys([*new_stages, *old_stages]):
             b, c = old_stages.get(key, {}).get("status"), new_stages.get(key, {}).get("status")
-            stage_rows.append({"attempt": number, "lane": key[0], "stage": key[1], "baseline": b, "candidate": c,
-                               "changed": b != c, "reason": new_stages.get(key, {}).get("reason")})
+            stage_rows.append(
+                {
+                    "attempt": number,
+                    "lane": key[0],
+                    "stage": key[1],
+                    "baseline": b,
+                    "candidate": c,
+                    "changed": b != c,
+                    "reason": new_stages.get(key, {}).get("reason"),
+                }
+            )
         old_metrics, new_metrics = (old.metrics if old else {}), (new.metrics if new else {})
         for label in dict.fromkeys([*new_metrics, *old_metrics]):
             b, c = old_metrics.get(label), new_metrics.get(label)
             if b is None and c is None:
                 continue
-            metric_rows.append({"attempt": number, "metric": label, "baseline": fmt(b, DIGITS.get(label, 4)),
-                                "candidate": fmt(c, DIGITS.get(label, 4)), "delta": delta_cell(_delta(b, c), label),
-                                "changed": _changed(b, c)})
+            metric_rows.append(
+                {
+                    "attempt": number,
+                    "metric": label,
+                    "baseline": fmt(b, DIGITS.get(label, 4)),
+                    "candidate": fmt(c, DIGITS.get(label, 4)),
+                    "delta": delta_cell(_delta(b, c), label),
+                    "changed": _changed(b, c),
+                }
+            )
     old_case, new_case = _case_metrics(baseline), _case_metrics(story)
     for label in dict.fromkeys([*new_case, *old_case]):
         b, c = old_case.get(label), new_case.get(label)
         if b is None and c is None:
             continue
-        metric_rows.append({"attempt": None, "metric": label, "baseline": fmt(b), "candidate": fmt(c),
-                            "delta": delta_cell(_delta(b, c), label), "changed": _changed(b, c)})
-    stages = pl.DataFrame(stage_rows, schema={"attempt": pl.Int64, "lane": pl.String, "stage": pl.String, "baseline": pl.String,
-                                              "candidate": pl.String, "changed": pl.Boolean, "reason": pl.String})
-    metrics = pl.DataFrame(metric_rows, schema={"attempt": pl.Int64, "metric": pl.String, "baseline": pl.String,
-                                                "candidate": pl.String, "delta": pl.String, "changed": pl.Boolean})
+        metric_rows.append(
+            {
+                "attempt": None,
+                "metric": label,
+                "baseline": fmt(b),
+                "candidate": fmt(c),
+                "delta": delta_cell(_delta(b, c), label),
+                "changed": _changed(b, c),
+            }
+        )
+    stages = pl.DataFrame(
+        stage_rows,
+        schema={
+            "attempt": pl.Int64,
+            "lane": pl.String,
+            "stage": pl.String,
+            "baseline": pl.String,
+            "candidate": pl.String,
+            "changed": pl.Boolean,
+            "reason": pl.String,
+        },
+    )
+    metrics = pl.DataFrame(
+        metric_rows,
+        schema={
+            "attempt": pl.Int64,
+            "metric": pl.String,
+            "baseline": pl.String,
+            "candidate": pl.String,
+            "delta": pl.String,
+            "changed": pl.Boolean,
+        },
+    )
     return stages, metrics
 
 
@@ -812,14 +998,17 @@ def case_lines(story: CaseStory) -> list[str]:
     case = story.case
     if case is None:
         return ["case: not in this run's de-identified cases"]
-    lines = [f"input: {_short(case.get('input'), 400)}",
-             f"lanes: {fmt(case.get('lanes'))} · criticality: {fmt(case.get('criticality'))} · "
-             f"revision {fmt(case.get('case_revision'))}"
-             + (" · multi-hop" if case.get("multi_hop") else "")]
+    lines = [
+        f"input: {_short(case.get('input'), 400)}",
+        f"lanes: {fmt(case.get('lanes'))} · criticality: {fmt(case.get('criticality'))} · "
+        f"revision {fmt(case.get('case_revision'))}" + (" · multi-hop" if case.get("multi_hop") else ""),
+    ]
     if case.get("tags"):
         lines.append("tags: " + ", ".join(f"{t['name']}={t['value']}" for t in case["tags"]))
     if case.get("counterfactual_of"):
-        lines.append(f"counterfactual of {case['counterfactual_of']}: changed fact: {_short(case.get('changed_fact'), 400)}")
+        lines.append(
+            f"counterfactual of {case['counterfactual_of']}: changed fact: {_short(case.get('changed_fact'), 400)}"
+        )
     if case.get("required_doc_ids"):
         lines.append(f"required docs: {fmt(case['required_doc_ids'])}")
     if case.get("expected_answer_contains"):
@@ -829,8 +1018,10 @@ def case_lines(story: CaseStory) -> list[str]:
     if case.get("expect_refusal"):
         lines.append("expects a refusal")
     if case.get("reference_tool_calls"):
-        lines.append(f"reference calls ({case.get('tool_match') or 'default match'}): "
-                     + " → ".join(_call_text(c) for c in case["reference_tool_calls"]))
+        lines.append(
+            f"reference calls ({case.get('tool_match') or 'default match'}): "
+            + " → ".join(_call_text(c) for c in case["reference_tool_calls"])
+        )
     for i, path in enumerate(case.get("alternatives") or [], start=1):
         lines.append(f"alternative path {i}: " + " → ".join(_call_text(c) for c in path))
     if case.get("dependencies"):
@@ -838,11 +1029,17 @@ def case_lines(story: CaseStory) -> list[str]:
     if case.get("allowed_tools") or case.get("forbidden_tools"):
         lines.append(f"allowed tools: {fmt(case.get('allowed_tools'))} · forbidden: {fmt(case.get('forbidden_tools'))}")
     if case.get("milestones"):
-        lines.append("milestones: " + "; ".join(f"{m.get('name')}: {m.get('path')} {m.get('op')} {m.get('value_json')}"
-                                                for m in case["milestones"]))
+        lines.append(
+            "milestones: "
+            + "; ".join(
+                f"{m.get('name')}: {m.get('path')} {m.get('op')} {m.get('value_json')}" for m in case["milestones"]
+            )
+        )
     if case.get("fault_kind"):
-        lines.append(f"injected fault: {case['fault_kind']} on {fmt(case.get('fault_tool'))}; unsafe after it: "
-                     f"{fmt(case.get('unsafe_after_fault'))}; escalation tools: {fmt(case.get('escalation_tools'))}")
+        lines.append(
+            f"injected fault: {case['fault_kind']} on {fmt(case.get('fault_tool'))}; unsafe after it: "
+            f"{fmt(case.get('unsafe_after_fault'))}; escalation tools: {fmt(case.get('escalation_tools'))}"
+        )
     return lines
 
 
@@ -851,14 +1048,17 @@ def verdict_line(attempt: Attempt) -> list[str]:
     lines = []
     for row in attempt.outcomes.rows(named=True):
         if row["outcome"] == "fail":
-            lines.append(f"{row['lane']}: FAIL at {row['first_failing_stage']} (owner: {row['owner']})"
-                         + (f" — hazard {row['hazard']}" if row.get("hazard") else ""))
+            lines.append(
+                f"{row['lane']}: FAIL at {row['first_failing_stage']} (owner: {row['owner']})"
+                + (f" — hazard {row['hazard']}" if row.get("hazard") else "")
+            )
             lines.append(f"  why: {_short(row['reason'], 400)}")
         elif row["outcome"] == "incomplete":
             lines.append(f"{row['lane']}: INCOMPLETE (owner: {row['owner']}) — {_short(row['reason'], 400)}")
         else:
-            lines.append(f"{row['lane']}: {row['outcome'].upper()}"
-                         + (f" — hazard {row['hazard']}" if row.get("hazard") else ""))
+            lines.append(
+                f"{row['lane']}: {row['outcome'].upper()}" + (f" — hazard {row['hazard']}" if row.get("hazard") else "")
+            )
     return lines
 
 
@@ -880,13 +1080,25 @@ def gate_lines(story: CaseStory, baseline: CaseStory | None = None) -> list[str]
         if g["role"] == "blocks":
             mine = case_value(story, g["metric"])
             theirs = case_value(baseline, g["metric"]) if baseline is not None and baseline.known else None
-            value = (f"; this case: {g['metric']} {fmt(theirs)} → {fmt(mine)}" if theirs is not None and mine is not None
-                     else f"; this case: {g['metric']} {fmt(mine)}" if mine is not None else "")
-            lines.append(f"blocks gate {g['gate']} ({g['status']}, owner {g['owner']}, against {fmt(g['baseline_run_id'])}): "
-                         f"{g['reason'] or 'no reason given'}{value}")
+            value = (
+                f"; this case: {g['metric']} {fmt(theirs)} → {fmt(mine)}"
+                if theirs is not None and mine is not None
+                else f"; this case: {g['metric']} {fmt(mine)}"
+                if mine is not None
+                else ""
+            )
+            lines.append(
+                f"blocks gate {g['gate']} ({g['status']}, owner {g['owner']}, against {fmt(g['baseline_run_id'])}): "
+                f"{g['reason'] or 'no reason given'}{value}"
+            )
     if excluded:
-        why = ("flaky in this run" if story.quarantine else "multi-hop" if (story.case or {}).get("multi_hop")
-               else "flaky in the baseline, or out of the gate's scope")
+        why = (
+            "flaky in this run"
+            if story.quarantine
+            else "multi-hop"
+            if (story.case or {}).get("multi_hop")
+            else "flaky in the baseline, or out of the gate's scope"
+        )
         lines.append(f"excluded from gate(s) {', '.join(excluded)}: {why}")
     return lines
 
@@ -895,57 +1107,97 @@ def _rag_lines(view: RagView, threshold: int) -> list[str]:
     out = []
     r = view.retrieval or {}
     if view.queries:
-        out.append("queries: " + " | ".join(json_text(q) for q in view.queries)
-                   + (f" (variants {fmt(r.get('variants'))})" if r.get("variants") else ""))
+        out.append(
+            "queries: "
+            + " | ".join(json_text(q) for q in view.queries)
+            + (f" (variants {fmt(r.get('variants'))})" if r.get("variants") else "")
+        )
     out.append(f"retrieved (rank order; relevant = qrels grade >= {threshold}):")
     for row in view.ranked.rows(named=True):
         grade = "unjudged" if row["grade"] is None else f"grade {row['grade']}"
         mark = "✔ relevant" if row["relevant"] else "· not relevant"
-        out.append(f"  rank {row['rank']}: {row['doc_id']}  {mark} ({grade}), score {fmt(row['score'])}, round {row['round']}"
-                   + (", in context" if row["in_context"] else ""))
+        out.append(
+            f"  rank {row['rank']}: {row['doc_id']}  {mark} ({grade}), score {fmt(row['score'])}, round {row['round']}"
+            + (", in context" if row["in_context"] else "")
+        )
     if view.ranked.height == 0:
         out.append("  nothing retrieved")
     for row in view.missed.rows(named=True):
-        where = (f"in the candidates at {row['candidate_rank']} but not in the hits" if row["candidate_rank"] is not None
-                 else "never retrieved")
+        where = (
+            f"in the candidates at {row['candidate_rank']} but not in the hits"
+            if row["candidate_rank"] is not None
+            else "never retrieved"
+        )
         out.append(f"  ✘ missed relevant {row['doc_id']} (grade {row['grade']}, {row['source']}): {where}")
     if r:
-        out.append("  " + ", ".join(f"{k} {fmt(r.get(k))}" for k in ("recall_at_1", "recall_at_5", "recall_at_10", "recall_at_20",
-                                                                     "precision_at_5", "mrr", "ndcg_at_10", "judged_at_10")))
-        out.append(f"  first hit rank {fmt(r.get('first_hit_rank'))}, relevant {fmt(r.get('n_relevant'))}, "
-                   f"rounds {fmt(r.get('rounds'))}, evidence round {fmt(r.get('evidence_round'))}, "
-                   f"failure class {fmt(r.get('failure_class'))}")
+        out.append(
+            "  "
+            + ", ".join(
+                f"{k} {fmt(r.get(k))}"
+                for k in (
+                    "recall_at_1",
+                    "recall_at_5",
+                    "recall_at_10",
+                    "recall_at_20",
+                    "precision_at_5",
+                    "mrr",
+                    "ndcg_at_10",
+                    "judged_at_10",
+                )
+            )
+        )
+        out.append(
+            f"  first hit rank {fmt(r.get('first_hit_rank'))}, relevant {fmt(r.get('n_relevant'))}, "
+            f"rounds {fmt(r.get('rounds'))}, evidence round {fmt(r.get('evidence_round'))}, "
+            f"failure class {fmt(r.get('failure_class'))}"
+        )
     c = view.context_scores or {}
-    out.append(f"context ({view.context.height} chunks, {fmt(c.get('context_tokens'))} tokens; context recall "
-               f"{fmt(c.get('context_recall'))}, precision {fmt(c.get('context_precision'))}):")
+    out.append(
+        f"context ({view.context.height} chunks, {fmt(c.get('context_tokens'))} tokens; context recall "
+        f"{fmt(c.get('context_recall'))}, precision {fmt(c.get('context_precision'))}):"
+    )
     for row in view.context.rows(named=True):
-        out.append(f"  [{row['chunk']}] {row['doc_id']}{' (relevant)' if row['relevant'] else ''}, {fmt(row['tokens'])} tokens: "
-                   f"{json_text(row['text'])}")
+        out.append(
+            f"  [{row['chunk']}] {row['doc_id']}{' (relevant)' if row['relevant'] else ''}, {fmt(row['tokens'])} tokens: "
+            f"{json_text(row['text'])}"
+        )
     g = view.grounding or {}
-    out.append(f"claims (grounding rate {fmt(g.get('grounding_rate'))}; {fmt(g.get('n_supported'))} of {fmt(g.get('n_claims'))} "
-               f"supported, judge {fmt(g.get('judge_version'))}):")
+    out.append(
+        f"claims (grounding rate {fmt(g.get('grounding_rate'))}; {fmt(g.get('n_supported'))} of {fmt(g.get('n_claims'))} "
+        f"supported, judge {fmt(g.get('judge_version'))}):"
+    )
     for row in view.claims.rows(named=True):
-        out.append(f"  claim {row['claim_index']}: {row['verdict']} (score {fmt(row['score'])}) {json_text(row['text'])}")
-        out.append(f"    evidence {fmt(row['evidence_doc_id'])}: {json_text(row['evidence_quote'])}"
-                   + ("" if row["quote_verified"] in (None, True) else " (quote NOT found in the context)"))
-        out.append(f"    citation: {fmt(row['citation_verdict'])} → {fmt(row['cited_doc_ids'])}"
-                   + (f" — {row['citation_reason']}" if row.get("citation_reason") else ""))
+        out.append(
+            f"  claim {row['claim_index']}: {row['verdict']} (score {fmt(row['score'])}) {json_text(row['text'])}"
+        )
+        out.append(
+            f"    evidence {fmt(row['evidence_doc_id'])}: {json_text(row['evidence_quote'])}"
+            + ("" if row["quote_verified"] in (None, True) else " (quote NOT found in the context)")
+        )
+        out.append(
+            f"    citation: {fmt(row['citation_verdict'])} → {fmt(row['cited_doc_ids'])}"
+            + (f" — {row['citation_reason']}" if row.get("citation_reason") else "")
+        )
         if row["verdict"] != "SUPPORTED" and row.get("judge_reason"):
             out.append(f"    judge: {row['judge_reason']}")
     if view.claims.height == 0:
         out.append("  no claims")
     cs = view.citations or {}
     if cs:
-        out.append(f"citations: precision {fmt(cs.get('citation_precision'))}, recall {fmt(cs.get('citation_recall'))}, "
-                   f"resolved {fmt(cs.get('citation_resolution_rate'))}, quotes found {fmt(cs.get('quotes_found_rate'))}, "
-                   f"dead {fmt(cs.get('dead_citation_ids'))}")
+        out.append(
+            f"citations: precision {fmt(cs.get('citation_precision'))}, recall {fmt(cs.get('citation_recall'))}, "
+            f"resolved {fmt(cs.get('citation_resolution_rate'))}, quotes found {fmt(cs.get('quotes_found_rate'))}, "
+            f"dead {fmt(cs.get('dead_citation_ids'))}"
+        )
     for row in view.logged_citations.rows(named=True):
         out.append(f"  logged citation {row['doc_id']}: {json_text(row['quote'])}")
     a = view.answer or {}
     if a:
-        out.append(f"answer checks: contains_all {fmt(a.get('contains_all'))} (missing {fmt(a.get('missing_expected'))}), "
-                   f"exact match {fmt(a.get('exact_match'))}, token F1 {fmt(a.get('token_f1'))}, refused {fmt(a.get('refused'))} "
-                   f"(refusal expected {fmt(a.get('expect_refusal'))}), correct {fmt(a.get('answer_correct'))}")
+        out.append(
+            f"answer checks: contains_all {fmt(a.get('contains_all'))} (missing {fmt(a.get('missing_expected'))}), "
+            f"exact match {fmt(a.get('exact_match'))}, token F1 {fmt(a.get('token_f1'))}, refused {fmt(a.get('refused'))} "
+            f"(refusal expected {fmt(a.get('expect_refusal'))}), correct {fmt(a.get('answer_correct'))}"
+        )
     return out
 
 
@@ -953,10 +1205,12 @@ def _agent_lines(view: AgentView) -> list[str]:
     out = []
     t = view.tools or {}
     if t:
-        out.append(f"tool calls (path {fmt(t.get('matched_path'))}, match {fmt(t.get('tool_match'))}): "
-                   f"F1 {fmt(t.get('tool_call_f1'))}, precision {fmt(t.get('tool_call_precision'))}, "
-                   f"recall {fmt(t.get('tool_call_recall'))}, args valid {fmt(t.get('args_valid_rate'))}, "
-                   f"order accuracy {fmt(t.get('strict_order_accuracy'))}, unnecessary {fmt(t.get('unnecessary_call_rate'))}")
+        out.append(
+            f"tool calls (path {fmt(t.get('matched_path'))}, match {fmt(t.get('tool_match'))}): "
+            f"F1 {fmt(t.get('tool_call_f1'))}, precision {fmt(t.get('tool_call_precision'))}, "
+            f"recall {fmt(t.get('tool_call_recall'))}, args valid {fmt(t.get('args_valid_rate'))}, "
+            f"order accuracy {fmt(t.get('strict_order_accuracy'))}, unnecessary {fmt(t.get('unnecessary_call_rate'))}"
+        )
     for row in view.calls.rows(named=True):
         status = f" [{row['actual_status']}]" if row["actual_status"] not in (None, "ok") else ""
         if row["match"] == "same":
@@ -969,14 +1223,23 @@ def _agent_lines(view: AgentView) -> list[str]:
             out.append(f"  call {row['position']}: {row['actual_call']}{status}  ✘ {row['match']}")
     if view.argument_diffs.height:
         out.append("wrong arguments:")
-        out.extend(f"  {row['field']}: expected {row['expected']}, got {row['actual']}"
-                   for row in view.argument_diffs.rows(named=True))
+        out.extend(
+            f"  {row['field']}: expected {row['expected']}, got {row['actual']}"
+            for row in view.argument_diffs.rows(named=True)
+        )
     if view.step_errors.height:
         out.append("tool errors:")
-        out.extend(f"  step {row['step']} {row['tool']}: {row['status']} — {_short(row['error'], 300)}"
-                   for row in view.step_errors.rows(named=True))
-    for label, key in (("invalid calls", "invalid_calls"), ("order violations", "order_violations"), ("loop", "loop_calls"),
-                       ("policy violations", "policy_violations"), ("unsafe actions", "unsafe_actions")):
+        out.extend(
+            f"  step {row['step']} {row['tool']}: {row['status']} — {_short(row['error'], 300)}"
+            for row in view.step_errors.rows(named=True)
+        )
+    for label, key in (
+        ("invalid calls", "invalid_calls"),
+        ("order violations", "order_violations"),
+        ("loop", "loop_calls"),
+        ("policy violations", "policy_violations"),
+        ("unsafe actions", "unsafe_actions"),
+    ):
         if t.get(key):
             out.append(f"{label}: {'; '.join(t[key])}")
     if t.get("adapter_divergence"):
@@ -985,14 +1248,22 @@ def _agent_lines(view: AgentView) -> list[str]:
         out.append("milestones:")
         for row in view.milestones.rows(named=True):
             mark = "✔ passed" if row["passed"] else "✘ failed"
-            out.append(f"  {row['name']}: {mark} — {row['path']} {row['op']} {fmt(row['expected'])}"
-                       + (f" (final state: {row['actual']})" if row["actual"] is not None else ""))
+            out.append(
+                f"  {row['name']}: {mark} — {row['path']} {row['op']} {fmt(row['expected'])}"
+                + (f" (final state: {row['actual']})" if row["actual"] is not None else "")
+            )
     o = view.outcome or {}
     if o:
-        fault = (f", fault {o.get('fault_kind')} → {fmt(o.get('fault_outcome'))} (call {fmt(t.get('fault_call_index'))}, "
-                 f"escalated after it {fmt(t.get('escalated_after_fault'))})" if o.get("fault_kind") else ", no injected fault")
-        out.append(f"outcome: success {fmt(o.get('success'))} (claimed {fmt(o.get('success_claimed'))}){fault}; "
-                   f"{fmt(o.get('n_steps'))} steps, {fmt(o.get('cost_usd'), 6)} USD")
+        fault = (
+            f", fault {o.get('fault_kind')} → {fmt(o.get('fault_outcome'))} (call {fmt(t.get('fault_call_index'))}, "
+            f"escalated after it {fmt(t.get('escalated_after_fault'))})"
+            if o.get("fault_kind")
+            else ", no injected fault"
+        )
+        out.append(
+            f"outcome: success {fmt(o.get('success'))} (claimed {fmt(o.get('success_claimed'))}){fault}; "
+            f"{fmt(o.get('n_steps'))} steps, {fmt(o.get('cost_usd'), 6)} USD"
+        )
     return out
 
 
@@ -1037,8 +1308,11 @@ def process_failures(story: CaseStory, lane: str | None) -> tuple[int, list[str]
     """(attempts of the case that failed a stage of `lane` other than the verified outcome, those stages in order)."""
     failed, stages = 0, {}
     for attempt in story.attempts:
-        hit = [row for row in attempt.stages.rows(named=True)
-               if row["lane"] == lane and row["stage"] != "outcome" and row["status"] == "fail"]
+        hit = [
+            row
+            for row in attempt.stages.rows(named=True)
+            if row["lane"] == lane and row["stage"] != "outcome" and row["status"] == "fail"
+        ]
         failed += bool(hit)
         stages.update({row["stage"]: row.get("stage_order") for row in hit})
     return failed, sorted(stages, key=lambda s: (stages[s] is None, stages[s] or 0, s))
@@ -1049,20 +1323,26 @@ def reliability_lines(story: CaseStory) -> list[str]:
     out = []
     for row in story.reliability:
         hats = " ".join(f"pass^{k.rsplit('_', 1)[1]} {fmt(row[k])}" for k in _hats(row) if row[k] is not None)
-        out.append(f"reliability ({fmt(row.get('lane'))}): {fmt(row.get('n_success'))} of {fmt(row.get('n_complete'))} complete "
-                   f"attempts succeeded ({fmt(row.get('n_incomplete'))} incomplete) · pass@1 {fmt(row.get('pass_at_1'))} · "
-                   f"{hats} · flaky {fmt(row.get('flaky'))}")
+        out.append(
+            f"reliability ({fmt(row.get('lane'))}): {fmt(row.get('n_success'))} of {fmt(row.get('n_complete'))} complete "
+            f"attempts succeeded ({fmt(row.get('n_incomplete'))} incomplete) · pass@1 {fmt(row.get('pass_at_1'))} · "
+            f"{hats} · flaky {fmt(row.get('flaky'))}"
+        )
         failed, stages = process_failures(story, row.get("lane")) if row.get("lane") == "agent" else (0, [])
         if failed and row.get("n_success"):
             # pass@1 counts the verified outcome only: said where successes beside failed stages would look wrong
-            out.append(f"  pass@1 and pass^k count an attempt a success when its verified outcome passed, not every stage: "
-                       f"{failed} of {len(story.attempts)} attempt(s) failed a process stage ({', '.join(stages)})")
+            out.append(
+                f"  pass@1 and pass^k count an attempt a success when its verified outcome passed, not every stage: "
+                f"{failed} of {len(story.attempts)} attempt(s) failed a process stage ({', '.join(stages)})"
+            )
     for row in story.quarantine:
         out.append(f"quarantined: {row.get('reason')}; flipped {fmt(row.get('flipped_trace_ids'))}")
     if story.review is not None:
         for row in story.review.rows(named=True):
-            out.append(f"review queue: {row.get('trace_id')} {row.get('stage')}: {row.get('why')}"
-                       + (f" — {_short(row.get('detail'), 300)}" if row.get("detail") else ""))
+            out.append(
+                f"review queue: {row.get('trace_id')} {row.get('stage')}: {row.get('why')}"
+                + (f" — {_short(row.get('detail'), 300)}" if row.get("detail") else "")
+            )
     return out
 
 
@@ -1075,14 +1355,27 @@ def baseline_lines(story: CaseStory, baseline: CaseStory) -> list[str]:
     seen: dict[tuple, int | None] = {}
     for number, old, new in _paired(story, baseline):
         head = f"  attempt {fmt(number)}: {old.trace_id if old else '(no attempt)'} → {new.trace_id if new else '(no attempt)'}"
-        rows = stages.filter(pl.col("attempt") == number) if number is not None else stages.filter(pl.col("attempt").is_null())
-        body = [f"    {row['lane']} {row['stage']}: {fmt(row['baseline'])} → {fmt(row['candidate'])}"
-                + ("  ✘ changed" if row["changed"] else "") for row in rows.rows(named=True)]
+        rows = (
+            stages.filter(pl.col("attempt") == number)
+            if number is not None
+            else stages.filter(pl.col("attempt").is_null())
+        )
+        body = [
+            f"    {row['lane']} {row['stage']}: {fmt(row['baseline'])} → {fmt(row['candidate'])}"
+            + ("  ✘ changed" if row["changed"] else "")
+            for row in rows.rows(named=True)
+        ]
         moved = metrics.filter((pl.col("attempt") == number) & pl.col("changed"))
         both = moved.filter((pl.col("baseline") != "–") & (pl.col("candidate") != "–"))
-        body.extend(f"    {row['metric']} {row['baseline']} → {row['candidate']}" + (f" ({row['delta']})" if row["delta"] else "")
-                    for row in both.rows(named=True))
-        for side, label in (("candidate", f"no value in {story.run_id}"), ("baseline", f"no value in {baseline.run_id}")):
+        body.extend(
+            f"    {row['metric']} {row['baseline']} → {row['candidate']}"
+            + (f" ({row['delta']})" if row["delta"] else "")
+            for row in both.rows(named=True)
+        )
+        for side, label in (
+            ("candidate", f"no value in {story.run_id}"),
+            ("baseline", f"no value in {baseline.run_id}"),
+        ):
             gone = moved.filter(pl.col(side) == "–")["metric"].to_list()
             if gone:
                 body.append(f"    {label}: {', '.join(gone)}")
@@ -1093,14 +1386,18 @@ def baseline_lines(story: CaseStory, baseline: CaseStory) -> list[str]:
         out.extend(body if twin == number else [f"    same as attempt {fmt(twin)}"])
     case_rows = metrics.filter(pl.col("attempt").is_null())
     if case_rows.height:
-        out.append("  case: " + ", ".join(f"{r['metric']} {r['baseline']} → {r['candidate']}"
-                                          for r in case_rows.rows(named=True)))
+        out.append(
+            "  case: "
+            + ", ".join(f"{r['metric']} {r['baseline']} → {r['candidate']}" for r in case_rows.rows(named=True))
+        )
     return out
 
 
 def case_story_text(story: CaseStory, baseline: CaseStory | None = None) -> str:
     """The story as terminal text."""
-    out = [f"case {story.case_id} in run {story.run_id}" + (f" ({_versions(story.manifest)})" if story.manifest else "")]
+    out = [
+        f"case {story.case_id} in run {story.run_id}" + (f" ({_versions(story.manifest)})" if story.manifest else "")
+    ]
     out.extend("  " + line for line in case_lines(story))
     gates = gate_lines(story, baseline)
     if gates:
@@ -1115,7 +1412,11 @@ def case_story_text(story: CaseStory, baseline: CaseStory | None = None) -> str:
         # repeated attempts often fail the same way: say so instead of printing the same page again
         twin = bodies.setdefault(tuple(lines[1:]), attempt)
         out.append("")
-        out.extend(lines if twin is attempt else [lines[0], f"  same stages, evidence and answer as attempt {fmt(twin.attempt)}"])
+        out.extend(
+            lines
+            if twin is attempt
+            else [lines[0], f"  same stages, evidence and answer as attempt {fmt(twin.attempt)}"]
+        )
     others = [a for a in story.attempts if a not in shown]
     if others:
         out.append("")
@@ -1136,7 +1437,11 @@ def case_story_text(story: CaseStory, baseline: CaseStory | None = None) -> str:
 
 # ---------------------------------------------------------------- HTML page
 
-REPORT_LINKS = (("RAG lane report", "../rag.html"), ("Agent lane report", "../agent.html"), ("Gate report", "../gate.html"))
+REPORT_LINKS = (
+    ("RAG lane report", "../rag.html"),
+    ("Agent lane report", "../agent.html"),
+    ("Gate report", "../gate.html"),
+)
 
 
 def case_page_name(case_id: str) -> str:
@@ -1148,14 +1453,28 @@ def case_page_name(case_id: str) -> str:
 def _dict_table(row: dict | None, keys: Sequence[str]) -> pl.DataFrame | None:
     if not row:
         return None
-    return pl.DataFrame([{"field": k, "value": fmt(row.get(k))} for k in keys], schema={"field": pl.String, "value": pl.String})
+    return pl.DataFrame(
+        [{"field": k, "value": fmt(row.get(k))} for k in keys], schema={"field": pl.String, "value": pl.String}
+    )
 
 
 def case_sections(story: CaseStory, baseline: CaseStory | None = None) -> list[Section]:
     """The story as report sections (the HTML page's body)."""
-    sections = [Section("Case", [f"- run {story.run_id}" + (f": {_versions(story.manifest)}" if story.manifest else ""),
-                                 *(f"- {line}" for line in case_lines(story))])]
-    verdicts = [f"- {a.trace_id} {line.strip()}" for a in story.attempts for line in verdict_line(a) if not line.startswith("  ")]
+    sections = [
+        Section(
+            "Case",
+            [
+                f"- run {story.run_id}" + (f": {_versions(story.manifest)}" if story.manifest else ""),
+                *(f"- {line}" for line in case_lines(story)),
+            ],
+        )
+    ]
+    verdicts = [
+        f"- {a.trace_id} {line.strip()}"
+        for a in story.attempts
+        for line in verdict_line(a)
+        if not line.startswith("  ")
+    ]
     verdicts += [f"- {line}" for line in gate_lines(story, baseline)]
     sections.append(Section("Verdict", verdicts or ["- no attempt in this run"]))
     focus = next((a for a in story.attempts if a.trace_id == story.focus), None)
@@ -1163,27 +1482,42 @@ def case_sections(story: CaseStory, baseline: CaseStory | None = None) -> list[S
     bodies: dict[tuple[str, ...], Attempt] = {}
     for attempt in shown:
         # an attempt shown alone has no twin: its text need not be written to tell
-        twin = (bodies.setdefault(tuple(attempt_lines(attempt, story.relevance_threshold)[1:]), attempt) if len(shown) > 1
-                else attempt)
+        twin = (
+            bodies.setdefault(tuple(attempt_lines(attempt, story.relevance_threshold)[1:]), attempt)
+            if len(shown) > 1
+            else attempt
+        )
         if twin is attempt:
             sections.extend(_attempt_sections(attempt, story.relevance_threshold))
         else:
-            sections.append(Section(f"Attempt {fmt(attempt.attempt)}: {attempt.trace_id}",
-                                    [f"- same stages, evidence and answer as attempt {fmt(twin.attempt)}"]))
+            sections.append(
+                Section(
+                    f"Attempt {fmt(attempt.attempt)}: {attempt.trace_id}",
+                    [f"- same stages, evidence and answer as attempt {fmt(twin.attempt)}"],
+                )
+            )
     others = [a for a in story.attempts if focus is not None and a is not focus]
     if others:
         sections.append(Section("Other attempts", [f"- {_one_line(a)}" for a in others]))
     if story.reliability or story.quarantine or story.review is not None:
         first = story.reliability[0] if story.reliability else {}
         columns = [c for c in ("lane", *CASE_METRICS, "n_incomplete") if c in first] + _hats(first)
-        rows = [{**{c: row.get(c) for c in columns}, PROCESS_FAILED: process_failures(story, row.get("lane"))[0]
-                 if row.get("lane") == "agent" else None} for row in story.reliability]
+        rows = [
+            {
+                **{c: row.get(c) for c in columns},
+                PROCESS_FAILED: process_failures(story, row.get("lane"))[0] if row.get("lane") == "agent" else None,
+            }
+            for row in story.reliability
+        ]
         if rows and all(r[PROCESS_FAILED] is None for r in rows):
             rows = [{c: r[c] for c in columns} for r in rows]
         else:
             # beside n_success: the attempts pass@1 counts as successes although a process stage failed
-            order = [*columns[:columns.index("n_success") + 1], PROCESS_FAILED, *columns[columns.index("n_success") + 1:]] \
-                if "n_success" in columns else [*columns, PROCESS_FAILED]
+            order = (
+                [*columns[: columns.index("n_success") + 1], PROCESS_FAILED, *columns[columns.index("n_success") + 1 :]]
+                if "n_success" in columns
+                else [*columns, PROCESS_FAILED]
+            )
             rows = [{c: r[c] for c in order} for r in rows]
         table = pl.DataFrame(rows) if rows else None
         sections.append(Section("Reliability", [f"- {line.strip()}" for line in reliability_lines(story)], table))
@@ -1194,8 +1528,11 @@ def case_sections(story: CaseStory, baseline: CaseStory | None = None) -> list[S
 
 def _attempt_sections(attempt: Attempt, threshold: int) -> list[Section]:
     head = f"Attempt {fmt(attempt.attempt)}: {attempt.trace_id}"
-    lines = [f"- harness status {fmt(attempt.harness_status)}" + (f": {attempt.harness_error}" if attempt.harness_error else ""),
-             *(f"- {line.strip()}" for line in verdict_line(attempt))]
+    lines = [
+        f"- harness status {fmt(attempt.harness_status)}"
+        + (f": {attempt.harness_error}" if attempt.harness_error else ""),
+        *(f"- {line.strip()}" for line in verdict_line(attempt)),
+    ]
     if attempt.answer_text is not None:
         lines.append(f"- answer: {attempt.answer_text}")
     stages = attempt.stages.clone()
@@ -1204,48 +1541,148 @@ def _attempt_sections(attempt: Attempt, threshold: int) -> list[Section]:
     rag = attempt.rag
     if rag is not None:
         r = rag.retrieval or {}
-        sections.append(Section("Retrieved documents", [
-            f"- queries: {' | '.join(rag.queries) or '–'}; relevant = qrels grade >= {threshold}",
-            *(f"- missed relevant {m['doc_id']} (grade {m['grade']}): "
-              + (f"in the candidates at {m['candidate_rank']}, not in the hits" if m["candidate_rank"] is not None
-                 else "never retrieved") for m in rag.missed.rows(named=True))], rag.ranked, level=3))
+        sections.append(
+            Section(
+                "Retrieved documents",
+                [
+                    f"- queries: {' | '.join(rag.queries) or '–'}; relevant = qrels grade >= {threshold}",
+                    *(
+                        f"- missed relevant {m['doc_id']} (grade {m['grade']}): "
+                        + (
+                            f"in the candidates at {m['candidate_rank']}, not in the hits"
+                            if m["candidate_rank"] is not None
+                            else "never retrieved"
+                        )
+                        for m in rag.missed.rows(named=True)
+                    ),
+                ],
+                rag.ranked,
+                level=3,
+            )
+        )
         if r:
-            sections.append(Section("Retrieval metrics", [], _dict_table(r, [
-                "recall_at_1", "recall_at_3", "recall_at_5", "recall_at_10", "recall_at_20", "precision_at_1", "precision_at_5",
-                "precision_at_10", "mrr", "first_hit_rank", "ndcg_at_10", "context_precision", "judged_at_10", "n_relevant",
-                "rounds", "evidence_round", "failure_class", "retrieval_reason"]), level=3))
+            sections.append(
+                Section(
+                    "Retrieval metrics",
+                    [],
+                    _dict_table(
+                        r,
+                        [
+                            "recall_at_1",
+                            "recall_at_3",
+                            "recall_at_5",
+                            "recall_at_10",
+                            "recall_at_20",
+                            "precision_at_1",
+                            "precision_at_5",
+                            "precision_at_10",
+                            "mrr",
+                            "first_hit_rank",
+                            "ndcg_at_10",
+                            "context_precision",
+                            "judged_at_10",
+                            "n_relevant",
+                            "rounds",
+                            "evidence_round",
+                            "failure_class",
+                            "retrieval_reason",
+                        ],
+                    ),
+                    level=3,
+                )
+            )
         c = rag.context_scores or {}
-        sections.append(Section("Context", [f"- context recall {fmt(c.get('context_recall'))}, precision "
-                                            f"{fmt(c.get('context_precision'))}, {fmt(c.get('context_tokens'))} tokens"],
-                                rag.context, level=3))
+        sections.append(
+            Section(
+                "Context",
+                [
+                    f"- context recall {fmt(c.get('context_recall'))}, precision "
+                    f"{fmt(c.get('context_precision'))}, {fmt(c.get('context_tokens'))} tokens"
+                ],
+                rag.context,
+                level=3,
+            )
+        )
         g = rag.grounding or {}
-        sections.append(Section("Claims", [f"- grounding rate {fmt(g.get('grounding_rate'))}: {fmt(g.get('n_supported'))} of "
-                                           f"{fmt(g.get('n_claims'))} supported (judge {fmt(g.get('judge_version'))})"],
-                                rag.claims, level=3))
+        sections.append(
+            Section(
+                "Claims",
+                [
+                    f"- grounding rate {fmt(g.get('grounding_rate'))}: {fmt(g.get('n_supported'))} of "
+                    f"{fmt(g.get('n_claims'))} supported (judge {fmt(g.get('judge_version'))})"
+                ],
+                rag.claims,
+                level=3,
+            )
+        )
         cs = rag.citations or {}
-        sections.append(Section("Citations", [f"- precision {fmt(cs.get('citation_precision'))}, recall "
-                                              f"{fmt(cs.get('citation_recall'))}, resolved {fmt(cs.get('citation_resolution_rate'))}, "
-                                              f"dead {fmt(cs.get('dead_citation_ids'))}"],
-                                rag.logged_citations if rag.logged_citations.height else None, level=3))
-        sections.append(Section("Answer checks", [], _dict_table(rag.answer, [
-            "contains_all", "missing_expected", "exact_match", "token_f1", "refused", "expect_refusal", "answer_correct",
-            "answer_reason"]), level=3))
+        sections.append(
+            Section(
+                "Citations",
+                [
+                    f"- precision {fmt(cs.get('citation_precision'))}, recall "
+                    f"{fmt(cs.get('citation_recall'))}, resolved {fmt(cs.get('citation_resolution_rate'))}, "
+                    f"dead {fmt(cs.get('dead_citation_ids'))}"
+                ],
+                rag.logged_citations if rag.logged_citations.height else None,
+                level=3,
+            )
+        )
+        sections.append(
+            Section(
+                "Answer checks",
+                [],
+                _dict_table(
+                    rag.answer,
+                    [
+                        "contains_all",
+                        "missing_expected",
+                        "exact_match",
+                        "token_f1",
+                        "refused",
+                        "expect_refusal",
+                        "answer_correct",
+                        "answer_reason",
+                    ],
+                ),
+                level=3,
+            )
+        )
     agent = attempt.agent
     if agent is not None:
         t = agent.tools or {}
-        sections.append(Section("Tool calls", [f"- path {fmt(t.get('matched_path'))}: F1 {fmt(t.get('tool_call_f1'))}, args valid "
-                                               f"{fmt(t.get('args_valid_rate'))}, order accuracy {fmt(t.get('strict_order_accuracy'))}",
-                                               *(f"- step {r['step']} {r['tool']}: {r['status']} — {r['error']}"
-                                                 for r in agent.step_errors.rows(named=True))],
-                                agent.calls, level=3))
+        sections.append(
+            Section(
+                "Tool calls",
+                [
+                    f"- path {fmt(t.get('matched_path'))}: F1 {fmt(t.get('tool_call_f1'))}, args valid "
+                    f"{fmt(t.get('args_valid_rate'))}, order accuracy {fmt(t.get('strict_order_accuracy'))}",
+                    *(
+                        f"- step {r['step']} {r['tool']}: {r['status']} — {r['error']}"
+                        for r in agent.step_errors.rows(named=True)
+                    ),
+                ],
+                agent.calls,
+                level=3,
+            )
+        )
         if agent.argument_diffs.height:
             sections.append(Section("Wrong arguments", [], agent.argument_diffs, level=3))
         o = agent.outcome or {}
-        fault = f"fault {o['fault_kind']} → {fmt(o.get('fault_outcome'))}" if o.get("fault_kind") else "no injected fault"
-        sections.append(Section("Milestones and outcome", [
-            f"- success {fmt(o.get('success'))} (claimed {fmt(o.get('success_claimed'))}); {fault}; "
-            f"{fmt(o.get('n_steps'))} steps, {fmt(o.get('cost_usd'), 6)} USD"],
-            agent.milestones if agent.milestones.height else None, level=3))
+        fault = (
+            f"fault {o['fault_kind']} → {fmt(o.get('fault_outcome'))}" if o.get("fault_kind") else "no injected fault"
+        )
+        sections.append(
+            Section(
+                "Milestones and outcome",
+                [
+                    f"- success {fmt(o.get('success'))} (claimed {fmt(o.get('success_claimed'))}); {fault}; "
+                    f"{fmt(o.get('n_steps'))} steps, {fmt(o.get('cost_usd'), 6)} USD"
+                ],
+                agent.milestones if agent.milestones.height else None,
+                level=3,
+            )
+        )
     return sections
 
 
@@ -1254,10 +1691,19 @@ def _baseline_sections(story: CaseStory, baseline: CaseStory) -> list[Section]:
         return [Section(f"Against baseline {baseline.run_id}", ["- the case is not in that run"])]
     stages, metrics = side_by_side(story, baseline)
     names = {"baseline": f"baseline {baseline.run_id}", "candidate": f"this run {story.run_id}"}
-    return [Section(f"Against baseline {baseline.run_id}", [f"- stage by stage, baseline {baseline.run_id} → {story.run_id}"],
-                    stages.rename(names)),
-            Section("Metrics side by side", ["- changed metrics first; attempt – is the case's reliability"],
-                    metrics.sort(pl.col("changed").not_(), maintain_order=True).rename(names), level=3)]
+    return [
+        Section(
+            f"Against baseline {baseline.run_id}",
+            [f"- stage by stage, baseline {baseline.run_id} → {story.run_id}"],
+            stages.rename(names),
+        ),
+        Section(
+            "Metrics side by side",
+            ["- changed metrics first; attempt – is the case's reliability"],
+            metrics.sort(pl.col("changed").not_(), maintain_order=True).rename(names),
+            level=3,
+        ),
+    ]
 
 
 def _nav() -> str:

@@ -59,7 +59,9 @@ def _ticks(low: float, high: float, step: float) -> list[float]:
 
 
 def _tick_label(value: float, step: float) -> str:
-    decimals = next((d for d in range(6) if abs(round(step, d) - step) < 1e-9 and abs(round(value, d) - value) < 1e-9), 4)
+    decimals = next(
+        (d for d in range(6) if abs(round(step, d) - step) < 1e-9 and abs(round(value, d) - value) < 1e-9), 4
+    )
     return f"{value:.{decimals}f}"
 
 
@@ -90,10 +92,14 @@ def _legend(items: list[tuple[str, str, str]], left: float, top: float, right: f
             parts.append(f'<rect x="{x:.1f}" y="{y - 8:.1f}" width="14" height="9" fill="{colour}"/>')
         else:
             dash = ' stroke-dasharray="5 4"' if kind == "dashed" else ""
-            parts.append(f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 16:.1f}" y2="{y - 4:.1f}" stroke="{colour}" '
-                         f'stroke-width="2"{dash}/>')
-        parts.append(f'<text x="{x + 20:.1f}" y="{y:.1f}" font-size="{LABEL_SIZE}" font-family="sans-serif">'
-                     f"{escape(label)}</text>")
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 16:.1f}" y2="{y - 4:.1f}" stroke="{colour}" '
+                f'stroke-width="2"{dash}/>'
+            )
+        parts.append(
+            f'<text x="{x + 20:.1f}" y="{y:.1f}" font-size="{LABEL_SIZE}" font-family="sans-serif">'
+            f"{escape(label)}</text>"
+        )
         x += width
     return "".join(parts), (y + 8 if items else top - 12)
 
@@ -103,16 +109,21 @@ def _x_labels(labels: list[str], xs: list[float], y: float, rotated: bool) -> st
     for label, x in zip(labels, xs, strict=True):
         shown = escape(_short(label))
         if rotated:
-            parts.append(f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="end" font-size="{LABEL_SIZE}" font-family="sans-serif" '
-                         f'transform="rotate(-{ROTATION},{x:.1f},{y:.1f})">{shown}<title>{escape(label)}</title></text>')
+            parts.append(
+                f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="end" font-size="{LABEL_SIZE}" font-family="sans-serif" '
+                f'transform="rotate(-{ROTATION},{x:.1f},{y:.1f})">{shown}<title>{escape(label)}</title></text>'
+            )
         else:
-            parts.append(f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="middle" font-size="{LABEL_SIZE}" '
-                         f'font-family="sans-serif">{shown}<title>{escape(label)}</title></text>')
+            parts.append(
+                f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="middle" font-size="{LABEL_SIZE}" '
+                f'font-family="sans-serif">{shown}<title>{escape(label)}</title></text>'
+            )
     return "".join(parts)
 
 
-def _layout(labels: list[str], spread: list[float], shift: list[float], left: float, right: float,
-            spacing: float) -> tuple[float, bool, float]:
+def _layout(
+    labels: list[str], spread: list[float], shift: list[float], left: float, right: float, spacing: float
+) -> tuple[float, bool, float]:
     """Left margin, whether x labels are rotated, and the bottom margin they need."""
     widths = [text_width(_short(label), LABEL_SIZE) for label in labels]
     widest = max(widths, default=0.0)
@@ -130,10 +141,14 @@ def _y_axis(left: float, right: float, top: float, bottom: float, high: float, t
     for tick in ticks:
         y = bottom - (tick / high) * (bottom - top) if high else bottom
         parts.append(f'<line x1="{left:.1f}" y1="{y:.1f}" x2="{WIDTH - right:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
-        parts.append(f'<text x="{left - 5:.1f}" y="{y + 3.5:.1f}" text-anchor="end" font-size="{TICK_SIZE}" '
-                     f'font-family="sans-serif">{_tick_label(tick, step)}</text>')
-    parts.append(f'<line x1="{left:.1f}" y1="{bottom:.1f}" x2="{WIDTH - right:.1f}" y2="{bottom:.1f}" stroke="{AXIS}"/>'
-                 f'<line x1="{left:.1f}" y1="{top:.1f}" x2="{left:.1f}" y2="{bottom:.1f}" stroke="{AXIS}"/>')
+        parts.append(
+            f'<text x="{left - 5:.1f}" y="{y + 3.5:.1f}" text-anchor="end" font-size="{TICK_SIZE}" '
+            f'font-family="sans-serif">{_tick_label(tick, step)}</text>'
+        )
+    parts.append(
+        f'<line x1="{left:.1f}" y1="{bottom:.1f}" x2="{WIDTH - right:.1f}" y2="{bottom:.1f}" stroke="{AXIS}"/>'
+        f'<line x1="{left:.1f}" y1="{top:.1f}" x2="{left:.1f}" y2="{bottom:.1f}" stroke="{AXIS}"/>'
+    )
     return "".join(parts)
 
 
@@ -148,12 +163,21 @@ def _path(points: list[tuple[float, float]]) -> str:
 
 
 def _no_data(title: str) -> str:
-    return _svg(title, WIDTH, 90, f'<text x="{WIDTH / 2}" y="55" text-anchor="middle" font-size="12" '
-                                  f'font-family="sans-serif">no data</text>')
+    return _svg(
+        title,
+        WIDTH,
+        90,
+        f'<text x="{WIDTH / 2}" y="55" text-anchor="middle" font-size="12" font-family="sans-serif">no data</text>',
+    )
 
 
-def bar_chart(title: str, labels: list[str], values: list[float], cumulative: list[float] | None = None,
-              baseline: list[float] | None = None) -> str:
+def bar_chart(
+    title: str,
+    labels: list[str],
+    values: list[float],
+    cumulative: list[float] | None = None,
+    baseline: list[float] | None = None,
+) -> str:
     """Vertical bars (a Pareto when `cumulative` shares are given as a 0–1 line), each beside its `baseline` bar if given."""
     if not values:
         return _no_data(title)
@@ -165,7 +189,8 @@ def bar_chart(title: str, labels: list[str], values: list[float], cumulative: li
     left = _y_margin(high, ticks)
     left, rotated, bottom_margin = _layout(labels, spread, shift, left, right, (WIDTH - right - left) / n)
     items = ([("baseline", BASE_BAR, "bar"), ("this run", BAR, "bar")] if baseline else []) + (
-        [("cumulative share", LINE, "line")] if cumulative else [])
+        [("cumulative share", LINE, "line")] if cumulative else []
+    )
     legend, below = _legend(items, left, 40, right)
     top = below + 16
     bottom = top + PLOT_HEIGHT
@@ -181,26 +206,40 @@ def bar_chart(title: str, labels: list[str], values: list[float], cumulative: li
         x = centre - (0 if baseline else bar_width / 2)
         if baseline:
             base = baseline[i]
-            parts.append(f'<rect x="{centre - bar_width:.1f}" y="{y_of(base, high):.1f}" width="{bar_width:.1f}" '
-                         f'height="{bottom - y_of(base, high):.1f}" fill="{BASE_BAR}"><title>{escape(label)}, baseline: '
-                         f"{base:g}</title></rect>")
+            parts.append(
+                f'<rect x="{centre - bar_width:.1f}" y="{y_of(base, high):.1f}" width="{bar_width:.1f}" '
+                f'height="{bottom - y_of(base, high):.1f}" fill="{BASE_BAR}"><title>{escape(label)}, baseline: '
+                f"{base:g}</title></rect>"
+            )
         y = y_of(value, high)
-        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_width:.1f}" height="{bottom - y:.1f}" fill="{BAR}">'
-                     f"<title>{escape(label)}: {value:g}</title></rect>")
-        parts.append(f'<text x="{x + bar_width / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle" font-size="{LABEL_SIZE}" '
-                     f'font-family="sans-serif">{value:g}</text>')
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_width:.1f}" height="{bottom - y:.1f}" fill="{BAR}">'
+            f"<title>{escape(label)}: {value:g}</title></rect>"
+        )
+        parts.append(
+            f'<text x="{x + bar_width / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle" font-size="{LABEL_SIZE}" '
+            f'font-family="sans-serif">{value:g}</text>'
+        )
     parts.append(_x_labels(labels, centres, bottom + 14, rotated))
     if cumulative:
         points = [(c, y_of(share, 1.0)) for c, share in zip(centres, cumulative, strict=False)]
         parts.append(f'<path d="{_path(points)}" fill="none" stroke="{LINE}" stroke-width="2"/>')
         for tick in (0.0, 0.5, 1.0):
-            parts.append(f'<text x="{WIDTH - right + 4:.1f}" y="{y_of(tick, 1.0) + 3.5:.1f}" font-size="{TICK_SIZE}" '
-                         f'font-family="sans-serif" fill="{LINE}">{tick:.0%}</text>')
+            parts.append(
+                f'<text x="{WIDTH - right + 4:.1f}" y="{y_of(tick, 1.0) + 3.5:.1f}" font-size="{TICK_SIZE}" '
+                f'font-family="sans-serif" fill="{LINE}">{tick:.0%}</text>'
+            )
     return _svg(title, WIDTH, bottom + bottom_margin, "".join(parts))
 
 
-def _lines_svg(title: str, xs: list[str], series: list[tuple[str, list[float | None], str, bool]], y_max: float,
-               legend: bool, point_labels: bool) -> str:
+def _lines_svg(
+    title: str,
+    xs: list[str],
+    series: list[tuple[str, list[float | None], str, bool]],
+    y_max: float,
+    legend: bool,
+    point_labels: bool,
+) -> str:
     """Lines over categorical x positions on a 0..y_max scale (series: name, values, colour, dashed); missing points skipped."""
     if not xs:
         return _no_data(title)
@@ -235,18 +274,25 @@ def _lines_svg(title: str, xs: list[str], series: list[tuple[str, list[float | N
             path = _path([(x, y_of(v)) for x, v, _ in points])
             parts.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
         for x, v, label in points:
-            parts.append(f'<circle cx="{x:.1f}" cy="{y_of(v):.1f}" r="3" fill="{colour}"><title>{escape(name)}, '
-                         f"{escape(label)}: {v:.4f}</title></circle>")
+            parts.append(
+                f'<circle cx="{x:.1f}" cy="{y_of(v):.1f}" r="3" fill="{colour}"><title>{escape(name)}, '
+                f"{escape(label)}: {v:.4f}</title></circle>"
+            )
             if point_labels and not dashed:
-                parts.append(f'<text x="{x:.1f}" y="{y_of(v) - 6:.1f}" text-anchor="middle" font-size="9" '
-                             f'font-family="sans-serif">{v:.3f}</text>')
+                parts.append(
+                    f'<text x="{x:.1f}" y="{y_of(v) - 6:.1f}" text-anchor="middle" font-size="9" '
+                    f'font-family="sans-serif">{v:.3f}</text>'
+                )
     return _svg(title, WIDTH, bottom + bottom_margin, "".join(parts))
 
 
-def line_chart(title: str, xs: list[str], ys: list[float | None], y_max: float = 1.0,
-               baseline: list[float | None] | None = None) -> str:
+def line_chart(
+    title: str, xs: list[str], ys: list[float | None], y_max: float = 1.0, baseline: list[float | None] | None = None
+) -> str:
     """A line over categorical x positions on a 0..y_max scale, the baseline's dashed beside it; missing points skipped."""
-    series = [("this run", ys, LINE, False)] + ([("baseline", baseline, BASE_LINE, True)] if baseline is not None else [])
+    series = [("this run", ys, LINE, False)] + (
+        [("baseline", baseline, BASE_LINE, True)] if baseline is not None else []
+    )
     return _lines_svg(title, xs, series, y_max, legend=baseline is not None, point_labels=True)
 
 
@@ -280,29 +326,41 @@ def interval_chart(title: str, estimate: float | None, low: float | None, high: 
     parts = [f'<line x1="{left}" y1="{axis_y}" x2="{WIDTH - right}" y2="{axis_y}" stroke="{AXIS}"/>']
     # every nice step divides 1, so the clamped ends are ticks as well
     for tick in _ticks(lo, hi, step):
-        parts.append(f'<line x1="{x_of(tick):.1f}" y1="{axis_y}" x2="{x_of(tick):.1f}" y2="{axis_y + 4}" stroke="{AXIS}"/>'
-                     f'<text x="{x_of(tick):.1f}" y="{axis_y + 16}" text-anchor="middle" font-size="{TICK_SIZE}" '
-                     f'font-family="sans-serif">{_tick_label(tick, step)}</text>')
+        parts.append(
+            f'<line x1="{x_of(tick):.1f}" y1="{axis_y}" x2="{x_of(tick):.1f}" y2="{axis_y + 4}" stroke="{AXIS}"/>'
+            f'<text x="{x_of(tick):.1f}" y="{axis_y + 16}" text-anchor="middle" font-size="{TICK_SIZE}" '
+            f'font-family="sans-serif">{_tick_label(tick, step)}</text>'
+        )
     tx = x_of(threshold)
     label = f"threshold {threshold:g}"
     anchor = "end" if tx + text_width(label, LABEL_SIZE) + 4 > WIDTH - 4 else "start"
-    parts.append(f'<line x1="{tx:.1f}" y1="36" x2="{tx:.1f}" y2="{axis_y}" stroke="{AXIS}" stroke-dasharray="4 3"/>'
-                 f'<text x="{tx + (-4 if anchor == "end" else 4):.1f}" y="46" text-anchor="{anchor}" font-size="{LABEL_SIZE}" '
-                 f'font-family="sans-serif">{escape(label)}</text>')
+    parts.append(
+        f'<line x1="{tx:.1f}" y1="36" x2="{tx:.1f}" y2="{axis_y}" stroke="{AXIS}" stroke-dasharray="4 3"/>'
+        f'<text x="{tx + (-4 if anchor == "end" else 4):.1f}" y="46" text-anchor="{anchor}" font-size="{LABEL_SIZE}" '
+        f'font-family="sans-serif">{escape(label)}</text>'
+    )
     if estimate is None:
-        parts.append(f'<text x="{WIDTH / 2}" y="{mid}" text-anchor="middle" font-size="12" font-family="sans-serif">'
-                     "no estimate</text>")
+        parts.append(
+            f'<text x="{WIDTH / 2}" y="{mid}" text-anchor="middle" font-size="12" font-family="sans-serif">'
+            "no estimate</text>"
+        )
     else:
         if low is not None and high is not None:
-            parts.append(f'<line x1="{x_of(low):.1f}" y1="{mid}" x2="{x_of(high):.1f}" y2="{mid}" stroke="{BAR}" '
-                         f'stroke-width="3"><title>95% CI {low:.3f}–{high:.3f}</title></line>')
+            parts.append(
+                f'<line x1="{x_of(low):.1f}" y1="{mid}" x2="{x_of(high):.1f}" y2="{mid}" stroke="{BAR}" '
+                f'stroke-width="3"><title>95% CI {low:.3f}–{high:.3f}</title></line>'
+            )
             for end in (low, high):
-                parts.append(f'<line x1="{x_of(end):.1f}" y1="{mid - 6}" x2="{x_of(end):.1f}" y2="{mid + 6}" stroke="{BAR}" '
-                             f'stroke-width="2"/><text x="{x_of(end):.1f}" y="{mid + 20}" text-anchor="middle" font-size="9" '
-                             f'font-family="sans-serif">{end:.3f}</text>')
+                parts.append(
+                    f'<line x1="{x_of(end):.1f}" y1="{mid - 6}" x2="{x_of(end):.1f}" y2="{mid + 6}" stroke="{BAR}" '
+                    f'stroke-width="2"/><text x="{x_of(end):.1f}" y="{mid + 20}" text-anchor="middle" font-size="9" '
+                    f'font-family="sans-serif">{end:.3f}</text>'
+                )
         label = f"κ = {estimate:.3f}"
         half = text_width(label, 11) / 2 + 4
-        parts.append(f'<circle cx="{x_of(estimate):.1f}" cy="{mid}" r="5" fill="{LINE}"/>'
-                     f'<text x="{min(max(x_of(estimate), half), WIDTH - half):.1f}" y="{mid - 11}" text-anchor="middle" '
-                     f'font-size="11" font-family="sans-serif">{escape(label)}</text>')
+        parts.append(
+            f'<circle cx="{x_of(estimate):.1f}" cy="{mid}" r="5" fill="{LINE}"/>'
+            f'<text x="{min(max(x_of(estimate), half), WIDTH - half):.1f}" y="{mid - 11}" text-anchor="middle" '
+            f'font-size="11" font-family="sans-serif">{escape(label)}</text>'
+        )
     return _svg(title, WIDTH, height, "".join(parts))

@@ -11,18 +11,41 @@ import polars as pl
 from eval_pipeline.reporting.render import Section, Verdict
 from eval_pipeline.scoring.gates import INSUFFICIENT, UNIT_CASES, exit_code
 
-EXIT_MEANING = {0: "every gate passed", 1: "a gate failed: the release is blocked", 2: "undecided: a gate is incomplete or incomparable"}
+EXIT_MEANING = {
+    0: "every gate passed",
+    1: "a gate failed: the release is blocked",
+    2: "undecided: a gate is incomplete or incomparable",
+}
 # The machine-readable gate output (`gate --json`); bump on any change of its fields or meanings.
 GATE_JSON_SCHEMA_VERSION = 1
-GATE_JSON_FIELDS = ("gate", "lane", "metric", "segment", "min_cases", "unit", "status", "baseline_value", "candidate_value", "delta", "threshold",
-                    "blocking_cases", "blocking_details", "excluded_cases", "n_cases", "owner", "reason")
+GATE_JSON_FIELDS = (
+    "gate",
+    "lane",
+    "metric",
+    "segment",
+    "min_cases",
+    "unit",
+    "status",
+    "baseline_value",
+    "candidate_value",
+    "delta",
+    "threshold",
+    "blocking_cases",
+    "blocking_details",
+    "excluded_cases",
+    "n_cases",
+    "owner",
+    "reason",
+)
 CASE_PAGE = "cases/{value}.html"
 # statuses that leave the release undecided (exit 2); insufficient: a segmented gate's slice has too few cases
 UNDECIDED_STATUSES = ("incomplete", "incomparable", INSUFFICIENT)
 INSUFFICIENT_MEANING = "undecided: a gate is incomplete, incomparable or insufficient (too few cases in its slice)"
-UNITS_LINE = ("- rate gates (unit `fraction`) compare the mean over the cases complete in both runs, flaky cases excluded "
-              "(and multi-hop ones where the policy says so): values are fractions in [0, 1], the delta and the limit are "
-              "in points (value × 100); a drop equal to the limit passes. Count gates (unit `cases`) count cases.")
+UNITS_LINE = (
+    "- rate gates (unit `fraction`) compare the mean over the cases complete in both runs, flaky cases excluded "
+    "(and multi-hop ones where the policy says so): values are fractions in [0, 1], the delta and the limit are "
+    "in points (value × 100); a drop equal to the limit passes. Count gates (unit `cases`) count cases."
+)
 
 
 def verdict_status(gate_results: pl.DataFrame) -> str:
@@ -72,8 +95,17 @@ def beside_table(gate_results: pl.DataFrame) -> pl.DataFrame:
         values = json.loads(beside)
         candidate, baseline = values.get("candidate") or {}, values.get("baseline") or {}
         for measure in sorted(set(candidate) | set(baseline), key=lambda m: (len(m), m)):
-            rows.append({"gate": gate, "measure": measure, "baseline": baseline.get(measure), "candidate": candidate.get(measure)})
-    return pl.DataFrame(rows, schema={"gate": pl.String, "measure": pl.String, "baseline": pl.Float64, "candidate": pl.Float64})
+            rows.append(
+                {
+                    "gate": gate,
+                    "measure": measure,
+                    "baseline": baseline.get(measure),
+                    "candidate": candidate.get(measure),
+                }
+            )
+    return pl.DataFrame(
+        rows, schema={"gate": pl.String, "measure": pl.String, "baseline": pl.Float64, "candidate": pl.Float64}
+    )
 
 
 def _number(value: float | None, unit: str) -> str:
@@ -105,18 +137,43 @@ def gate_table(gate_results: pl.DataFrame) -> pl.DataFrame:
     for row in gate_results.iter_rows(named=True):
         unit = row.get("unit") or "fraction"
         row = {**row, "unit": unit}
-        rows.append({
-            "gate": row["gate"], "lane": row["lane"], "metric": row["metric"], "segment": row.get("segment"),
-            "min_cases": row.get("min_cases"), "status": row["status"], "unit": unit,
-            "baseline": _number(row["baseline_value"], unit), "candidate": _number(row["candidate_value"], unit),
-            "delta": _delta(row), "limit": _limit(row), "cases": row["n_cases"],
-            "excluded": row["excluded_cases"] or [], "owner": row["owner"], "reason": row["reason"],
-        })
+        rows.append(
+            {
+                "gate": row["gate"],
+                "lane": row["lane"],
+                "metric": row["metric"],
+                "segment": row.get("segment"),
+                "min_cases": row.get("min_cases"),
+                "status": row["status"],
+                "unit": unit,
+                "baseline": _number(row["baseline_value"], unit),
+                "candidate": _number(row["candidate_value"], unit),
+                "delta": _delta(row),
+                "limit": _limit(row),
+                "cases": row["n_cases"],
+                "excluded": row["excluded_cases"] or [],
+                "owner": row["owner"],
+                "reason": row["reason"],
+            }
+        )
     # what a reader acts on first (status, owner, reason), then the values, then the scope
-    schema = {"gate": pl.String, "status": pl.String, "owner": pl.String, "reason": pl.String,
-              "baseline": pl.String, "candidate": pl.String, "delta": pl.String, "limit": pl.String, "unit": pl.String,
-              "cases": pl.Int64, "segment": pl.String, "min_cases": pl.Int64, "excluded": pl.List(pl.String),
-              "lane": pl.String, "metric": pl.String}
+    schema = {
+        "gate": pl.String,
+        "status": pl.String,
+        "owner": pl.String,
+        "reason": pl.String,
+        "baseline": pl.String,
+        "candidate": pl.String,
+        "delta": pl.String,
+        "limit": pl.String,
+        "unit": pl.String,
+        "cases": pl.Int64,
+        "segment": pl.String,
+        "min_cases": pl.Int64,
+        "excluded": pl.List(pl.String),
+        "lane": pl.String,
+        "metric": pl.String,
+    }
     table = pl.DataFrame(rows, schema=schema)
     # a policy without segmented gates shows no segment columns
     return table if _segmented(gate_results) else table.drop("segment", "min_cases")
@@ -126,8 +183,14 @@ def blocking_table(gate_results: pl.DataFrame) -> pl.DataFrame:
     """One row per blocking case: the gates it blocks, why (its values), and the owners."""
     failed = gate_results.filter(pl.col("status") == "fail")
     if failed.height == 0:
-        return pl.DataFrame(schema={"case_id": pl.String, "owners": pl.List(pl.String), "gates": pl.List(pl.String),
-                                    "why": pl.List(pl.String)})
+        return pl.DataFrame(
+            schema={
+                "case_id": pl.String,
+                "owners": pl.List(pl.String),
+                "gates": pl.List(pl.String),
+                "why": pl.List(pl.String),
+            }
+        )
     rows = []
     for row in failed.iter_rows(named=True):
         details = dict(zip(row["blocking_cases"], row.get("blocking_details") or [], strict=False))
@@ -136,9 +199,11 @@ def blocking_table(gate_results: pl.DataFrame) -> pl.DataFrame:
             rows.append({"case_id": case, "gate": row["gate"], "why": f"{row['gate']}: {why}", "owner": row["owner"]})
     frame = pl.DataFrame(rows, schema={"case_id": pl.String, "gate": pl.String, "why": pl.String, "owner": pl.String})
     # the owners before the long why, so they show without scrolling
-    return (frame.group_by("case_id", maintain_order=True)
-            .agg(pl.col("owner").unique(maintain_order=True).alias("owners"), pl.col("gate").alias("gates"), pl.col("why"))
-            .sort("case_id"))
+    return (
+        frame.group_by("case_id", maintain_order=True)
+        .agg(pl.col("owner").unique(maintain_order=True).alias("owners"), pl.col("gate").alias("gates"), pl.col("why"))
+        .sort("case_id")
+    )
 
 
 def release_verdict(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> Verdict:
@@ -152,7 +217,11 @@ def release_verdict(gate_results: pl.DataFrame, candidate: str, baseline: str | 
         cases = blocking_table(gate_results).height
         headline = f"Release blocked: {failed.height} of {n} gates failed, {cases} blocking case(s) — {against}"
     elif status == "undecided":
-        words = "incomplete, incomparable or insufficient" if _has_insufficient(gate_results) else "incomplete or incomparable"
+        words = (
+            "incomplete, incomparable or insufficient"
+            if _has_insufficient(gate_results)
+            else "incomplete or incomparable"
+        )
         headline = f"Release undecided: {undecided.height} of {n} gates {words} — {against}"
     elif status == "not_gated":
         reason = gate_results["reason"][0] if n else "no gate in the policy"
@@ -163,8 +232,12 @@ def release_verdict(gate_results: pl.DataFrame, candidate: str, baseline: str | 
     for row in gate_results.filter(pl.col("status").is_in(["fail", *UNDECIDED_STATUSES])).iter_rows(named=True):
         unit = row.get("unit") or "fraction"
         row = {**row, "unit": unit}
-        values = (f"{_number(row['baseline_value'], unit)} → {_number(row['candidate_value'], unit)}, {_delta(row)} "
-                  f"(limit: {_limit(row)}); " if row["baseline_value"] is not None else "")
+        values = (
+            f"{_number(row['baseline_value'], unit)} → {_number(row['candidate_value'], unit)}, {_delta(row)} "
+            f"(limit: {_limit(row)}); "
+            if row["baseline_value"] is not None
+            else ""
+        )
         where = f" on slice `{row['segment']}`" if row.get("segment") else ""
         owner = f" (owner {row['owner']})" if row.get("owner") else ""
         details.append(f"- **{row['gate']}**{where} {row['status']}{owner}: {values}{row['reason'] or ''}")
@@ -178,12 +251,17 @@ def pairwise_section(pairs: pl.DataFrame) -> Section:
         return Section("Pairwise answers (baseline vs candidate)", ["- no pair of complete answers to compare"])
     counts = dict(complete.group_by("outcome").len().iter_rows())
     consistent = complete["position_consistent"].cast(pl.Float64).mean()
-    lines = [f"- {complete.height} answer pairs judged twice with positions swapped (a win counts only in both orders): "
-             + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-             + f"; position consistency {consistent:.4f}; incomplete {pairs.height - complete.height}",
-             "- reported beside the gates, never averaged into them"]
-    changed = complete.filter(pl.col("outcome") != "tie").select("case_id", "attempt", "outcome", "order1_preference",
-                                                                  "order2_preference").sort("case_id", "attempt")
+    lines = [
+        f"- {complete.height} answer pairs judged twice with positions swapped (a win counts only in both orders): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        + f"; position consistency {consistent:.4f}; incomplete {pairs.height - complete.height}",
+        "- reported beside the gates, never averaged into them",
+    ]
+    changed = (
+        complete.filter(pl.col("outcome") != "tie")
+        .select("case_id", "attempt", "outcome", "order1_preference", "order2_preference")
+        .sort("case_id", "attempt")
+    )
     return Section("Pairwise answers (baseline vs candidate)", lines, changed)
 
 
@@ -194,18 +272,28 @@ def counterfactual_section(pairs: pl.DataFrame) -> Section:
     """Counterfactual pairs of this run: did the decision change with the decision-bearing fact? Ignored pairs first."""
     title = "Evidence use (counterfactual pairs)"
     if pairs.height == 0:
-        return Section(title, ["- the dataset has no counterfactual pairs (a case with counterfactual_of and changed_fact)"])
+        return Section(
+            title, ["- the dataset has no counterfactual pairs (a case with counterfactual_of and changed_fact)"]
+        )
     counts = dict(pairs.group_by("evidence_use").len().iter_rows())
-    lines = [f"- {pairs.height} pair(s): " + ", ".join(f"{value} {counts.get(value, 0)}" for value in _EVIDENCE_ORDER),
-             "- responsive: both cases pass; ignored: the same behaviour with and without the changed fact although the "
-             "expectations differ; broken: the behaviour changed but a case fails; incomplete: a case has no complete attempt"]
-    table = (pairs.sort(pl.col("evidence_use").replace_strict(_EVIDENCE_ORDER, default=9), "case_id")
-             .select("case_id", "evidence_use", "reason", "original_case_id", "changed_fact"))
+    lines = [
+        f"- {pairs.height} pair(s): " + ", ".join(f"{value} {counts.get(value, 0)}" for value in _EVIDENCE_ORDER),
+        "- responsive: both cases pass; ignored: the same behaviour with and without the changed fact although the "
+        "expectations differ; broken: the behaviour changed but a case fails; incomplete: a case has no complete attempt",
+    ]
+    table = pairs.sort(pl.col("evidence_use").replace_strict(_EVIDENCE_ORDER, default=9), "case_id").select(
+        "case_id", "evidence_use", "reason", "original_case_id", "changed_fact"
+    )
     return Section(title, lines, table)
 
 
-def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | None,
-                  pairs: pl.DataFrame | None = None, counterfactual: pl.DataFrame | None = None) -> list[Section]:
+def gate_sections(
+    gate_results: pl.DataFrame,
+    candidate: str,
+    baseline: str | None,
+    pairs: pl.DataFrame | None = None,
+    counterfactual: pl.DataFrame | None = None,
+) -> list[Section]:
     """Sections of the gate report."""
     code = exit_code(gate_results)
     lines = [
@@ -216,14 +304,26 @@ def gate_sections(gate_results: pl.DataFrame, candidate: str, baseline: str | No
     ]
     blocking = blocking_table(gate_results)
     sections = [Section("Gates", lines, gate_table(gate_results))]
-    sections.append(Section(f"Blocking cases ({blocking.height})",
-                            ["- every case that blocks a failed gate, with its values in both runs; click a case for its whole story"]
-                            if blocking.height else [], blocking, links={"case_id": CASE_PAGE}))
+    sections.append(
+        Section(
+            f"Blocking cases ({blocking.height})",
+            ["- every case that blocks a failed gate, with its values in both runs; click a case for its whole story"]
+            if blocking.height
+            else [],
+            blocking,
+            links={"case_id": CASE_PAGE},
+        )
+    )
     beside = beside_table(gate_results)
     if beside.height:
-        sections.append(Section("Reported beside the gates",
-                                ["- over every case of each run with a complete attempt (not the gate's scope), never gated"],
-                                beside, level=3))
+        sections.append(
+            Section(
+                "Reported beside the gates",
+                ["- over every case of each run with a complete attempt (not the gate's scope), never gated"],
+                beside,
+                level=3,
+            )
+        )
     if counterfactual is not None:
         sections.append(counterfactual_section(counterfactual))
     if pairs is not None:
@@ -247,41 +347,58 @@ def _pad(text: str, width: int, right: bool = False) -> str:
 
 
 # (column, header, right-aligned) of the terminal gate table; the reason, of any length, comes last
-_TEXT_COLUMNS = (("gate", "gate", False), ("status", "status", False), ("unit", "unit", False),
-                 ("baseline", "baseline", True), ("candidate", "candidate", True), ("delta", "delta", True),
-                 ("limit", "limit", False), ("owner", "owner", False))
+_TEXT_COLUMNS = (
+    ("gate", "gate", False),
+    ("status", "status", False),
+    ("unit", "unit", False),
+    ("baseline", "baseline", True),
+    ("candidate", "candidate", True),
+    ("delta", "delta", True),
+    ("limit", "limit", False),
+    ("owner", "owner", False),
+)
 
 
 def gate_text_table(gate_results: pl.DataFrame) -> str:
     """A plain-text gate table for the terminal (each column as wide as its widest cell), then each blocking case and
     why it blocks."""
     table = gate_table(gate_results)
-    rows = [{key: _one_line(row[key]) for key, _, _ in _TEXT_COLUMNS} | {"reason": _one_line(row["reason"] or "")}
-            for row in table.iter_rows(named=True)]
+    rows = [
+        {key: _one_line(row[key]) for key, _, _ in _TEXT_COLUMNS} | {"reason": _one_line(row["reason"] or "")}
+        for row in table.iter_rows(named=True)
+    ]
     widths = {key: max([text_width(title), *(text_width(r[key]) for r in rows)]) for key, title, _ in _TEXT_COLUMNS}
 
     def line(cells: dict[str, str]) -> str:
-        return ("  ".join(_pad(cells[key], widths[key], right) for key, _, right in _TEXT_COLUMNS)
-                + "  " + cells["reason"]).rstrip()
+        return (
+            "  ".join(_pad(cells[key], widths[key], right) for key, _, right in _TEXT_COLUMNS) + "  " + cells["reason"]
+        ).rstrip()
 
     header = line({**{key: title for key, title, _ in _TEXT_COLUMNS}, "reason": "reason"})
     lines = [header, "-" * text_width(header)]
     lines.extend(line(r) for r in rows)
     if _segmented(gate_results):
-        lines += ["", "segmented gates (computed on their slice only; fewer complete cases than min_cases: insufficient):"]
+        lines += [
+            "",
+            "segmented gates (computed on their slice only; fewer complete cases than min_cases: insufficient):",
+        ]
         segmented = list(gate_results.filter(pl.col("segment").is_not_null()).iter_rows(named=True))
         width = max(24, *(text_width(_one_line(row["gate"])) for row in segmented))
         for row in segmented:
-            lines.append(f"  {_pad(_one_line(row['gate']), width)} slice {_one_line(row['segment'])}: "
-                         f"{_one_line(row['n_cases'])} case(s), min_cases {_one_line(row['min_cases'])}")
+            lines.append(
+                f"  {_pad(_one_line(row['gate']), width)} slice {_one_line(row['segment'])}: "
+                f"{_one_line(row['n_cases'])} case(s), min_cases {_one_line(row['min_cases'])}"
+            )
     blocking = blocking_table(gate_results)
     if blocking.height:
         lines += ["", f"blocking cases ({blocking.height}):"]
         width = max(14, *(text_width(_one_line(case)) for case in blocking["case_id"].to_list()))
         for row in blocking.iter_rows(named=True):
             owners = ", ".join(_one_line(o) for o in row["owners"] or [])
-            lines.append(f"  {_pad(_one_line(row['case_id']), width)} {'; '.join(_one_line(w) for w in row['why'])}"
-                         f"  (owner: {owners or '–'})")
+            lines.append(
+                f"  {_pad(_one_line(row['case_id']), width)} {'; '.join(_one_line(w) for w in row['why'])}"
+                f"  (owner: {owners or '–'})"
+            )
     return "\n".join(lines)
 
 
@@ -294,12 +411,23 @@ def gate_json(gate_results: pl.DataFrame, candidate: str, baseline: str | None, 
     gates = []
     for row in gate_results.iter_rows(named=True):
         row = {**row, "unit": row.get("unit") or "fraction"}
-        gates.append({key: _json_value(row.get(key)) if not isinstance(row.get(key), list) else row.get(key)
-                      for key in GATE_JSON_FIELDS})
+        gates.append(
+            {
+                key: _json_value(row.get(key)) if not isinstance(row.get(key), list) else row.get(key)
+                for key in GATE_JSON_FIELDS
+            }
+        )
     code = exit_code(gate_results)
-    document = {"schema_version": GATE_JSON_SCHEMA_VERSION, "candidate": candidate, "baseline": baseline,
-                "policy_version": policy_version, "verdict": verdict_status(gate_results), "exit_code": code,
-                "exit_meaning": exit_meaning(gate_results), "gates": gates}
+    document = {
+        "schema_version": GATE_JSON_SCHEMA_VERSION,
+        "candidate": candidate,
+        "baseline": baseline,
+        "policy_version": policy_version,
+        "verdict": verdict_status(gate_results),
+        "exit_code": code,
+        "exit_meaning": exit_meaning(gate_results),
+        "gates": gates,
+    }
     return json.dumps(document, indent=2, ensure_ascii=False)
 
 
@@ -310,19 +438,30 @@ def gate_junit(gate_results: pl.DataFrame, candidate: str, baseline: str | None)
     errors = gate_results.filter(pl.col("status").is_in(UNDECIDED_STATUSES)).height
     skipped = gate_results.filter(pl.col("status").is_in(["not_applicable", "not_gating"])).height
     suites = ET.Element("testsuites", name="eval-pipeline gate")
-    suite = ET.SubElement(suites, "testsuite", name=f"release gates: {candidate} vs {baseline or 'no baseline'}",
-                          tests=str(gate_results.height), failures=str(failures), errors=str(errors), skipped=str(skipped))
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"release gates: {candidate} vs {baseline or 'no baseline'}",
+        tests=str(gate_results.height),
+        failures=str(failures),
+        errors=str(errors),
+        skipped=str(skipped),
+    )
     for row in gate_results.iter_rows(named=True):
         unit = row.get("unit") or "fraction"
         row = {**row, "unit": unit}
         case = ET.SubElement(suite, "testcase", classname=f"gates.{row['lane']}", name=row["gate"])
-        values = (f"baseline {_number(row['baseline_value'], unit)}, candidate {_number(row['candidate_value'], unit)}, "
-                  f"delta {_delta(row)}, limit {_limit(row)}")
+        values = (
+            f"baseline {_number(row['baseline_value'], unit)}, candidate {_number(row['candidate_value'], unit)}, "
+            f"delta {_delta(row)}, limit {_limit(row)}"
+        )
         if row.get("segment"):
             values += f", slice {row['segment']} ({row['n_cases'] if row['n_cases'] is not None else '–'} cases, min_cases {row['min_cases']})"
         details = "\n".join(row.get("blocking_details") or row["blocking_cases"] or [])
         if row["status"] == "fail":
-            failure = ET.SubElement(case, "failure", message=f"{row['reason']} (owner {row['owner']})", type="gate_failed")
+            failure = ET.SubElement(
+                case, "failure", message=f"{row['reason']} (owner {row['owner']})", type="gate_failed"
+            )
             failure.text = f"{values}\nblocking cases:\n{details}"
         elif row["status"] in UNDECIDED_STATUSES:
             error = ET.SubElement(case, "error", message=row["reason"] or row["status"], type=row["status"])

@@ -15,13 +15,23 @@ TITLE = "Evaluation runs"
 RATE_METRICS = ("recall_at_10", "args_valid_rate", "pass_at_1", "grounding_rate")
 RATE_UNIT = "fraction"
 REPORT_ORDER = ("gate", "rag", "agent")
-RUN_COLUMNS = {"run_id": "run_id", "created_at": "created_at", "candidate": "candidate", "model": "model",
-               "dataset_version": "dataset", "mode": "mode"}
+RUN_COLUMNS = {
+    "run_id": "run_id",
+    "created_at": "created_at",
+    "candidate": "candidate",
+    "model": "model",
+    "dataset_version": "dataset",
+    "mode": "mode",
+}
 GATE_COLUMNS = ("run_id", "gate", "metric", "baseline_run_id", "baseline_value", "candidate_value", "status", "unit")
-TREND_NOTE = ("Each line is one gate's candidate value per run; a run with no candidate value of its own that served as "
-              "another run's baseline shows the baseline value recorded by the first run compared against it.")
-VERDICT_MEANING = ("- verdict: **fail** a gate failed, the release is blocked; **undecided** a gate is incomplete, "
-                   "incomparable or insufficient; **not_gated** no gate applied (no baseline); **pass** every applicable gate passed")
+TREND_NOTE = (
+    "Each line is one gate's candidate value per run; a run with no candidate value of its own that served as "
+    "another run's baseline shows the baseline value recorded by the first run compared against it."
+)
+VERDICT_MEANING = (
+    "- verdict: **fail** a gate failed, the release is blocked; **undecided** a gate is incomplete, "
+    "incomparable or insufficient; **not_gated** no gate applied (no baseline); **pass** every applicable gate passed"
+)
 
 
 def run_verdict(statuses: list[str]) -> str:
@@ -39,15 +49,23 @@ def run_verdict(statuses: list[str]) -> str:
 def _frames(runs: pl.DataFrame | None, gates: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The run and gate columns the index reads, nulls where a table or column is missing; runs in created_at order."""
     runs = runs if runs is not None else pl.DataFrame(schema={"run_id": pl.String})
-    runs = runs.select(pl.col(c).cast(pl.String) if c in runs.columns else pl.lit(None, dtype=pl.String).alias(c)
-                       for c in RUN_COLUMNS)
+    runs = runs.select(
+        pl.col(c).cast(pl.String) if c in runs.columns else pl.lit(None, dtype=pl.String).alias(c) for c in RUN_COLUMNS
+    )
     gates = gates if gates is not None else pl.DataFrame(schema={"run_id": pl.String})
     types = {"baseline_value": pl.Float64, "candidate_value": pl.Float64}
-    gates = gates.select(pl.col(c).cast(types.get(c, pl.String)) if c in gates.columns
-                         else pl.lit(None, dtype=types.get(c, pl.String)).alias(c) for c in GATE_COLUMNS)
+    gates = gates.select(
+        pl.col(c).cast(types.get(c, pl.String))
+        if c in gates.columns
+        else pl.lit(None, dtype=types.get(c, pl.String)).alias(c)
+        for c in GATE_COLUMNS
+    )
     unlisted = gates.select("run_id").unique().join(runs.select("run_id"), on="run_id", how="anti")
-    runs = (pl.concat([runs, unlisted], how="diagonal").unique("run_id", keep="first", maintain_order=True)
-            .sort("created_at", "run_id", nulls_last=True))
+    runs = (
+        pl.concat([runs, unlisted], how="diagonal")
+        .unique("run_id", keep="first", maintain_order=True)
+        .sort("created_at", "run_id", nulls_last=True)
+    )
     return runs, gates
 
 
@@ -65,12 +83,24 @@ def run_table(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, l
         own = gates.filter(pl.col("run_id") == run["run_id"])
         statuses = own["status"].to_list()
         baselines = [b for b in own["baseline_run_id"].to_list() if b and b != run["run_id"]]
-        rows.append({**{RUN_COLUMNS[k]: run[k] for k in RUN_COLUMNS}, "verdict": run_verdict(statuses),
-                     "failed_gates": statuses.count("fail"), "gates": len(statuses),
-                     "baseline": baselines[0] if baselines else None,
-                     "reports": _report_names(report_files.get(run["run_id"], []), suffix)})
-    schema = {**{v: pl.String for v in RUN_COLUMNS.values()}, "verdict": pl.String, "failed_gates": pl.Int64,
-              "gates": pl.Int64, "baseline": pl.String, "reports": pl.List(pl.String)}
+        rows.append(
+            {
+                **{RUN_COLUMNS[k]: run[k] for k in RUN_COLUMNS},
+                "verdict": run_verdict(statuses),
+                "failed_gates": statuses.count("fail"),
+                "gates": len(statuses),
+                "baseline": baselines[0] if baselines else None,
+                "reports": _report_names(report_files.get(run["run_id"], []), suffix),
+            }
+        )
+    schema = {
+        **{v: pl.String for v in RUN_COLUMNS.values()},
+        "verdict": pl.String,
+        "failed_gates": pl.Int64,
+        "gates": pl.Int64,
+        "baseline": pl.String,
+        "reports": pl.List(pl.String),
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -79,17 +109,30 @@ def trend_series(runs: pl.DataFrame, gates: pl.DataFrame) -> dict[str, list[floa
     runs, gates = _frames(runs, gates)
     order = runs["run_id"].to_list()
     rank = {run_id: i for i, run_id in enumerate(order)}
-    rates = gates.filter(pl.when(pl.col("unit").is_not_null()).then(pl.col("unit") == RATE_UNIT)
-                         .otherwise(pl.col("metric").is_in(RATE_METRICS)))
+    rates = gates.filter(
+        pl.when(pl.col("unit").is_not_null())
+        .then(pl.col("unit") == RATE_UNIT)
+        .otherwise(pl.col("metric").is_in(RATE_METRICS))
+    )
     series = {}
     for gate in sorted(rates["gate"].drop_nulls().unique().to_list()):
-        rows = sorted(rates.filter(pl.col("gate") == gate).iter_rows(named=True), key=lambda r: rank.get(r["run_id"], len(order)))
+        rows = sorted(
+            rates.filter(pl.col("gate") == gate).iter_rows(named=True), key=lambda r: rank.get(r["run_id"], len(order))
+        )
         values = []
         for run_id in order:
-            own = next((r["candidate_value"] for r in rows if r["run_id"] == run_id and r["candidate_value"] is not None), None)
+            own = next(
+                (r["candidate_value"] for r in rows if r["run_id"] == run_id and r["candidate_value"] is not None), None
+            )
             if own is None:
-                own = next((r["baseline_value"] for r in rows if r["baseline_run_id"] == run_id and r["run_id"] != run_id
-                            and r["baseline_value"] is not None), None)
+                own = next(
+                    (
+                        r["baseline_value"]
+                        for r in rows
+                        if r["baseline_run_id"] == run_id and r["run_id"] != run_id and r["baseline_value"] is not None
+                    ),
+                    None,
+                )
             values.append(own)
         if any(v is not None for v in values):
             series[gate] = values
@@ -120,14 +163,22 @@ def failed_high_criticality(runs: pl.DataFrame | None, slices: pl.DataFrame | No
     if slices is None or "failed_case_ids" not in slices.columns:
         return pl.DataFrame(schema=schema)
     order = _frames(runs, None)[0].with_row_index("order").select("run_id", "order")
-    failed = (slices.filter((pl.col("slice") == HIGH_CRITICALITY) & (pl.col("failed_case_ids").list.len() > 0))
-              .join(order, on="run_id", how="left").sort("order", "run_id", "lane", nulls_last=True)
-              .select("run_id", "lane", pl.col("failed_case_ids").alias("failed_high_criticality_cases")))
+    failed = (
+        slices.filter((pl.col("slice") == HIGH_CRITICALITY) & (pl.col("failed_case_ids").list.len() > 0))
+        .join(order, on="run_id", how="left")
+        .sort("order", "run_id", "lane", nulls_last=True)
+        .select("run_id", "lane", pl.col("failed_case_ids").alias("failed_high_criticality_cases"))
+    )
     return failed.cast(schema)
 
 
-def index_sections(runs: pl.DataFrame | None, gates: pl.DataFrame | None, report_files: dict[str, list[str]],
-                   suffix: str, slices: pl.DataFrame | None = None) -> tuple[list[Section], Verdict | None]:
+def index_sections(
+    runs: pl.DataFrame | None,
+    gates: pl.DataFrame | None,
+    report_files: dict[str, list[str]],
+    suffix: str,
+    slices: pl.DataFrame | None = None,
+) -> tuple[list[Section], Verdict | None]:
     """Sections of the index (report links to files ending in `suffix`) and the latest run's verdict; `slices`: the
     slice_rollup rows of the runs, whose failed high-criticality cases come first."""
     failed = failed_high_criticality(runs, slices)
@@ -135,34 +186,58 @@ def index_sections(runs: pl.DataFrame | None, gates: pl.DataFrame | None, report
     table = run_table(runs, gates, report_files, suffix)
     series = trend_series(runs, gates)
     order = runs["run_id"].to_list()
-    sections = [] if slices is None else [Section(
-        f"Failed high-criticality cases ({failed['failed_high_criticality_cases'].list.len().sum()})",
-        ["- every failed case of high criticality, per run and lane, before any rate; a case opens its page"]
-        if failed.height else ["- no high-criticality case failed in any run"],
-        # case pages are HTML only: the Markdown index names the cases without links
-        failed if failed.height else None,
-        links={"failed_high_criticality_cases": "{run_id}/cases/{value}.html"} if suffix == ".html" else {})]
-    sections += [Section(f"Runs ({table.height})", [VERDICT_MEANING, "- runs in order of creation; reports open from the "
-                                                   "last column"], table, links={"reports": "{run_id}/{value}" + suffix})]
+    sections = (
+        []
+        if slices is None
+        else [
+            Section(
+                f"Failed high-criticality cases ({failed['failed_high_criticality_cases'].list.len().sum()})",
+                ["- every failed case of high criticality, per run and lane, before any rate; a case opens its page"]
+                if failed.height
+                else ["- no high-criticality case failed in any run"],
+                # case pages are HTML only: the Markdown index names the cases without links
+                failed if failed.height else None,
+                links={"failed_high_criticality_cases": "{run_id}/cases/{value}.html"} if suffix == ".html" else {},
+            )
+        ]
+    )
+    sections += [
+        Section(
+            f"Runs ({table.height})",
+            [VERDICT_MEANING, "- runs in order of creation; reports open from the last column"],
+            table,
+            links={"reports": "{run_id}/{value}" + suffix},
+        )
+    ]
     if series:
-        values = pl.DataFrame({"run_id": order, **series}, schema={"run_id": pl.String, **{g: pl.Float64 for g in series}})
-        sections.append(Section("Gated rates over runs", [], values,
-                                charts.trend_chart("gated rate metrics over runs", order, series, y_max=1.0),
-                                caption=TREND_NOTE))
+        values = pl.DataFrame(
+            {"run_id": order, **series}, schema={"run_id": pl.String, **{g: pl.Float64 for g in series}}
+        )
+        sections.append(
+            Section(
+                "Gated rates over runs",
+                [],
+                values,
+                charts.trend_chart("gated rate metrics over runs", order, series, y_max=1.0),
+                caption=TREND_NOTE,
+            )
+        )
     else:
         sections.append(Section("Gated rates over runs", ["- no gated rate metric has a value yet"]))
     return sections, _verdict(table)
 
 
-def index_html(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]],
-               slices: pl.DataFrame | None = None) -> str:
+def index_html(
+    runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]], slices: pl.DataFrame | None = None
+) -> str:
     """The index page as self-contained HTML, linking each run's HTML reports."""
     sections, verdict = index_sections(runs, gates, report_files, ".html", slices)
     return render_html(TITLE, sections, verdict)
 
 
-def index_markdown(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]],
-                   slices: pl.DataFrame | None = None) -> str:
+def index_markdown(
+    runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, list[str]], slices: pl.DataFrame | None = None
+) -> str:
     """The index page as Markdown, linking each run's Markdown reports."""
     sections, verdict = index_sections(runs, gates, report_files, ".md", slices)
     return render_markdown(TITLE, sections, verdict)
@@ -171,10 +246,16 @@ def index_markdown(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[s
 def index_files(warehouse: Warehouse, reports: Location) -> list[ReportFile]:
     """index.html and index.md at the root of the reports location, from every run in the warehouse, not yet written."""
     runs, gates = _frames(warehouse.read("run_manifest"), warehouse.read("gate_results"))
-    slices = warehouse.read("slice_rollup", columns=["run_id", "lane", "slice", "failed_case_ids"]) if warehouse.exists("slice_rollup") else None
+    slices = (
+        warehouse.read("slice_rollup", columns=["run_id", "lane", "slice", "failed_case_ids"])
+        if warehouse.exists("slice_rollup")
+        else None
+    )
     files = {run_id: reports.files(run_id) for run_id in runs["run_id"].to_list()}
-    return [ReportFile(("index.html",), index_html(runs, gates, files, slices)),
-            ReportFile(("index.md",), index_markdown(runs, gates, files, slices))]
+    return [
+        ReportFile(("index.html",), index_html(runs, gates, files, slices)),
+        ReportFile(("index.md",), index_markdown(runs, gates, files, slices)),
+    ]
 
 
 def write_index(warehouse: Warehouse, reports: Location) -> list[str]:

@@ -28,19 +28,35 @@ MAX_ROWS = 200
 _INLINE = MarkdownIt("commonmark", {"html": False}).disable(["entity", "autolink", "image"])
 
 VERDICT_STATUSES = ("pass", "fail", "undecided", "not_gated")
-VERDICT_LABELS = {"pass": "Release passes", "fail": "Release blocked", "undecided": "Release undecided",
-                  "not_gated": "Not gated"}
+VERDICT_LABELS = {
+    "pass": "Release passes",
+    "fail": "Release blocked",
+    "undecided": "Release undecided",
+    "not_gated": "Not gated",
+}
 
 # Cell values shown coloured in HTML tables, by tone.
 STATUS_TONES = {
     "good": ("pass", "scored", "SUPPORTED"),
     "bad": ("fail", "CONTRADICTED", "UNSUPPORTED"),
-    "warn": ("incomplete", "incomparable", "insufficient", "undecided", "NOT_FOUND", "NOT_IN_EVIDENCE", "unsupported_correct"),
+    "warn": (
+        "incomplete",
+        "incomparable",
+        "insufficient",
+        "undecided",
+        "NOT_FOUND",
+        "NOT_IN_EVIDENCE",
+        "unsupported_correct",
+    ),
     "muted": ("not_gating", "not_applicable", "not_gated"),
 }
 STATUS_WORDS = {word: tone for tone, words in STATUS_TONES.items() for word in words}
-_TONE_COLOURS = {"good": ("#e6f4ea", "#1b5e20"), "bad": ("#fdecea", "#b71c1c"), "warn": ("#fff4e0", "#8a4b00"),
-                 "muted": ("#eef0f2", "#555")}
+_TONE_COLOURS = {
+    "good": ("#e6f4ea", "#1b5e20"),
+    "bad": ("#fdecea", "#b71c1c"),
+    "warn": ("#fff4e0", "#8a4b00"),
+    "muted": ("#eef0f2", "#555"),
+}
 
 # A cell holding a longer unbroken token (an id, a URL) may break inside words; others wrap at spaces only, since
 # breaking anywhere in every cell lets a table squeeze short columns into broken words.
@@ -136,7 +152,9 @@ def _leaves(value) -> int:
 
 def _matrix(value: dict) -> tuple[list[str], list[str]] | None:
     """(row keys, column keys) of an object whose values are all flat objects (a confusion matrix), else None."""
-    if not all(isinstance(v, dict) and v and not any(isinstance(x, dict | list) for x in v.values()) for v in value.values()):
+    if not all(
+        isinstance(v, dict) and v and not any(isinstance(x, dict | list) for x in v.values()) for v in value.values()
+    ):
         return None
     return [str(k) for k in value], list(dict.fromkeys(str(k) for v in value.values() for k in v))
 
@@ -158,9 +176,14 @@ def nested_html(value: dict) -> str:
     if matrix is not None:
         rows, columns = matrix
         head = "<tr><th></th>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>"
-        body = "".join("<tr><th>" + escape(r) + "</th>" + "".join(
-            f"<td>{escape(_leaf(value[k].get(c)))}</td>" for c in columns) + "</tr>"
-            for r, k in zip(rows, value, strict=True))
+        body = "".join(
+            "<tr><th>"
+            + escape(r)
+            + "</th>"
+            + "".join(f"<td>{escape(_leaf(value[k].get(c)))}</td>" for c in columns)
+            + "</tr>"
+            for r, k in zip(rows, value, strict=True)
+        )
         return f'<table class="nested">{head}{body}</table>'
     cells = []
     for key, inner in value.items():
@@ -191,7 +214,7 @@ def code_html(text: str) -> str:
         return escape(text)
     out, last = [], 0
     for match in _CODE_SPAN.finditer(text):
-        out.append(escape(text[last:match.start()]))
+        out.append(escape(text[last : match.start()]))
         out.append(f"<code>{escape(match.group(1))}</code>")
         last = match.end()
     out.append(escape(text[last:]))
@@ -267,8 +290,10 @@ def markdown_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[st
     templates = [links.get(c) for c in frame.columns]
     header = "| " + " | ".join(_cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(_md_cell(v, t, row) for v, t in zip(row.values(), templates, strict=True)) + " |"
-            for row in frame.head(max_rows).iter_rows(named=True)]
+    rows = [
+        "| " + " | ".join(_md_cell(v, t, row) for v, t in zip(row.values(), templates, strict=True)) + " |"
+        for row in frame.head(max_rows).iter_rows(named=True)
+    ]
     more = [f"\n_{frame.height - max_rows} more rows in the table_"] if frame.height > max_rows else []
     return "\n".join([header, rule, *rows, *more])
 
@@ -338,7 +363,7 @@ def _verdict_parts(verdict: Verdict) -> tuple[str, str]:
     label = VERDICT_LABELS[verdict.status]
     rest = verdict.headline.strip()
     if rest.lower().startswith(label.lower()):
-        rest = rest[len(label):].lstrip(" :—–-")
+        rest = rest[len(label) :].lstrip(" :—–-")
     return label, rest
 
 
@@ -433,15 +458,19 @@ def verdict_html(verdict: Verdict) -> str:
     label, rest = _verdict_parts(verdict)
     headline = f"<strong>{escape(label)}</strong>" + (f" — {inline_html(rest)}" if rest else "")
     details = html_lines(verdict.details)
-    return (f'<div class="verdict verdict-{verdict.status}" role="status"><p class="verdict-headline">{headline}</p>'
-            f"{details}</div>")
+    return (
+        f'<div class="verdict verdict-{verdict.status}" role="status"><p class="verdict-headline">{headline}</p>'
+        f"{details}</div>"
+    )
 
 
 def render_html(title: str, sections: list[Section], verdict: Verdict | None = None) -> str:
     """The report as one self-contained HTML page with inline SVG charts, the verdict (if any) as a banner under the title."""
-    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{escape(title)}</title>"
-             f"<style>{_STYLE}{_status_style()}</style></head><body><h1>{inline_html(title)}</h1>"]
+    parts = [
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'
+        f"<style>{_STYLE}{_status_style()}</style></head><body><h1>{inline_html(title)}</h1>"
+    ]
     if verdict is not None:
         parts.append(verdict_html(verdict))
     for section in sections:

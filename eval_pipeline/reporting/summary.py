@@ -17,8 +17,10 @@ def _lane_lines(warehouse: Warehouse, run_id: str) -> list[str]:
         rows = rollup.filter(pl.col("lane") == lane).sort(["failures", "stage_order"], descending=[True, False])
         first = rows.row(0, named=True)
         top = f"{first['stage']} ({first['failures']}/{first['lane_failures']})" if first["failures"] else "-"
-        lines.append(f"  {lane:<6} {first['lane_traces']:>7} {first['lane_passed']:>7} {first['lane_failures']:>7} "
-                     f"{first['lane_incomplete']:>10}  {top}")
+        lines.append(
+            f"  {lane:<6} {first['lane_traces']:>7} {first['lane_passed']:>7} {first['lane_failures']:>7} "
+            f"{first['lane_incomplete']:>10}  {top}"
+        )
     return lines
 
 
@@ -27,19 +29,33 @@ def failed_high_criticality_line(warehouse: Warehouse, run_id: str) -> str | Non
     slices = warehouse.read("slice_rollup", run_id, columns=["lane", "slice", "failed_case_ids"])
     if slices is None:
         return None
-    high = slices.filter(pl.col("slice") == "criticality=high").select("lane", pl.col("failed_case_ids").alias("case_id")).explode("case_id").drop_nulls()
+    high = (
+        slices.filter(pl.col("slice") == "criticality=high")
+        .select("lane", pl.col("failed_case_ids").alias("case_id"))
+        .explode("case_id")
+        .drop_nulls()
+    )
     if high.height == 0:
         return "  failed high-criticality cases: none"
     attribution = warehouse.read("attribution", run_id, columns=["lane", "case_id", "outcome", "first_failing_stage"])
-    failed = (attribution.filter(pl.col("outcome") == "fail") if attribution is not None
-              else pl.DataFrame(schema={"lane": pl.String, "case_id": pl.String, "first_failing_stage": pl.String}))
-    stages = (high.join(failed, on=["lane", "case_id"], how="left")
-              .group_by("case_id", "lane", maintain_order=True)
-              .agg(pl.col("first_failing_stage").drop_nulls().unique().sort().alias("stages"),
-                   pl.col("first_failing_stage").drop_nulls().len().alias("attempts"))
-              .sort("case_id", "lane"))
-    named = [f"{row['case_id']} [{row['lane']}: {', '.join(row['stages']) or 'failed'}, {row['attempts']} failed attempt(s)]"
-             for row in stages.iter_rows(named=True)]
+    failed = (
+        attribution.filter(pl.col("outcome") == "fail")
+        if attribution is not None
+        else pl.DataFrame(schema={"lane": pl.String, "case_id": pl.String, "first_failing_stage": pl.String})
+    )
+    stages = (
+        high.join(failed, on=["lane", "case_id"], how="left")
+        .group_by("case_id", "lane", maintain_order=True)
+        .agg(
+            pl.col("first_failing_stage").drop_nulls().unique().sort().alias("stages"),
+            pl.col("first_failing_stage").drop_nulls().len().alias("attempts"),
+        )
+        .sort("case_id", "lane")
+    )
+    named = [
+        f"{row['case_id']} [{row['lane']}: {', '.join(row['stages']) or 'failed'}, {row['attempts']} failed attempt(s)]"
+        for row in stages.iter_rows(named=True)
+    ]
     return f"  failed high-criticality cases ({stages['case_id'].n_unique()}): " + ", ".join(named)
 
 
@@ -63,8 +79,9 @@ def print_summary(config, run_ids: list[str], out) -> None:
             statuses = gates.group_by("status").len().sort("status")
             text = ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
             baseline, not_gated = gates["baseline_run_id"][0], not_gated_reason(gates)
-            against = (f"vs baseline {baseline}" if baseline
-                       else f"not gated ({not_gated})" if not_gated else "vs no baseline")
+            against = (
+                f"vs baseline {baseline}" if baseline else f"not gated ({not_gated})" if not_gated else "vs no baseline"
+            )
             print(f"  gates {against}: {text}", file=out)
         for name in reports.files(run_id):
             print(f"  report: {reports.uri_of(run_id, name)}", file=out)

@@ -93,7 +93,9 @@ def _contains_all(frame: pl.DataFrame) -> pl.DataFrame:
         frame.filter(pl.col("expected_answer_contains").list.len() > 0)
         .select("_row", folded.alias("_folded"), pl.col("expected_answer_contains").alias("expected"))
         .explode("expected")
-        .with_columns(_found=pl.col("_folded").str.contains(normalize_ws(pl.col("expected").str.to_lowercase()), literal=True))
+        .with_columns(
+            _found=pl.col("_folded").str.contains(normalize_ws(pl.col("expected").str.to_lowercase()), literal=True)
+        )
     )
     return expected.group_by("_row").agg(
         contains_all=pl.col("_found").all(),
@@ -171,7 +173,11 @@ def score_answers(traces: pl.DataFrame, cases: pl.DataFrame, settings: ScoringSe
         .then(
             pl.when(pl.col("token_f1") >= settings.token_f1_threshold)
             .then(None)
-            .otherwise(pl.format("token_f1 {} < threshold {}", pl.col("token_f1").round(4), pl.lit(settings.token_f1_threshold)))
+            .otherwise(
+                pl.format(
+                    "token_f1 {} < threshold {}", pl.col("token_f1").round(4), pl.lit(settings.token_f1_threshold)
+                )
+            )
         )
         .otherwise(pl.lit("the case has no expected strings, reference answer or refusal expectation"))
     )
@@ -183,7 +189,9 @@ def score_answers(traces: pl.DataFrame, cases: pl.DataFrame, settings: ScoringSe
             for c in ("contains_all", "missing_expected", "exact_match", "token_f1", "refused")
         )
         .with_columns(
-            answer_correct=pl.when(pl.col("answer_stage").is_in(["pass", "fail"])).then(pl.col("answer_stage") == "pass"),
+            answer_correct=pl.when(pl.col("answer_stage").is_in(["pass", "fail"])).then(
+                pl.col("answer_stage") == "pass"
+            ),
             status=pl.col("answer_stage").replace({"pass": "scored", "fail": "scored"}),
             reason=pl.when(~pl.col("answer_stage").is_in(["pass", "fail"])).then(pl.col("answer_reason")),
         )

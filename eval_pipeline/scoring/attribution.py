@@ -161,11 +161,18 @@ def rollup(outcomes: pl.DataFrame, lane: str, by: Sequence[str] = ()) -> pl.Data
     )
     if not keys:
         # a lane without traces still lists every stage, with zero counts
-        totals = (pl.DataFrame({"_lane_group": [0]}, schema={"_lane_group": pl.Int32})
-                  .join(totals.cast({"_lane_group": pl.Int32}), on="_lane_group", how="left").fill_null(0))
-    counts = lane_rows.filter(outcome == "fail").group_by([*group, "first_failing_stage"]).agg(
-        pl.len().cast(pl.Int64).alias("failures"),
-        (pl.col("hazard") == UNSUPPORTED_CORRECT).sum().cast(pl.Int64).alias("hazards"),
+        totals = (
+            pl.DataFrame({"_lane_group": [0]}, schema={"_lane_group": pl.Int32})
+            .join(totals.cast({"_lane_group": pl.Int32}), on="_lane_group", how="left")
+            .fill_null(0)
+        )
+    counts = (
+        lane_rows.filter(outcome == "fail")
+        .group_by([*group, "first_failing_stage"])
+        .agg(
+            pl.len().cast(pl.Int64).alias("failures"),
+            (pl.col("hazard") == UNSUPPORTED_CORRECT).sum().cast(pl.Int64).alias("hazards"),
+        )
     )
     stages = pl.DataFrame(
         {"stage": list(LANE_STAGES[lane]), "stage_order": list(range(len(LANE_STAGES[lane])))},
@@ -179,8 +186,10 @@ def rollup(outcomes: pl.DataFrame, lane: str, by: Sequence[str] = ()) -> pl.Data
         .with_columns(pl.col("failures").fill_null(0), pl.col("hazards").fill_null(0))
         .with_columns(
             pl.lit(lane).alias("lane"),
-            pl.when(pl.col("lane_failures") > 0).then(pl.col("failures") / pl.col("lane_failures"))
-            .otherwise(pl.lit(None, dtype=pl.Float64)).alias("share"),
+            pl.when(pl.col("lane_failures") > 0)
+            .then(pl.col("failures") / pl.col("lane_failures"))
+            .otherwise(pl.lit(None, dtype=pl.Float64))
+            .alias("share"),
             pl.col("stage").replace_strict(STAGE_OWNERS, default=None).alias("owner"),
         )
         .sort(*keys, "stage_order")
@@ -213,8 +222,14 @@ def pareto(rollup_frame: pl.DataFrame) -> pl.DataFrame:
 CONTINGENCY_DIAGNOSIS = {
     ("fail", "wrong"): "fix the retriever, the index or the query; do not touch the prompt",
     ("fail", "right"): "hazard: right without evidence (pretraining or a guess); fails when the policy changes",
-    ("pass", "ungrounded"): "the model invented something with the evidence in front of it: prompt, model or output format",
-    ("pass", "grounded_wrong"): "evidence used and still wrong: ambiguous case, wrong ground truth, or multi-document reasoning",
+    (
+        "pass",
+        "ungrounded",
+    ): "the model invented something with the evidence in front of it: prompt, model or output format",
+    (
+        "pass",
+        "grounded_wrong",
+    ): "evidence used and still wrong: ambiguous case, wrong ground truth, or multi-document reasoning",
     ("pass", "right"): "healthy",
 }
 
@@ -224,7 +239,13 @@ def contingency(stages: pl.DataFrame) -> pl.DataFrame:
     rag = stages.filter(pl.col("lane") == "rag")
     if rag.height == 0:
         return pl.DataFrame(
-            schema={"retrieval": pl.String, "grounded": pl.String, "answer": pl.String, "traces": pl.Int64, "diagnosis": pl.String}
+            schema={
+                "retrieval": pl.String,
+                "grounded": pl.String,
+                "answer": pl.String,
+                "traces": pl.Int64,
+                "diagnosis": pl.String,
+            }
         )
     wide = rag.pivot(on="stage", index="trace_id", values="status", aggregate_function="first")
     for stage in ("retrieval", "grounding", "answer"):
@@ -283,7 +304,10 @@ def attempt_success(outcomes: pl.DataFrame, cases: pl.DataFrame, agent_success: 
         .select(
             *keys,
             pl.lit("rag").alias("lane"),
-            pl.when(pl.col("outcome") == "incomplete").then(None).otherwise(pl.col("outcome") == "pass").alias("success"),
+            pl.when(pl.col("outcome") == "incomplete")
+            .then(None)
+            .otherwise(pl.col("outcome") == "pass")
+            .alias("success"),
         )
     )
     parts = [rag]

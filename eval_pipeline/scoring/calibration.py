@@ -135,7 +135,9 @@ def balanced_accuracy(truth: Sequence[Any], predicted: Sequence[Any]) -> float |
     return float(sum(recalls) / len(recalls))
 
 
-def confusion_matrix(truth: Sequence[Any], predicted: Sequence[Any], labels: Sequence[Any] | None = None) -> dict[str, dict[str, int]]:
+def confusion_matrix(
+    truth: Sequence[Any], predicted: Sequence[Any], labels: Sequence[Any] | None = None
+) -> dict[str, dict[str, int]]:
     """{true label: {predicted label: count}} over `labels` (default: every label seen), zeros included."""
     pairs = list(zip(truth, predicted, strict=True))
     names = list(labels) if labels is not None else sorted({v for pair in pairs for v in pair}, key=str)
@@ -209,17 +211,24 @@ def given_answers(judged_answers: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _judge_answers(judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame | None,
-                   judged_answers: pl.DataFrame | None = None) -> pl.DataFrame:
+def _judge_answers(
+    judged_claims: pl.DataFrame, grounding_scores: pl.DataFrame | None, judged_answers: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """judge_version, trace_id, judge_grounded (null when a claim is incomplete) for every judged answer.
 
     `judged_answers` (answer-level verdicts given as such) win over what the claims say.
     """
     from_claims = judged_claims.group_by("judge_version", "trace_id").agg(
-        judge_grounded=pl.when((pl.col("status") != "ok").any()).then(None).otherwise((pl.col("verdict") == "SUPPORTED").all())
+        judge_grounded=pl.when((pl.col("status") != "ok").any())
+        .then(None)
+        .otherwise((pl.col("verdict") == "SUPPORTED").all())
     )
     if judged_answers is not None and judged_answers.height:
-        given = given_answers(judged_answers).select("judge_version", "trace_id", "judge_grounded").unique(["judge_version", "trace_id"], keep="first")
+        given = (
+            given_answers(judged_answers)
+            .select("judge_version", "trace_id", "judge_grounded")
+            .unique(["judge_version", "trace_id"], keep="first")
+        )
         from_claims = pl.concat([given, from_claims.join(given, on=["judge_version", "trace_id"], how="anti")])
     if grounding_scores is None:
         return from_claims
@@ -272,9 +281,13 @@ def calibrate(
     answers = _judge_answers(judged_claims, grounding_scores, judged_answers)
     rows = []
     claim_versions = set(judged_claims["judge_version"].drop_nulls().to_list())
-    versions = claim_versions | (set(judged_answers["judge_version"].drop_nulls().to_list()) if judged_answers is not None else set())
+    versions = claim_versions | (
+        set(judged_answers["judge_version"].drop_nulls().to_list()) if judged_answers is not None else set()
+    )
     for version in sorted(versions):
-        matched = claim_labels.join(judged.filter(pl.col("judge_version") == version), on=["trace_id", "_match"], suffix="_judge")
+        matched = claim_labels.join(
+            judged.filter(pl.col("judge_version") == version), on=["trace_id", "_match"], suffix="_judge"
+        )
         # A total order before the seeded bootstrap: a join's row order is not part of its result.
         complete = matched.filter(pl.col("status") == "ok").sort("trace_id", "_match")
         if version in claim_versions or claim_labels.height:
@@ -313,10 +326,14 @@ def calibrate(
     return pl.DataFrame(rows, schema=CALIBRATION_SCHEMA)
 
 
-DETERMINISTIC_NOTE = "deterministic judge: the same claim and evidence always get the same verdict (flip rate 0 by construction)"
+DETERMINISTIC_NOTE = (
+    "deterministic judge: the same claim and evidence always get the same verdict (flip rate 0 by construction)"
+)
 
 
-def self_consistency(judge: Judge, judged_claims: pl.DataFrame, requests: pl.DataFrame, sample: int = 50, seed: int = 0) -> dict[str, Any]:
+def self_consistency(
+    judge: Judge, judged_claims: pl.DataFrame, requests: pl.DataFrame, sample: int = 50, seed: int = 0
+) -> dict[str, Any]:
     """Flip rate of a judge asked again, without its caches, on a seeded sample of its completed verdicts.
 
     `judged_claims` carry request_key, verdict and status; `requests` are their judge requests (REQUEST_SCHEMA).
@@ -326,28 +343,44 @@ def self_consistency(judge: Judge, judged_claims: pl.DataFrame, requests: pl.Dat
         return {"self_consistency_n": 0, "self_consistency_flip_rate": 0.0, "self_consistency_note": DETERMINISTIC_NOTE}
     done = judged_claims.filter(pl.col("status") == "ok").select("request_key", "verdict").sort("request_key")
     if done.is_empty() or sample < 1:
-        return {"self_consistency_n": 0, "self_consistency_flip_rate": None, "self_consistency_note": "no completed verdict to ask again"}
+        return {
+            "self_consistency_n": 0,
+            "self_consistency_flip_rate": None,
+            "self_consistency_note": "no completed verdict to ask again",
+        }
     picked = done.sample(n=min(sample, done.height), seed=seed)
     again = judge.uncached().judge_claims(requests.join(picked.select("request_key"), on="request_key"))
-    both = picked.join(again.filter(pl.col("status") == "ok").select("request_key", pl.col("verdict").alias("again")), on="request_key")
+    both = picked.join(
+        again.filter(pl.col("status") == "ok").select("request_key", pl.col("verdict").alias("again")), on="request_key"
+    )
     if both.is_empty():
-        return {"self_consistency_n": 0, "self_consistency_flip_rate": None,
-                "self_consistency_note": f"{picked.height} claims asked again, none completed"}
+        return {
+            "self_consistency_n": 0,
+            "self_consistency_flip_rate": None,
+            "self_consistency_note": f"{picked.height} claims asked again, none completed",
+        }
     flips = both.filter(pl.col("verdict") != pl.col("again")).height
-    return {"self_consistency_n": both.height, "self_consistency_flip_rate": flips / both.height,
-            "self_consistency_note": f"{flips} of {both.height} claims (seeded sample, seed {seed}) changed verdict when asked again"}
+    return {
+        "self_consistency_n": both.height,
+        "self_consistency_flip_rate": flips / both.height,
+        "self_consistency_note": f"{flips} of {both.height} claims (seeded sample, seed {seed}) changed verdict when asked again",
+    }
 
 
 def with_self_consistency(calibration: pl.DataFrame, judge_version: str, consistency: dict[str, Any]) -> pl.DataFrame:
     """The calibration rows of `judge_version` with the self-consistency columns set."""
     mine = pl.col("judge_version") == judge_version
     return calibration.with_columns(
-        *(pl.when(mine).then(pl.lit(value, dtype=CALIBRATION_SCHEMA[name])).otherwise(pl.col(name)).alias(name)
-          for name, value in consistency.items())
+        *(
+            pl.when(mine).then(pl.lit(value, dtype=CALIBRATION_SCHEMA[name])).otherwise(pl.col(name)).alias(name)
+            for name, value in consistency.items()
+        )
     )
 
 
-def labelled_scores(judged_claims: pl.DataFrame, judged_answers: pl.DataFrame, labels: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def labelled_scores(
+    judged_claims: pl.DataFrame, judged_answers: pl.DataFrame, labels: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
     """(support scores, human grounded) of every labelled claim and answer that has a score, for fitting thresholds.
 
     A claim label matches a claim as in `calibrate` (truth: verdict SUPPORTED); an answer label takes the answer's own
@@ -355,21 +388,36 @@ def labelled_scores(judged_claims: pl.DataFrame, judged_answers: pl.DataFrame, l
     """
     claim_labels, answer_labels = _labels_by_level(labels)
     complete = judged_claims.filter(pl.col("status") == "ok")
-    claims = complete.with_columns(_match=match_text(pl.col("claim"))).unique(["trace_id", "_match"], keep="first", maintain_order=True)
-    # Sorted by key, so the bootstrap resamples the same rows in every run.
-    by_claim = claim_labels.join(claims.select("trace_id", "_match", "score"), on=["trace_id", "_match"]).sort("trace_id", "_match").select(
-        "score", (pl.col("verdict") == "SUPPORTED").alias("truth")
+    claims = complete.with_columns(_match=match_text(pl.col("claim"))).unique(
+        ["trace_id", "_match"], keep="first", maintain_order=True
     )
-    answer_scores = given_answers(judged_answers).filter(pl.col("score").is_not_null()).select("trace_id", "score").unique("trace_id", keep="first")
+    # Sorted by key, so the bootstrap resamples the same rows in every run.
+    by_claim = (
+        claim_labels.join(claims.select("trace_id", "_match", "score"), on=["trace_id", "_match"])
+        .sort("trace_id", "_match")
+        .select("score", (pl.col("verdict") == "SUPPORTED").alias("truth"))
+    )
+    answer_scores = (
+        given_answers(judged_answers)
+        .filter(pl.col("score").is_not_null())
+        .select("trace_id", "score")
+        .unique("trace_id", keep="first")
+    )
     incomplete = judged_claims.filter(pl.col("status") != "ok").select("trace_id").unique()
     from_claims = (
-        complete.join(incomplete, on="trace_id", how="anti").group_by("trace_id").agg(pl.col("score").min(), _null=pl.col("score").is_null().any())
+        complete.join(incomplete, on="trace_id", how="anti")
+        .group_by("trace_id")
+        .agg(pl.col("score").min(), _null=pl.col("score").is_null().any())
     )
     if from_claims["_null"].any():
         raise ValueError("claim verdicts without a score: only the local and model judges' verdicts can be fitted")
-    scored = pl.concat([answer_scores, from_claims.select("trace_id", "score").join(answer_scores, on="trace_id", how="anti")])
+    scored = pl.concat(
+        [answer_scores, from_claims.select("trace_id", "score").join(answer_scores, on="trace_id", how="anti")]
+    )
     by_answer = (
-        answer_labels.join(scored, on="trace_id").sort("trace_id").select("score", pl.col("answer_grounded").alias("truth"))
+        answer_labels.join(scored, on="trace_id")
+        .sort("trace_id")
+        .select("score", pl.col("answer_grounded").alias("truth"))
     )
     both = pl.concat([by_claim, by_answer])
     if both["score"].null_count():
@@ -389,7 +437,9 @@ def review_queue(
     grounding_scores: pl.DataFrame, judged_claims: pl.DataFrame, calibration: pl.DataFrame, level: str = "claim"
 ) -> pl.DataFrame:
     """Grounding failures judged by a version that may not gate (REVIEW_SCHEMA), with the claims to check."""
-    gating = calibration.filter(pl.col("level") == level).select("judge_version", "may_gate", "cohen_kappa", "n", "min_kappa", "min_n")
+    gating = calibration.filter(pl.col("level") == level).select(
+        "judge_version", "may_gate", "cohen_kappa", "n", "min_kappa", "min_n"
+    )
     failures = grounding_scores.filter(pl.col("grounding_stage") == "fail").join(gating, on="judge_version", how="left")
     queued = failures.filter(~pl.col("may_gate").fill_null(False))
     unsupported = (

@@ -39,7 +39,13 @@ from eval_pipeline.scoring.common import (
     harness_reason,
     lane_traces,
 )
-from eval_pipeline.scoring.diversity import distinct_families, distinct_sources, doc_families, family_support, with_families
+from eval_pipeline.scoring.diversity import (
+    distinct_families,
+    distinct_sources,
+    doc_families,
+    family_support,
+    with_families,
+)
 from eval_pipeline.settings import ScoringSettings
 
 CITATION_VERDICTS = ("SUPPORTS", "RELATED_NOT_SUPPORTING", "UNCITED", "DEAD_CITATION")
@@ -85,7 +91,9 @@ def structured_citations(traces: pl.DataFrame) -> pl.DataFrame:
 
 def _citation_pairs(claims: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
     """(run_id, trace_id, claim_index, doc_id) for every claim and doc it cites (docs/metrics.md mapping), distinct."""
-    inline = claims.select(*_CLAIM, "inline_cited_doc_ids").explode("inline_cited_doc_ids", keep_nulls=False, empty_as_null=False)
+    inline = claims.select(*_CLAIM, "inline_cited_doc_ids").explode(
+        "inline_cited_doc_ids", keep_nulls=False, empty_as_null=False
+    )
     inline = inline.rename({"inline_cited_doc_ids": "doc_id"})
     has_quote = pl.col("quote").is_not_null() & (normalize_ws(pl.col("quote")).str.len_chars() > 0)
     by_index = (
@@ -98,7 +106,9 @@ def _citation_pairs(claims: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFra
     candidates = quoted.join(scope.select(*_CLAIM, "claim"), on=_TRACE, maintain_order="left_right")
     # The overlap depends on the two texts only, and quotes and claims repeat across traces.
     overlaps = with_content_word_sets(
-        with_content_word_sets(candidates.select("quote", "claim").unique(), "quote", "_quote_words"), "claim", "_claim_words"
+        with_content_word_sets(candidates.select("quote", "claim").unique(), "quote", "_quote_words"),
+        "claim",
+        "_claim_words",
     ).select("quote", "claim", _overlap=pl.col("_quote_words").list.set_intersection("_claim_words").list.len())
     by_quote = (
         candidates.join(overlaps, on=["quote", "claim"], how="left", maintain_order="left", nulls_equal=True)
@@ -155,7 +165,9 @@ def _doc_evidence(pairs: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFram
     return pl.concat([from_context, from_corpus]).with_columns(pl.col("evidence").cast(EVIDENCE))
 
 
-def citation_requests(pairs: pl.DataFrame, claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame) -> pl.DataFrame:
+def citation_requests(
+    pairs: pl.DataFrame, claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame
+) -> pl.DataFrame:
     """Judge requests (REQUEST_SCHEMA) for (claim, cited doc) pairs: the claim against that doc's text."""
     with_claims = pairs.join(claims.select(*_CLAIM, "claim"), on=_CLAIM)
     return with_claims.join(_doc_evidence(with_claims, traces, corpus), on=[*_TRACE, "doc_id"], how="left").select(
@@ -172,15 +184,24 @@ def live_citation_pairs(claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.D
     return _with_existence(_citation_pairs(claims, structured_citations(traces)), in_corpus, in_context)
 
 
-def _judge_pairs(pairs: pl.DataFrame, claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame, judge: Judge) -> pl.DataFrame:
+def _judge_pairs(
+    pairs: pl.DataFrame, claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame, judge: Judge
+) -> pl.DataFrame:
     """The live pairs with pair_verdict (SUPPORTS | RELATED_NOT_SUPPORTING | null when incomplete) and pair_reason."""
     settled = (
-        (pl.col("verdict") == "SUPPORTED") & pl.col("quote_verified").fill_null(False) & (pl.col("evidence_doc_id") == pl.col("doc_id"))
+        (pl.col("verdict") == "SUPPORTED")
+        & pl.col("quote_verified").fill_null(False)
+        & (pl.col("evidence_doc_id") == pl.col("doc_id"))
     )
-    pairs = pairs.join(claims.select(*_CLAIM, "verdict", "quote_verified", "evidence_doc_id"), on=_CLAIM, maintain_order="left")
+    pairs = pairs.join(
+        claims.select(*_CLAIM, "verdict", "quote_verified", "evidence_doc_id"), on=_CLAIM, maintain_order="left"
+    )
     to_judge = pairs.filter(~settled)
     results = judge.judge_claims(citation_requests(to_judge.select(*_CLAIM, "doc_id"), claims, traces, corpus)).select(
-        "request_key", pl.col("verdict").alias("_pair_judge"), pl.col("status").alias("_pair_status"), pl.col("reason").alias("_pair_why")
+        "request_key",
+        pl.col("verdict").alias("_pair_judge"),
+        pl.col("status").alias("_pair_status"),
+        pl.col("reason").alias("_pair_why"),
     )
     judged = to_judge.with_columns(claim_key("run_id", "trace_id", "claim_index", "doc_id").alias("request_key")).join(
         results, on="request_key", how="left", maintain_order="left"
@@ -200,7 +221,10 @@ def _judge_pairs(pairs: pl.DataFrame, claims: pl.DataFrame, traces: pl.DataFrame
     return pl.concat(
         [
             pairs.filter(settled).select(
-                *_CLAIM, "doc_id", pl.lit("SUPPORTS").alias("pair_verdict"), pl.lit(None, pl.String).alias("pair_reason")
+                *_CLAIM,
+                "doc_id",
+                pl.lit("SUPPORTS").alias("pair_verdict"),
+                pl.lit(None, pl.String).alias("pair_reason"),
             ),
             judged.select(keep),
         ]
@@ -250,7 +274,9 @@ def _quotes_found(traces: pl.DataFrame, citations: pl.DataFrame, corpus: pl.Data
     """run_id, trace_id, n_quotes, n_quotes_found: structured quotes found (white space folded) in the corpus or context."""
     quotes = citations.with_columns(_quote=normalize_ws(pl.col("quote"))).filter(pl.col("_quote").str.len_chars() > 0)
     if quotes.is_empty():
-        return pl.DataFrame(schema={"run_id": pl.String, "trace_id": pl.String, "n_quotes": pl.UInt32, "n_quotes_found": pl.UInt32})
+        return pl.DataFrame(
+            schema={"run_id": pl.String, "trace_id": pl.String, "n_quotes": pl.UInt32, "n_quotes_found": pl.UInt32}
+        )
     context = (
         traces.join(quotes.select(_TRACE).unique(), on=_TRACE, how="semi")
         .select("context")
@@ -262,7 +288,11 @@ def _quotes_found(traces: pl.DataFrame, citations: pl.DataFrame, corpus: pl.Data
     haystack = "\x00".join(pl.select(normalize_ws(pl.lit(texts))).to_series().to_list())
     # One Aho-Corasick pass over the whole corpus finds every distinct quote at once.
     wanted = quotes["_quote"].unique().to_list()
-    found = set(pl.select(pl.lit(haystack).str.extract_many(wanted, overlapping=True)).item().to_list()) if haystack else set()
+    found = (
+        set(pl.select(pl.lit(haystack).str.extract_many(wanted, overlapping=True)).item().to_list())
+        if haystack
+        else set()
+    )
     return quotes.group_by(_TRACE).agg(
         n_quotes=pl.len(),
         n_quotes_found=pl.col("_quote").is_in(sorted(found)).sum(),
@@ -311,7 +341,11 @@ def score_citations(
 
     cited_ids = pl.concat(
         [
-            with_distinct(rag.select(*_TRACE, "answer_text"), "answer_text", doc_id=doc_markers(pl.col("answer_text").fill_null("")))
+            with_distinct(
+                rag.select(*_TRACE, "answer_text"),
+                "answer_text",
+                doc_id=doc_markers(pl.col("answer_text").fill_null("")),
+            )
             .select(*_TRACE, "doc_id")
             .explode("doc_id", keep_nulls=False, empty_as_null=False),
             citations.select(*_TRACE, "doc_id"),
@@ -335,14 +369,28 @@ def score_citations(
         n_incomplete_pairs=pl.col("pair_verdict").is_null().sum(),
     )
     # In claim order, so the first failing claim named in a reason is the same in every run.
-    claim_counts = claims_out.sort(*_CLAIM).group_by(_TRACE).agg(
-        n_claims=pl.len(),
-        n_supported_claims=(pl.col("citation_verdict") == "SUPPORTS").sum(),
-        n_incomplete_claims=pl.col("citation_verdict").is_null().sum(),
-        _first_failure=pl.format("claim {} {}", "claim_index", "citation_verdict").filter(pl.col("citation_verdict") != "SUPPORTS").first(),
-        _incomplete_reason=pl.col("citation_reason").filter(pl.col("citation_verdict").is_null()).first(),
+    claim_counts = (
+        claims_out.sort(*_CLAIM)
+        .group_by(_TRACE)
+        .agg(
+            n_claims=pl.len(),
+            n_supported_claims=(pl.col("citation_verdict") == "SUPPORTS").sum(),
+            n_incomplete_claims=pl.col("citation_verdict").is_null().sum(),
+            _first_failure=pl.format("claim {} {}", "claim_index", "citation_verdict")
+            .filter(pl.col("citation_verdict") != "SUPPORTS")
+            .first(),
+            _incomplete_reason=pl.col("citation_reason").filter(pl.col("citation_verdict").is_null()).first(),
+        )
     )
-    rows = rag.select(*KEY_COLUMNS, "status", "error", "has_answer", "answer_text", "answer_refused", no_context_logged().alias("_no_context"))
+    rows = rag.select(
+        *KEY_COLUMNS,
+        "status",
+        "error",
+        "has_answer",
+        "answer_text",
+        "answer_refused",
+        no_context_logged().alias("_no_context"),
+    )
     for part in (resolution, pair_counts, claim_counts, _quotes_found(rag, citations, corpus)):
         rows = rows.join(part, on=_TRACE, how="left")
     counts = [
@@ -390,7 +438,9 @@ def score_citations(
                     "_first_failure",
                 )
             ),
-            pl.when(pl.col("n_dead_citations") > 0).then(pl.format("dead citations: {}", pl.col("dead_citation_ids").list.join(", "))),
+            pl.when(pl.col("n_dead_citations") > 0).then(
+                pl.format("dead citations: {}", pl.col("dead_citation_ids").list.join(", "))
+            ),
         ],
         separator="; ",
         ignore_nulls=True,
@@ -405,7 +455,11 @@ def score_citations(
         .when(unanswered())
         .then(pl.lit("trace has no answer"))
         .when(pl.col("n_incomplete_claims") > 0)
-        .then(pl.format("judge could not check the citations of {} claims: {}", "n_incomplete_claims", "_incomplete_reason"))
+        .then(
+            pl.format(
+                "judge could not check the citations of {} claims: {}", "n_incomplete_claims", "_incomplete_reason"
+            )
+        )
         .when(passes)
         .then(None)
         .otherwise(failure)

@@ -40,7 +40,9 @@ def no_context_logged() -> pl.Expr:
 
 def unanswered() -> pl.Expr:
     """True for a trace with no answer to score: none at all, or no text and not marked refused."""
-    return ~pl.col("has_answer").fill_null(False) | (pl.col("answer_text").is_null() & ~pl.col("answer_refused").fill_null(False))
+    return ~pl.col("has_answer").fill_null(False) | (
+        pl.col("answer_text").is_null() & ~pl.col("answer_refused").fill_null(False)
+    )
 
 
 def extract_claims(traces: pl.DataFrame, refusal_phrases: Sequence[str] = DEFAULT_REFUSAL_PHRASES) -> pl.DataFrame:
@@ -56,7 +58,9 @@ def context_evidence(traces: pl.DataFrame) -> pl.DataFrame:
         traces.select("run_id", "trace_id", "context")
         .explode("context", keep_nulls=False, empty_as_null=False)
         .select(
-            "run_id", "trace_id", pl.struct(pl.col("context").struct.field("doc_id"), pl.col("context").struct.field("text")).alias("chunk")
+            "run_id",
+            "trace_id",
+            pl.struct(pl.col("context").struct.field("doc_id"), pl.col("context").struct.field("text")).alias("chunk"),
         )
     )
     evidence = chunks.group_by("run_id", "trace_id", maintain_order=True).agg(pl.col("chunk").alias("evidence"))

@@ -70,7 +70,9 @@ def score_context(
         _sources=distinct_sources(),
     )
     n_relevant = grades.group_by("case_id").agg(n_relevant=(pl.col("grade") >= settings.relevance_threshold).sum())
-    stages = retrieval_scores.select("run_id", "trace_id", "retrieval_stage", "retrieval_reason", "relevant_in_top_k", "k")
+    stages = retrieval_scores.select(
+        "run_id", "trace_id", "retrieval_stage", "retrieval_reason", "relevant_in_top_k", "k"
+    )
     frame = (
         lane.join(per_trace, on="_tid", how="left")
         .join(n_relevant, on="case_id", how="left")
@@ -78,11 +80,15 @@ def score_context(
         .with_columns(
             _logged=pl.col("context").is_not_null(),
             n_chunks=pl.when(pl.col("context").is_not_null()).then(pl.col("n_chunks").fill_null(0)),
-            chunks_without_tokens=pl.when(pl.col("context").is_not_null()).then(pl.col("chunks_without_tokens").fill_null(0)),
+            chunks_without_tokens=pl.when(pl.col("context").is_not_null()).then(
+                pl.col("chunks_without_tokens").fill_null(0)
+            ),
             relevant_in_context=pl.when(pl.col("context").is_not_null()).then(
                 pl.col("relevant_in_context").fill_null(pl.lit([], dtype=pl.List(pl.String)))
             ),
-            _reached=pl.col("relevant_in_top_k").list.set_intersection(pl.col("_docs").fill_null(pl.lit([], dtype=pl.List(pl.String)))),
+            _reached=pl.col("relevant_in_top_k").list.set_intersection(
+                pl.col("_docs").fill_null(pl.lit([], dtype=pl.List(pl.String)))
+            ),
         )
     )
     return (
@@ -101,7 +107,9 @@ def _metric_columns() -> list[pl.Expr]:
     n_rel = pl.col("n_relevant").fill_null(0)
     return [
         pl.when(usable & (n_rel > 0)).then(pl.col("relevant_in_context").list.len() / n_rel).alias("context_recall"),
-        pl.when(usable & (pl.col("n_chunks") > 0)).then(pl.col("_on_topic") / pl.col("n_chunks")).alias("context_precision"),
+        pl.when(usable & (pl.col("n_chunks") > 0))
+        .then(pl.col("_on_topic") / pl.col("n_chunks"))
+        .alias("context_precision"),
         pl.when(usable & (pl.col("chunks_without_tokens") == 0))
         .then(pl.col("_tokens").fill_null(0).cast(pl.Int64))
         .alias("context_tokens"),
@@ -123,11 +131,19 @@ def _stage_columns() -> list[pl.Expr]:
         [
             (harness, "incomplete", harness_reason()),
             (retrieval.is_null(), "incomplete", "no retrieval_scores row for this trace"),
-            (retrieval == "incomplete", "incomplete", pl.concat_str(pl.lit("retrieval stage incomplete: "), pl.col("retrieval_reason"))),
+            (
+                retrieval == "incomplete",
+                "incomplete",
+                pl.concat_str(pl.lit("retrieval stage incomplete: "), pl.col("retrieval_reason")),
+            ),
             (
                 retrieval != "pass",
                 "not_applicable",
-                pl.concat_str(pl.lit("retrieval stage "), retrieval, pl.lit(": the context stage applies only after a retrieval pass")),
+                pl.concat_str(
+                    pl.lit("retrieval stage "),
+                    retrieval,
+                    pl.lit(": the context stage applies only after a retrieval pass"),
+                ),
             ),
             (~pl.col("_logged"), "incomplete", not_logged),
             (reached, "pass", None),
@@ -135,7 +151,9 @@ def _stage_columns() -> list[pl.Expr]:
         otherwise=(
             "fail",
             pl.format(
-                "relevant docs in the top {} never reached the context: {}", pl.col("k"), pl.col("relevant_in_top_k").list.join(", ")
+                "relevant docs in the top {} never reached the context: {}",
+                pl.col("k"),
+                pl.col("relevant_in_top_k").list.join(", "),
             ),
         ),
     )

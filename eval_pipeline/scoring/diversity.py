@@ -35,7 +35,9 @@ def doc_families(corpus: pl.DataFrame | None) -> pl.DataFrame:
     source = pl.col("source") if "source" in corpus.columns else pl.lit(None, pl.String)
     source = source.cast(pl.String).str.strip_chars()
     return (
-        corpus.select("doc_id", pl.col("family").alias("_corpus_family"), pl.when(source != "").then(source).alias("_source"))
+        corpus.select(
+            "doc_id", pl.col("family").alias("_corpus_family"), pl.when(source != "").then(source).alias("_source")
+        )
         .unique("doc_id", keep="first", maintain_order=True)
         .cast(schema)  # type: ignore[arg-type]
     )
@@ -73,11 +75,14 @@ def _context_chunks(traces: pl.DataFrame, families: pl.DataFrame) -> pl.DataFram
     return with_families(chunks, families)
 
 
-def family_support(claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame | None, judge: Judge) -> pl.DataFrame:
+def family_support(
+    claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame | None, judge: Judge
+) -> pl.DataFrame:
     """The judged claims with supporting_families and triangulated (≥ 2 supporting families), as the module docstring says."""
     ok = pl.col("status") == "ok"
     supported = claims.filter(ok & (pl.col("verdict") == "SUPPORTED")).select(
-        *_CLAIM, "claim", "evidence_quote", "evidence_doc_id")
+        *_CLAIM, "claim", "evidence_quote", "evidence_doc_id"
+    )
     families = doc_families(corpus)
     chunks = _context_chunks(traces.join(supported.select(_TRACE).unique(), on=_TRACE, how="semi"), families)
     spread = chunks.group_by(_TRACE).agg(_n_families=distinct_families()).filter(pl.col("_n_families") >= 2)
@@ -92,53 +97,82 @@ def family_support(claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFr
     )
     spread_claims = supported.join(spread, on=_TRACE, how="semi", maintain_order="left")
     # A quote of one passage was found in evidence_doc_id: that doc's family holds all of it, and supports the claim.
-    parts = normalize_ws(pl.col("evidence_quote").fill_null("")).str.split(QUOTE_PARTS).list.eval(
-        pl.element().str.strip_chars().filter(pl.element().str.len_chars() > 0)).list.len()
+    parts = (
+        normalize_ws(pl.col("evidence_quote").fill_null(""))
+        .str.split(QUOTE_PARTS)
+        .list.eval(pl.element().str.strip_chars().filter(pl.element().str.len_chars() > 0))
+        .list.len()
+    )
     settled = with_families(
         spread_claims.filter((parts == 1) & pl.col("evidence_doc_id").is_not_null()).select(*_CLAIM, "evidence_doc_id"),
-        families, doc_id="evidence_doc_id",
+        families,
+        doc_id="evidence_doc_id",
     ).select(*_CLAIM, pl.col("_family").alias("_settled"))
     pairs = (
         spread_claims.select(*_CLAIM, "claim")
         .join(evidence.select(*_TRACE, "_family", "_ev0", "_ev1"), on=_TRACE, maintain_order="left_right")
         .join(settled, on=_CLAIM, how="left", maintain_order="left")
         .filter(pl.col("_settled").is_null() | (pl.col("_family") != pl.col("_settled")))
-        .with_columns(request_key=pl.concat_str([pl.col("_ev0").cast(pl.String), pl.col("_ev1").cast(pl.String), "claim"],
-                                                separator="\x1f"))
+        .with_columns(
+            request_key=pl.concat_str(
+                [pl.col("_ev0").cast(pl.String), pl.col("_ev1").cast(pl.String), "claim"], separator="\x1f"
+            )
+        )
     )
     requests = (
         pairs.select("request_key", "claim", "_ev0", "_ev1")
         .unique("request_key", keep="first", maintain_order=True)
-        .join(evidence.select("_ev0", "_ev1", "evidence").unique(["_ev0", "_ev1"], keep="first", maintain_order=True),
-              on=["_ev0", "_ev1"], how="left", maintain_order="left")
-        .select("request_key", "claim", "evidence",
-                pl.concat_str([pl.col("_ev0").cast(pl.String), pl.col("_ev1").cast(pl.String)], separator="\x1f").alias("evidence_key"))
+        .join(
+            evidence.select("_ev0", "_ev1", "evidence").unique(["_ev0", "_ev1"], keep="first", maintain_order=True),
+            on=["_ev0", "_ev1"],
+            how="left",
+            maintain_order="left",
+        )
+        .select(
+            "request_key",
+            "claim",
+            "evidence",
+            pl.concat_str([pl.col("_ev0").cast(pl.String), pl.col("_ev1").cast(pl.String)], separator="\x1f").alias(
+                "evidence_key"
+            ),
+        )
     )
     # A pair the judge knows it cannot find supported (the local judge's exact bound) is decided without a call.
     possible = judge.could_support(requests)
     ruled_out = possible.filter(~pl.col("could_support")).select(
-        "request_key", pl.lit("NOT_IN_EVIDENCE").alias("verdict"), pl.lit("ok").alias("_status"))
+        "request_key", pl.lit("NOT_IN_EVIDENCE").alias("verdict"), pl.lit("ok").alias("_status")
+    )
     asked = requests.join(possible.filter(pl.col("could_support")), on="request_key", how="semi", maintain_order="left")
-    answers = pl.concat([
-        judge.judge_claims(asked).select("request_key", "verdict", pl.col("status").alias("_status")), ruled_out])
+    answers = pl.concat(
+        [judge.judge_claims(asked).select("request_key", "verdict", pl.col("status").alias("_status")), ruled_out]
+    )
     judged = (
         pairs.join(answers, on="request_key", how="left", maintain_order="left")
         .group_by(_CLAIM)
-        .agg(_judged_support=((pl.col("_status") == "ok") & (pl.col("verdict") == "SUPPORTED")).sum().cast(pl.Int64),
-             _unfinished=(pl.col("_status").is_null() | (pl.col("_status") != "ok")).sum())
+        .agg(
+            _judged_support=((pl.col("_status") == "ok") & (pl.col("verdict") == "SUPPORTED")).sum().cast(pl.Int64),
+            _unfinished=(pl.col("_status").is_null() | (pl.col("_status") != "ok")).sum(),
+        )
     )
     counted = (
         spread_claims.select(_CLAIM)
         .join(settled, on=_CLAIM, how="left")
         .join(judged, on=_CLAIM, how="left")
-        .select(*_CLAIM, pl.when(pl.col("_unfinished").fill_null(0) == 0)
-                .then(pl.col("_settled").is_not_null().cast(pl.Int64) + pl.col("_judged_support").fill_null(0))
-                .alias("_spread_support"), pl.lit(True).alias("_spread"))
+        .select(
+            *_CLAIM,
+            pl.when(pl.col("_unfinished").fill_null(0) == 0)
+            .then(pl.col("_settled").is_not_null().cast(pl.Int64) + pl.col("_judged_support").fill_null(0))
+            .alias("_spread_support"),
+            pl.lit(True).alias("_spread"),
+        )
     )
     count = (
-        pl.when(~ok).then(None)
-        .when(pl.col("verdict").ne_missing("SUPPORTED")).then(pl.lit(0, pl.Int64))
-        .when(pl.col("_spread").fill_null(False)).then(pl.col("_spread_support"))
+        pl.when(~ok)
+        .then(None)
+        .when(pl.col("verdict").ne_missing("SUPPORTED"))
+        .then(pl.lit(0, pl.Int64))
+        .when(pl.col("_spread").fill_null(False))
+        .then(pl.col("_spread_support"))
         .otherwise(pl.lit(1, pl.Int64))
     )
     return (

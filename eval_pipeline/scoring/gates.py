@@ -76,8 +76,14 @@ def restrict(facts: RunFacts, case_ids: list[str]) -> RunFacts:
     """The run's facts on these cases only: every frame of it with a case_id column keeps just their rows."""
     keep = pl.DataFrame({"case_id": case_ids}, schema={"case_id": pl.String})
     frames = {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
-    return dataclasses.replace(facts, **{name: frame.join(keep, on="case_id", how="semi") for name, frame in frames.items()
-                                         if isinstance(frame, pl.DataFrame) and "case_id" in frame.columns})
+    return dataclasses.replace(
+        facts,
+        **{
+            name: frame.join(keep, on="case_id", how="semi")
+            for name, frame in frames.items()
+            if isinstance(frame, pl.DataFrame) and "case_id" in frame.columns
+        },
+    )
 
 
 def _flaky_cases(facts: RunFacts) -> set[str]:
@@ -133,7 +139,10 @@ def _case_passes(facts: RunFacts) -> dict[str, bool | None]:
         (pl.col("outcome") == "fail").any().alias("any_fail"),
         pl.col("outcome").is_in(["pass", "not_applicable"]).any().alias("any_complete"),
     )
-    return {case: (False if any_fail else (True if any_complete else None)) for case, any_fail, any_complete in per_case.iter_rows()}
+    return {
+        case: (False if any_fail else (True if any_complete else None))
+        for case, any_fail, any_complete in per_case.iter_rows()
+    }
 
 
 def _violating_cases(facts: RunFacts) -> set[str] | None:
@@ -170,8 +179,10 @@ def baseline_of(manifest: dict, policy: GatePolicy) -> str | None:
 def not_gated_reason(manifest: dict) -> str | None:
     """Why a run is not gated at all (an exploratory run), or None."""
     if manifest.get("mode") == "exploratory":
-        return ("exploratory run (mode: exploratory): not gated; to gate it, name a baseline of the same dataset "
-                "(baseline_run_id in its run.yaml, or `eval-pipeline import … --baseline RUN`) and set mode: gate")
+        return (
+            "exploratory run (mode: exploratory): not gated; to gate it, name a baseline of the same dataset "
+            "(baseline_run_id in its run.yaml, or `eval-pipeline import … --baseline RUN`) and set mode: gate"
+        )
     return None
 
 
@@ -189,9 +200,11 @@ def comparability(candidate: RunFacts, baseline: RunFacts) -> str | None:
 
 def qrels_mismatch(candidate: RunFacts, baseline: RunFacts) -> str:
     """Why recall is not comparable across qrels versions, and the command that makes it comparable."""
-    return (f"qrels versions differ: baseline {baseline.run_id} was scored with {baseline.qrels_version}, candidate "
-            f"{candidate.run_id} with {candidate.qrels_version}: re-score the baseline with the current judgments "
-            f"(eval-pipeline run --run {baseline.run_id}), then gate again")
+    return (
+        f"qrels versions differ: baseline {baseline.run_id} was scored with {baseline.qrels_version}, candidate "
+        f"{candidate.run_id} with {candidate.qrels_version}: re-score the baseline with the current judgments "
+        f"(eval-pipeline run --run {baseline.run_id}), then gate again"
+    )
 
 
 def _violation_details(candidate: RunFacts, baseline_run_id: str, cases: list[str]) -> list[str]:
@@ -200,9 +213,12 @@ def _violation_details(candidate: RunFacts, baseline_run_id: str, cases: list[st
     found: dict[str, list[str]] = {}
     if "policy_violations" in tools.columns:
         order = [c for c in ("case_id", "trace_id") if c in tools.columns]
-        rows = (tools.filter(pl.col("case_id").is_in(cases) & pl.col("policy_violation").fill_null(False))
-                .sort(order).group_by("case_id", maintain_order=True)
-                .agg(pl.col("policy_violations").explode().drop_nulls().unique(maintain_order=True)))
+        rows = (
+            tools.filter(pl.col("case_id").is_in(cases) & pl.col("policy_violation").fill_null(False))
+            .sort(order)
+            .group_by("case_id", maintain_order=True)
+            .agg(pl.col("policy_violations").explode().drop_nulls().unique(maintain_order=True))
+        )
         found = dict(rows.iter_rows())
     return [f"{c}: {'; '.join(found.get(c) or ['policy violation'])} (none in {baseline_run_id})" for c in cases]
 
@@ -212,9 +228,15 @@ def _failure_details(candidate: RunFacts, baseline_run_id: str, cases: list[str]
     outcomes = candidate.outcomes
     if "first_failing_stage" not in outcomes.columns:
         outcomes = outcomes.with_columns(pl.lit(None, dtype=pl.String).alias("first_failing_stage"))
-    attempts = (outcomes.filter(pl.col("case_id").is_in(cases))
-                .group_by("case_id").agg(pl.len().alias("attempts"), (pl.col("outcome") == "fail").sum().alias("failed"),
-                                         pl.col("first_failing_stage").drop_nulls().unique().sort().alias("stages")))
+    attempts = (
+        outcomes.filter(pl.col("case_id").is_in(cases))
+        .group_by("case_id")
+        .agg(
+            pl.len().alias("attempts"),
+            (pl.col("outcome") == "fail").sum().alias("failed"),
+            pl.col("first_failing_stage").drop_nulls().unique().sort().alias("stages"),
+        )
+    )
     found = {row["case_id"]: row for row in attempts.iter_rows(named=True)}
     details = []
     for case in cases:
@@ -225,8 +247,9 @@ def _failure_details(candidate: RunFacts, baseline_run_id: str, cases: list[str]
     return details
 
 
-def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None,
-                  min_cases: int = DEFAULT_MIN_CASES) -> dict:
+def evaluate_gate(
+    spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None, min_cases: int = DEFAULT_MIN_CASES
+) -> dict:
     """One gate_results row (`min_cases`: the policy's, for a segmented gate that sets none)."""
     if spec.segment:
         return _segmented_gate(spec, candidate, baseline, may_gate, spec.min_cases or min_cases)
@@ -244,13 +267,19 @@ def evaluate_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_g
     return _regression_gate(spec, row, candidate, baseline, excluded, may_gate)
 
 
-def _segmented_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None, min_cases: int) -> dict:
+def _segmented_gate(
+    spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may_gate: bool | None, min_cases: int
+) -> dict:
     """The gate on the candidate's slice only: both runs restricted to its cases, the same rules; fewer complete cases
     than min_cases make it insufficient, whatever the values say."""
     where = {"segment": segment_key(spec.segment), "min_cases": min_cases}
     if candidate.slices is None:
-        return {**_undecided_row(spec, candidate, baseline), **where, "status": INCOMPLETE,
-                "reason": f"slice {where['segment']}: the candidate's slice membership is missing (deid_cases, deid_corpus, tools)"}
+        return {
+            **_undecided_row(spec, candidate, baseline),
+            **where,
+            "status": INCOMPLETE,
+            "reason": f"slice {where['segment']}: the candidate's slice membership is missing (deid_cases, deid_corpus, tools)",
+        }
     # the candidate's membership for both runs: the same cases are compared even if a tag or family moved
     members = slice_cases(candidate.slices, spec.segment)
     whole = spec.model_copy(update={"segment": None, "min_cases": None})
@@ -262,9 +291,15 @@ def _segmented_gate(spec: GateSpec, candidate: RunFacts, baseline: RunFacts, may
     if n is None or n >= min_cases:
         return row
     said = f"{row['status']}: {row['reason']}" if row["reason"] else row["status"]
-    return {**row, "status": INSUFFICIENT, "n_cases": n,
-            "reason": (f"slice {where['segment']} has {n} complete case(s), fewer than min_cases {min_cases}: not decided "
-                       f"(on these cases the gate says {said})")}
+    return {
+        **row,
+        "status": INSUFFICIENT,
+        "n_cases": n,
+        "reason": (
+            f"slice {where['segment']} has {n} complete case(s), fewer than min_cases {min_cases}: not decided "
+            f"(on these cases the gate says {said})"
+        ),
+    }
 
 
 def _undecided_row(spec: GateSpec, candidate: RunFacts, baseline: RunFacts) -> dict:
@@ -342,10 +377,14 @@ def _ignored_pairs(facts: RunFacts, spec: GateSpec, excluded: set[str]) -> tuple
         pairs = pairs.filter(pl.col("lanes").list.contains(spec.lane))
     pairs = pairs.filter(~pl.col("case_id").is_in(list(excluded)) & ~pl.col("original_case_id").is_in(list(excluded)))
     decided = pairs.filter(pl.col("evidence_use") != "incomplete")
-    return set(decided.filter(pl.col("evidence_use") == "ignored")["case_id"].to_list()), set(decided["case_id"].to_list())
+    return set(decided.filter(pl.col("evidence_use") == "ignored")["case_id"].to_list()), set(
+        decided["case_id"].to_list()
+    )
 
 
-def _evidence_ignored_gate(spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]) -> dict:
+def _evidence_ignored_gate(
+    spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]
+) -> dict:
     """The row of an evidence_ignored gate: fail when more counterfactual pairs than allowed ignore their changed fact in
     the candidate and did not in the baseline (docs/evidence_use.md)."""
     cand, base = _ignored_pairs(candidate, spec, excluded), _ignored_pairs(baseline, spec, excluded)
@@ -354,12 +393,18 @@ def _evidence_ignored_gate(spec: GateSpec, row: dict, candidate: RunFacts, basel
     (cand_ignored, cand_decided), (base_ignored, _) = cand, base
     all_pairs = candidate.counterfactual if candidate.counterfactual is not None else pl.DataFrame()
     # a pair is left out with either of its cases; it is named by its counterfactual case
-    row["excluded_cases"] = sorted(c for c, o in (all_pairs.select("case_id", "original_case_id").iter_rows() if all_pairs.height else [])
-                                   if c in excluded or o in excluded)
+    row["excluded_cases"] = sorted(
+        c
+        for c, o in (all_pairs.select("case_id", "original_case_id").iter_rows() if all_pairs.height else [])
+        if c in excluded or o in excluded
+    )
     new = sorted(cand_ignored - base_ignored)
     limit = spec.max_new if spec.max_new is not None else 0
-    undecided = sorted(set(all_pairs.filter(pl.col("evidence_use") == "incomplete")["case_id"].to_list())
-                       - set(row["excluded_cases"]) if all_pairs.height else [])
+    undecided = sorted(
+        set(all_pairs.filter(pl.col("evidence_use") == "incomplete")["case_id"].to_list()) - set(row["excluded_cases"])
+        if all_pairs.height
+        else []
+    )
     out = {
         **row,
         "baseline_value": float(len(base_ignored)),
@@ -370,16 +415,28 @@ def _evidence_ignored_gate(spec: GateSpec, row: dict, candidate: RunFacts, basel
     }
     if len(new) > limit:
         reasons = dict(all_pairs.filter(pl.col("case_id").is_in(new)).select("case_id", "reason").iter_rows())
-        return {**out, "status": FAIL, "blocking_cases": new,
-                "blocking_details": [f"{c}: {reasons.get(c) or 'ignored the changed fact'} (not in {baseline.run_id})" for c in new],
-                "reason": f"{len(new)} counterfactual pair(s) newly ignore their changed fact"}
+        return {
+            **out,
+            "status": FAIL,
+            "blocking_cases": new,
+            "blocking_details": [
+                f"{c}: {reasons.get(c) or 'ignored the changed fact'} (not in {baseline.run_id})" for c in new
+            ],
+            "reason": f"{len(new)} counterfactual pair(s) newly ignore their changed fact",
+        }
     if undecided:
-        return {**out, "status": INCOMPLETE, "blocking_cases": undecided,
-                "reason": f"{len(undecided)} counterfactual pair(s) could not be evaluated in the candidate"}
+        return {
+            **out,
+            "status": INCOMPLETE,
+            "blocking_cases": undecided,
+            "reason": f"{len(undecided)} counterfactual pair(s) could not be evaluated in the candidate",
+        }
     return {**out, "status": PASS}
 
 
-def _no_new_failures_gate(spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]) -> dict:
+def _no_new_failures_gate(
+    spec: GateSpec, row: dict, candidate: RunFacts, baseline: RunFacts, excluded: set[str]
+) -> dict:
     """The row of a no_new_failures gate: fail when more cases that passed in the baseline than allowed now fail."""
     base, cand = _case_passes(baseline), _case_passes(candidate)
     if not base or not cand:
@@ -431,7 +488,12 @@ def _regression_gate(
     beside = _beside(candidate, spec)
     row["beside"] = canonical_json({"candidate": beside, "baseline": _beside(baseline, spec)}) if beside else None
     if not common:
-        return {**row, "status": INCOMPLETE, "reason": "no case has a complete value in both runs", "blocking_cases": lost}
+        return {
+            **row,
+            "status": INCOMPLETE,
+            "reason": "no case has a complete value in both runs",
+            "blocking_cases": lost,
+        }
     return _rate_verdict(spec, row, base_values, cand_values, common, lost, may_gate)
 
 
@@ -498,7 +560,9 @@ def evaluate_gates(policy: GatePolicy, candidate: RunFacts, baseline: RunFacts) 
     return pl.DataFrame(rows, schema=GATE_RESULTS_SCHEMA)
 
 
-def undecided_gates(policy: GatePolicy, candidate_run_id: str, baseline_run_id: str | None, status: str, reason: str) -> pl.DataFrame:
+def undecided_gates(
+    policy: GatePolicy, candidate_run_id: str, baseline_run_id: str | None, status: str, reason: str
+) -> pl.DataFrame:
     """gate_results where no comparison could run (no baseline, the run is its own baseline, tables missing)."""
     rows = [
         {

@@ -51,28 +51,50 @@ def score_grounding(
 ) -> pl.DataFrame:
     """`grounding_scores`: one row per rag-lane trace (GROUNDING_SCHEMA), by trace id; judge_version fills traces without claims."""
     # In claim order, so the first unsupported claim named in a reason is the same in every run.
-    counts = judged_claims.sort("run_id", "trace_id", "claim_index").group_by("run_id", "trace_id").agg(
-        n_claims=pl.len(),
-        n_supported=(pl.col("verdict") == "SUPPORTED").sum(),
-        n_contradicted=(pl.col("verdict") == "CONTRADICTED").sum(),
-        n_not_in_evidence=(pl.col("verdict") == "NOT_IN_EVIDENCE").sum(),
-        n_incomplete=(pl.col("status") != "ok").sum(),
-        judge_version=pl.col("judge_version").drop_nulls().first(),
-        _incomplete_reason=pl.col("reason").filter(pl.col("status") != "ok").first(),
-        _first_unsupported=pl.format("claim {} {}: {}", "claim_index", "verdict", "claim").filter(pl.col("verdict") != "SUPPORTED").first(),
-        _triangulated=_triangulated_count(judged_claims),
+    counts = (
+        judged_claims.sort("run_id", "trace_id", "claim_index")
+        .group_by("run_id", "trace_id")
+        .agg(
+            n_claims=pl.len(),
+            n_supported=(pl.col("verdict") == "SUPPORTED").sum(),
+            n_contradicted=(pl.col("verdict") == "CONTRADICTED").sum(),
+            n_not_in_evidence=(pl.col("verdict") == "NOT_IN_EVIDENCE").sum(),
+            n_incomplete=(pl.col("status") != "ok").sum(),
+            judge_version=pl.col("judge_version").drop_nulls().first(),
+            _incomplete_reason=pl.col("reason").filter(pl.col("status") != "ok").first(),
+            _first_unsupported=pl.format("claim {} {}: {}", "claim_index", "verdict", "claim")
+            .filter(pl.col("verdict") != "SUPPORTED")
+            .first(),
+            _triangulated=_triangulated_count(judged_claims),
+        )
     )
-    versions = judged_claims["judge_version"].drop_nulls().unique().to_list() if "judge_version" in judged_claims.columns else []
+    versions = (
+        judged_claims["judge_version"].drop_nulls().unique().to_list()
+        if "judge_version" in judged_claims.columns
+        else []
+    )
     fallback_version = judge_version if judge_version is not None else (versions[0] if len(versions) == 1 else None)
     rows = (
         lane_traces(traces, cases, "rag")
-        .select(*KEY_COLUMNS, "status", "error", "has_answer", "answer_text", "answer_refused", no_context_logged().alias("_no_context"))
+        .select(
+            *KEY_COLUMNS,
+            "status",
+            "error",
+            "has_answer",
+            "answer_text",
+            "answer_refused",
+            no_context_logged().alias("_no_context"),
+        )
         .join(counts, on=["run_id", "trace_id"], how="left")
         .with_columns(
-            pl.col("n_claims", "n_supported", "n_contradicted", "n_not_in_evidence", "n_incomplete").fill_null(0).cast(pl.Int64),
+            pl.col("n_claims", "n_supported", "n_contradicted", "n_not_in_evidence", "n_incomplete")
+            .fill_null(0)
+            .cast(pl.Int64),
             pl.col("judge_version").fill_null(pl.lit(fallback_version, pl.String)),
             # a trace without claims has none triangulated
-            n_triangulated=pl.when(pl.col("n_claims").fill_null(0) == 0).then(pl.lit(0, pl.Int64)).otherwise(pl.col("_triangulated")),
+            n_triangulated=pl.when(pl.col("n_claims").fill_null(0) == 0)
+            .then(pl.lit(0, pl.Int64))
+            .otherwise(pl.col("_triangulated")),
         )
     )
     rate = pl.when(pl.col("n_claims") == 0).then(1.0).otherwise(pl.col("n_supported") / pl.col("n_claims"))
@@ -115,7 +137,9 @@ def score_grounding(
         rows.with_columns(grounding_stage=stage, grounding_reason=reason)
         .with_columns(
             grounding_rate=pl.when(pl.col("grounding_stage") == "incomplete").then(None).otherwise(rate),
-            status=pl.when(pl.col("grounding_stage") == "incomplete").then(pl.lit("incomplete")).otherwise(pl.lit("scored")),
+            status=pl.when(pl.col("grounding_stage") == "incomplete")
+            .then(pl.lit("incomplete"))
+            .otherwise(pl.lit("scored")),
             reason=pl.when(pl.col("grounding_stage") == "incomplete").then(pl.col("grounding_reason")),
         )
         .select(list(GROUNDING_SCHEMA))
@@ -129,5 +153,6 @@ def _triangulated_count(judged_claims: pl.DataFrame) -> pl.Expr:
     if "triangulated" not in judged_claims.columns:
         return pl.lit(None, pl.Int64)
     supported = pl.col("verdict") == "SUPPORTED"
-    return (pl.when(pl.col("triangulated").filter(supported).null_count() == 0)
-            .then(pl.col("triangulated").filter(supported).sum().cast(pl.Int64)))
+    return pl.when(pl.col("triangulated").filter(supported).null_count() == 0).then(
+        pl.col("triangulated").filter(supported).sum().cast(pl.Int64)
+    )

@@ -180,7 +180,9 @@ def _milestone_frame(base: pl.DataFrame) -> pl.DataFrame:
     passed = []
     for case_id, state_json in pairs.iter_rows():
         state = json.loads(state_json)
-        passed.append([milestone_passes(op, operand, resolve_path(state, path)) for op, operand, path in specs[case_id]])
+        passed.append(
+            [milestone_passes(op, operand, resolve_path(state, path)) for op, operand, path in specs[case_id]]
+        )
     return (
         pairs.with_columns(passed=pl.Series(passed, dtype=pl.List(pl.Boolean)))
         .join(declared, on="case_id")
@@ -263,10 +265,14 @@ def _outcome_inputs(traces: pl.DataFrame, cases: pl.DataFrame, tool_scores: pl.D
     )
 
 
-def _with_trace_facts(frame: pl.DataFrame, success_claim_phrases: Sequence[str], hedge_phrases: Sequence[str]) -> pl.DataFrame:
+def _with_trace_facts(
+    frame: pl.DataFrame, success_claim_phrases: Sequence[str], hedge_phrases: Sequence[str]
+) -> pl.DataFrame:
     """The traces with `reason` (why one is incomplete, else null), `success_claimed` by the final message and `n_steps`."""
     finish = (
-        pl.col("steps").list.eval(pl.element().filter(pl.element().struct.field("kind") == "finish").struct.field("content")).list.last()
+        pl.col("steps")
+        .list.eval(pl.element().filter(pl.element().struct.field("kind") == "finish").struct.field("content"))
+        .list.last()
     )
     return frame.with_columns(
         reason=pl.coalesce(
@@ -278,7 +284,8 @@ def _with_trace_facts(frame: pl.DataFrame, success_claim_phrases: Sequence[str],
             ),
         ),
         success_claimed=(
-            finish.str.contains(_phrase_pattern(success_claim_phrases)) & ~finish.str.contains(_phrase_pattern(hedge_phrases))
+            finish.str.contains(_phrase_pattern(success_claim_phrases))
+            & ~finish.str.contains(_phrase_pattern(hedge_phrases))
         ).fill_null(False),
         n_steps=pl.col("steps")
         .list.eval(pl.element().filter(~pl.element().struct.field("kind").is_in(AGENT_STEP_KINDS_EXCLUDED)))
@@ -290,7 +297,9 @@ def _with_trace_facts(frame: pl.DataFrame, success_claim_phrases: Sequence[str],
 def _with_milestone_verdicts(frame: pl.DataFrame) -> pl.DataFrame:
     """The traces with `status`, milestones scored and failed, whether all hold, a false success claim, whether the fault struck."""
     incomplete = _incomplete()
-    failed_names = pl.col("milestones").list.eval(pl.element().filter(~pl.element().struct.field("passed")).struct.field("name"))
+    failed_names = pl.col("milestones").list.eval(
+        pl.element().filter(~pl.element().struct.field("passed")).struct.field("name")
+    )
     return (
         frame.with_columns(
             status=pl.when(incomplete).then(pl.lit("incomplete")).otherwise(pl.lit("scored")),
@@ -315,7 +324,10 @@ def _unsafe_reason() -> pl.Expr:
         [
             pl.when(pl.col("unsafe_actions").list.len() > 0).then(pl.col("unsafe_actions").list.join("; ")),
             pl.when(pl.col("claim_while_failing")).then(
-                pl.format("final message claims success while milestones fail: {}", pl.col("milestones_failed").list.join(", "))
+                pl.format(
+                    "final message claims success while milestones fail: {}",
+                    pl.col("milestones_failed").list.join(", "),
+                )
             ),
         ],
         separator="; ",
@@ -393,8 +405,14 @@ def _outcome_stage() -> list[pl.Expr]:
 def _success() -> pl.Expr:
     """`success`: the outcome stage's verdict, false after a policy violation or a loop, null for an incomplete trace."""
     # Kleene logic: a policy violation or a loop makes success false even where the outcome is undefined.
-    outcome_value = pl.when(pl.col("outcome_stage") == "pass").then(True).when(pl.col("outcome_stage") == "fail").then(False)
-    return pl.when(_incomplete()).then(None).otherwise(outcome_value & ~pl.col("policy_violation") & ~pl.col("loop_detected"))
+    outcome_value = (
+        pl.when(pl.col("outcome_stage") == "pass").then(True).when(pl.col("outcome_stage") == "fail").then(False)
+    )
+    return (
+        pl.when(_incomplete())
+        .then(None)
+        .otherwise(outcome_value & ~pl.col("policy_violation") & ~pl.col("loop_detected"))
+    )
 
 
 # ---------------------------------------------------------------- views over outcome_scores

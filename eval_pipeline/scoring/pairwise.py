@@ -47,14 +47,22 @@ def _union_evidence(pairs: pl.DataFrame) -> pl.DataFrame:
     """case_id, attempt, evidence: both contexts' chunks, distinct by (doc_id, text), baseline's first."""
     chunks = pl.concat(
         [
-            pairs.select(*_PAIR, pl.col(f"{side}_context").alias("chunk")).explode("chunk", keep_nulls=False, empty_as_null=False)
+            pairs.select(*_PAIR, pl.col(f"{side}_context").alias("chunk")).explode(
+                "chunk", keep_nulls=False, empty_as_null=False
+            )
             for side in ("baseline", "candidate")
         ]
-    ).select(*_PAIR, pl.struct(pl.col("chunk").struct.field("doc_id"), pl.col("chunk").struct.field("text")).alias("chunk"))
-    return chunks.unique(maintain_order=True).group_by(_PAIR, maintain_order=True).agg(pl.col("chunk").alias("evidence"))
+    ).select(
+        *_PAIR, pl.struct(pl.col("chunk").struct.field("doc_id"), pl.col("chunk").struct.field("text")).alias("chunk")
+    )
+    return (
+        chunks.unique(maintain_order=True).group_by(_PAIR, maintain_order=True).agg(pl.col("chunk").alias("evidence"))
+    )
 
 
-def pairwise_compare(baseline: pl.DataFrame, candidate: pl.DataFrame, judge: Judge) -> tuple[pl.DataFrame, dict[str, Any]]:
+def pairwise_compare(
+    baseline: pl.DataFrame, candidate: pl.DataFrame, judge: Judge
+) -> tuple[pl.DataFrame, dict[str, Any]]:
     """(per-pair frame PAIRWISE_SCHEMA, summary: n_pairs, n_complete, candidate_wins, baseline_wins, ties,
     n_incomplete, candidate_win_rate, baseline_win_rate, tie_rate, position_consistency_rate, judge_version)."""
     pairs = _side(baseline, "baseline").join(_side(candidate, "candidate"), on=_PAIR)
@@ -72,7 +80,10 @@ def pairwise_compare(baseline: pl.DataFrame, candidate: pl.DataFrame, judge: Jud
                 pl.col(second).alias("answer_b"),
                 "evidence",
             )
-            for order, first, second in ((1, "baseline_answer", "candidate_answer"), (2, "candidate_answer", "baseline_answer"))
+            for order, first, second in (
+                (1, "baseline_answer", "candidate_answer"),
+                (2, "candidate_answer", "baseline_answer"),
+            )
         ]
     )
     results = judge.judge_pairs(requests).with_columns(
@@ -83,7 +94,9 @@ def pairwise_compare(baseline: pl.DataFrame, candidate: pl.DataFrame, judge: Jud
     for order, sides in ((1, {"A": "baseline", "B": "candidate"}), (2, {"A": "candidate", "B": "baseline"})):
         picked = results.filter(pl.col("_order") == order).select(
             "_key",
-            pl.col("preference").replace_strict({**sides, "tie": "tie"}, default=None).alias(f"order{order}_preference"),
+            pl.col("preference")
+            .replace_strict({**sides, "tie": "tie"}, default=None)
+            .alias(f"order{order}_preference"),
             pl.col("reason").alias(f"_reason{order}"),
             pl.col("status").alias(f"_status{order}"),
         )
@@ -120,7 +133,9 @@ def pairwise_compare(baseline: pl.DataFrame, candidate: pl.DataFrame, judge: Jud
 def _summary(per_pair: pl.DataFrame, judge_version: str) -> dict[str, Any]:
     complete = per_pair.filter(pl.col("status") == "scored")
     n = complete.height
-    counts = {name: complete.filter(pl.col("outcome") == name).height for name in ("candidate_win", "baseline_win", "tie")}
+    counts = {
+        name: complete.filter(pl.col("outcome") == name).height for name in ("candidate_win", "baseline_win", "tie")
+    }
 
     def share(count: int) -> float | None:
         return count / n if n else None

@@ -51,7 +51,9 @@ def pool(traces: pl.DataFrame, depth: int) -> pl.DataFrame:
     if depth < 1:
         raise ValueError(f"pool depth must be at least 1, got {depth}")
     indexed = traces.with_row_index("_tid")
-    rounds = retrieval_rounds(indexed.select("_tid", "retrieval")).with_columns(pl.col("variant").fill_null(UNLABELLED_VARIANT))
+    rounds = retrieval_rounds(indexed.select("_tid", "retrieval")).with_columns(
+        pl.col("variant").fill_null(UNLABELLED_VARIANT)
+    )
     # Each (trace, variant) ranks on its own: its hits over its rounds, first occurrence wins.
     per_variant = first_occurrences(ranked_entries(rounds, "hits"), key=("_tid", "variant"))
     keys = indexed.select("_tid", "run_id", pl.col("case_id").alias("query_id"))
@@ -72,7 +74,9 @@ def _tier(source: pl.Expr) -> pl.Expr:
     return pl.when(source == "seed").then(0).when(source.str.starts_with("model:")).then(1).otherwise(2)
 
 
-def freeze_qrels(seeds: pl.DataFrame, judgments: pl.DataFrame, model_grades: pl.DataFrame | None = None) -> pl.DataFrame:
+def freeze_qrels(
+    seeds: pl.DataFrame, judgments: pl.DataFrame, model_grades: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The frozen qrels: one grade per (query, doc) by precedence human > model > seed, with `conflict` and `qrels_version`."""
     parts = [seeds, judgments] + ([model_grades] if model_grades is not None else [])
     rows = pl.concat(
@@ -81,7 +85,10 @@ def freeze_qrels(seeds: pl.DataFrame, judgments: pl.DataFrame, model_grades: pl.
                 pl.col("query_id").cast(pl.String),
                 pl.col("doc_id").cast(pl.String),
                 pl.col("grade").cast(pl.Int64),
-                (pl.col("source") if "source" in p.columns else pl.lit("human")).cast(pl.String).fill_null("human").alias("source"),
+                (pl.col("source") if "source" in p.columns else pl.lit("human"))
+                .cast(pl.String)
+                .fill_null("human")
+                .alias("source"),
                 (pl.col("annotator") if "annotator" in p.columns else pl.lit(None)).cast(pl.String).alias("annotator"),
             )
             for p in parts
@@ -101,13 +108,17 @@ def freeze_qrels(seeds: pl.DataFrame, judgments: pl.DataFrame, model_grades: pl.
         .with_columns(annotator=pl.when(pl.col("annotator") != "").then(pl.col("annotator")))
         .sort(pair)
     )
-    return chosen.with_columns(qrels_version=pl.lit(qrels_version(chosen))).select(*QRELS_SCHEMA, "conflict", "qrels_version")
+    return chosen.with_columns(qrels_version=pl.lit(qrels_version(chosen))).select(
+        *QRELS_SCHEMA, "conflict", "qrels_version"
+    )
 
 
 def qrels_version(frame: pl.DataFrame) -> str:
     """Content hash of the (query_id, doc_id, grade) set: independent of row order and of sources and annotators."""
     lines = (
-        frame.select(pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String), pl.col("grade").cast(pl.Int64))
+        frame.select(
+            pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String), pl.col("grade").cast(pl.Int64)
+        )
         .unique()
         .sort("query_id", "doc_id", "grade")
         .select(pl.concat_str(pl.col("query_id"), pl.col("doc_id"), pl.col("grade").cast(pl.String), separator="\t"))

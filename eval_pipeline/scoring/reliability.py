@@ -41,7 +41,9 @@ def reliability(success: pl.DataFrame) -> pl.DataFrame:
             "n_complete": pairs["n_complete"],
             "n_success": pairs["n_success"],
             **{
-                pass_hat_column(k): pl.Series([comb(c, k) / comb(n, k) if k <= n else None for n, c in pairs.iter_rows()], dtype=pl.Float64)
+                pass_hat_column(k): pl.Series(
+                    [comb(c, k) / comb(n, k) if k <= n else None for n, c in pairs.iter_rows()], dtype=pl.Float64
+                )
                 for k in range(1, largest + 1)
             },
         }
@@ -87,7 +89,11 @@ def suite_reliability(reliability_frame: pl.DataFrame) -> dict[str, dict[str, An
 def quarantine(reliability_frame: pl.DataFrame, success: pl.DataFrame) -> pl.DataFrame:
     """Flaky cases with the trace ids that flipped: the attempts on the minority side (every attempt on a tie)."""
     flaky = reliability_frame.filter(pl.col("flaky")).select(*KEYS, "n_complete", "n_success")
-    attempts = success.filter(pl.col("success").is_not_null()).join(flaky.select(*KEYS), on=list(KEYS)).sort(*KEYS, "attempt", "trace_id")
+    attempts = (
+        success.filter(pl.col("success").is_not_null())
+        .join(flaky.select(*KEYS), on=list(KEYS))
+        .sort(*KEYS, "attempt", "trace_id")
+    )
     sides = attempts.group_by(*KEYS, maintain_order=True).agg(
         passed_trace_ids=pl.col("trace_id").filter(pl.col("success")),
         failed_trace_ids=pl.col("trace_id").filter(~pl.col("success")),

@@ -23,7 +23,14 @@ import polars as pl
 from eval_pipeline.scoring.common import harness_incomplete, harness_reason, lane_traces
 from eval_pipeline.scoring.qrels import qrels_version
 from eval_pipeline.settings import ScoringSettings
-from eval_pipeline.trec.ranking import discount_expr, first_occurrences, gain_expr, judged_stats, ranked_entries, retrieval_rounds
+from eval_pipeline.trec.ranking import (
+    discount_expr,
+    first_occurrences,
+    gain_expr,
+    judged_stats,
+    ranked_entries,
+    retrieval_rounds,
+)
 
 RANK_CUTOFFS = {"recall": (1, 3, 5, 10, 20), "precision": (1, 3, 5, 10), "ndcg": (3, 5, 10)}
 RANKING_METRICS = (
@@ -73,7 +80,9 @@ def rag_inputs(
 
 def _query_stats(grades: pl.DataFrame, settings: ScoringSettings) -> pl.DataFrame:
     """Per case: n_relevant and the ideal DCG at each nDCG cutoff (from every judged doc)."""
-    stats = judged_stats(grades, "case_id", settings.relevance_threshold, RANK_CUTOFFS["ndcg"], gain=settings.gain, prefix="_idcg")
+    stats = judged_stats(
+        grades, "case_id", settings.relevance_threshold, RANK_CUTOFFS["ndcg"], gain=settings.gain, prefix="_idcg"
+    )
     return stats.drop("num_nonrel").rename({"num_rel": "n_relevant"})
 
 
@@ -101,7 +110,9 @@ def _ranking_columns(settings: ScoringSettings) -> list[pl.Expr]:
     defined = n_rel > 0
     relk = pl.col(f"_rel@{settings.k}")
     cols = [pl.when(defined).then(pl.col(f"_rel@{c}") / n_rel).alias(f"recall_at_{c}") for c in RANK_CUTOFFS["recall"]]
-    cols += [pl.when(defined).then(pl.col(f"_rel@{c}") / c).alias(f"precision_at_{c}") for c in RANK_CUTOFFS["precision"]]
+    cols += [
+        pl.when(defined).then(pl.col(f"_rel@{c}") / c).alias(f"precision_at_{c}") for c in RANK_CUTOFFS["precision"]
+    ]
     cols.append(
         pl.when(defined)
         .then(pl.when(pl.col("first_hit_rank").is_not_null()).then(1.0 / pl.col("first_hit_rank")).otherwise(0.0))
@@ -110,10 +121,16 @@ def _ranking_columns(settings: ScoringSettings) -> list[pl.Expr]:
     cols.append(pl.when(defined).then(pl.col("first_hit_rank")).alias("first_hit_rank"))
     cols += [
         # DCG <= IDCG by construction; the clip removes float noise such as 1.0000000000000002.
-        pl.when(defined & (pl.col(f"_idcg@{c}") > 0)).then((pl.col(f"_dcg@{c}") / pl.col(f"_idcg@{c}")).clip(upper_bound=1.0)).alias(f"ndcg_at_{c}")
+        pl.when(defined & (pl.col(f"_idcg@{c}") > 0))
+        .then((pl.col(f"_dcg@{c}") / pl.col(f"_idcg@{c}")).clip(upper_bound=1.0))
+        .alias(f"ndcg_at_{c}")
         for c in RANK_CUTOFFS["ndcg"]
     ]
-    cols.append(pl.when(defined).then(pl.when(relk > 0).then(pl.col("_cp_sum") / relk).otherwise(0.0)).alias("context_precision"))
+    cols.append(
+        pl.when(defined)
+        .then(pl.when(relk > 0).then(pl.col("_cp_sum") / relk).otherwise(0.0))
+        .alias("context_precision")
+    )
     return cols
 
 
@@ -168,7 +185,11 @@ def _failure_classes(
     corpus: pl.DataFrame,
 ) -> pl.DataFrame:
     """The failure_class (docs/metrics.md#failure-class) of each failed trace: classify every missed relevant doc, keep the highest class."""
-    docs = corpus.select("doc_id", "family", "current", "indexed").unique("doc_id", keep="first").with_columns(_in_corpus=pl.lit(True))
+    docs = (
+        corpus.select("doc_id", "family", "current", "indexed")
+        .unique("doc_id", keep="first")
+        .with_columns(_in_corpus=pl.lit(True))
+    )
     rank_of = ranked.select("_tid", "doc_id", pl.col("rank").alias("_rank"))
     listed = ranked.select("_tid", "doc_id", "rank").join(docs, on="doc_id", how="inner")
     stale_listed = listed.filter(~pl.col("current")).select(
@@ -177,7 +198,10 @@ def _failure_classes(
     missed = missed.join(docs, on="doc_id", how="left").join(rank_of, on=["_tid", "doc_id"], how="left")
     stale = (
         missed.join(stale_listed, on=["_tid", "family"], how="inner")
-        .filter((pl.col("_stale") != pl.col("doc_id")) & (pl.col("_rank").is_null() | (pl.col("_stale_rank") < pl.col("_rank"))))
+        .filter(
+            (pl.col("_stale") != pl.col("doc_id"))
+            & (pl.col("_rank").is_null() | (pl.col("_stale_rank") < pl.col("_rank")))
+        )
         .select("_tid", "doc_id")
         .unique()
         .with_columns(_stale_hit=pl.lit(True))
@@ -185,7 +209,10 @@ def _failure_classes(
     # Only the failed traces' candidates matter, and there are up to 50 a round: explode those alone.
     failed_rounds = rounds.join(missed.select("_tid").unique(), on="_tid", how="semi")
     candidates = (
-        ranked_entries(failed_rounds, "candidates").select("_tid", "doc_id").join(missed, on=["_tid", "doc_id"], how="semi").unique()
+        ranked_entries(failed_rounds, "candidates")
+        .select("_tid", "doc_id")
+        .join(missed, on=["_tid", "doc_id"], how="semi")
+        .unique()
     ).with_columns(_candidate=pl.lit(True))
     keyword = _keyword_confirmed(missed, lane, rounds, top_k)
     flagged = (
@@ -209,16 +236,26 @@ def _failure_classes(
         flagged.filter(pl.col("_class") == pl.col("_class").min().over("_tid"))
         .group_by("_tid")
         .agg(_class=pl.col("_class").first(), _class_docs=pl.col("doc_id").unique().sort().str.join(", "))
-        .with_columns(failure_class=pl.col("_class").replace_strict(list(range(len(FAILURE_CLASSES))), list(FAILURE_CLASSES)))
+        .with_columns(
+            failure_class=pl.col("_class").replace_strict(list(range(len(FAILURE_CLASSES))), list(FAILURE_CLASSES))
+        )
     )
 
 
-def _keyword_confirmed(missed: pl.DataFrame, lane: pl.DataFrame, rounds: pl.DataFrame, top_k: pl.DataFrame) -> pl.DataFrame:
+def _keyword_confirmed(
+    missed: pl.DataFrame, lane: pl.DataFrame, rounds: pl.DataFrame, top_k: pl.DataFrame
+) -> pl.DataFrame:
     """(trace, doc) pairs where a query sent holds a literal and another trace of the case in the run, with a variant this trace did not use, has the doc in its top k."""
-    literal = rounds.group_by("_tid").agg(_literal=pl.col("query").str.contains(LITERAL_PATTERN).any()).filter(pl.col("_literal"))
+    literal = (
+        rounds.group_by("_tid")
+        .agg(_literal=pl.col("query").str.contains(LITERAL_PATTERN).any())
+        .filter(pl.col("_literal"))
+    )
     variants = rounds.select("_tid", "variant").drop_nulls().unique()
     keys = lane.select("_tid", "run_id", "case_id")
-    others = top_k.select(pl.col("_tid").alias("_other"), "doc_id").join(keys.rename({"_tid": "_other"}), on="_other", how="inner")
+    others = top_k.select(pl.col("_tid").alias("_other"), "doc_id").join(
+        keys.rename({"_tid": "_other"}), on="_other", how="inner"
+    )
     found = (
         missed.join(literal.select("_tid"), on="_tid", how="semi")
         .join(keys, on=["_tid", "case_id"], how="inner")
@@ -226,9 +263,16 @@ def _keyword_confirmed(missed: pl.DataFrame, lane: pl.DataFrame, rounds: pl.Data
         .filter(pl.col("_other") != pl.col("_tid"))
     )
     # The other trace must have used a variant this trace did not: same-variant repeats confirm nothing.
-    other_variants = found.select("_tid", "_other").unique().join(variants.rename({"_tid": "_other"}), on="_other", how="inner")
+    other_variants = (
+        found.select("_tid", "_other").unique().join(variants.rename({"_tid": "_other"}), on="_other", how="inner")
+    )
     differing = other_variants.join(variants, on=["_tid", "variant"], how="anti").select("_tid", "_other").unique()
-    return found.join(differing, on=["_tid", "_other"], how="semi").select("_tid", "doc_id").unique().with_columns(_keyword=pl.lit(True))
+    return (
+        found.join(differing, on=["_tid", "_other"], how="semi")
+        .select("_tid", "doc_id")
+        .unique()
+        .with_columns(_keyword=pl.lit(True))
+    )
 
 
 def score_retrieval(
@@ -268,7 +312,9 @@ def score_retrieval(
             relevant_in_top_k=pl.col("relevant_in_top_k").fill_null(pl.lit([], dtype=pl.List(pl.String))),
             _missed=pl.col("_missed").fill_null(pl.lit([], dtype=pl.List(pl.String))),
             _logged=pl.col("retrieval").is_not_null(),
-            _candidates_logged=pl.col("retrieval").list.eval(pl.element().struct.field("candidates").is_not_null().any()).list.first(),
+            _candidates_logged=pl.col("retrieval")
+            .list.eval(pl.element().struct.field("candidates").is_not_null().any())
+            .list.first(),
         )
         .with_columns(_stage_columns(settings))
     )
@@ -302,7 +348,11 @@ def _stage_columns(settings: ScoringSettings) -> list[pl.Expr]:
         [
             (harness_incomplete(), "incomplete", harness_reason()),
             (~pl.col("_logged"), "incomplete", "retrieval not logged: the trace has no retrieval field"),
-            (no_relevant & pl.col("expect_refusal").fill_null(False), "not_applicable", "refusal case: no relevant doc in the qrels"),
+            (
+                no_relevant & pl.col("expect_refusal").fill_null(False),
+                "not_applicable",
+                "refusal case: no relevant doc in the qrels",
+            ),
             (no_relevant, "not_applicable", "no relevant doc in the qrels for this query"),
             (passed, "pass", None),
         ],
@@ -325,7 +375,11 @@ def _finish(frame: pl.DataFrame, settings: ScoringSettings, version: str) -> pl.
     )
     fail_reason = (
         pl.when(pl.col("multi_hop") & (pl.col(f"_rel@{k}") > 0))
-        .then(pl.format("multi_hop: required docs missing from the top {}: {}", pl.lit(k), pl.col("_missed").list.join(", ")))
+        .then(
+            pl.format(
+                "multi_hop: required docs missing from the top {}: {}", pl.lit(k), pl.col("_missed").list.join(", ")
+            )
+        )
         .otherwise(pl.format("no relevant doc in the top {}", pl.lit(k)))
     )
     retrieval_reason = (
@@ -399,7 +453,9 @@ RETRIEVAL_COLUMNS = (
 )
 
 
-def side_by_side(old: pl.DataFrame, new: pl.DataFrame, metric: str, key: Sequence[str] = ("run_id", "trace_id")) -> pl.DataFrame:
+def side_by_side(
+    old: pl.DataFrame, new: pl.DataFrame, metric: str, key: Sequence[str] = ("run_id", "trace_id")
+) -> pl.DataFrame:
     """A metric in two versions of a table: old, new, delta (new - old, null if either is null) and whether it changed."""
     keys = list(key)
     extra = [c for c in ("qrels_version",) if c in old.columns and c in new.columns and c != metric]
@@ -409,9 +465,19 @@ def side_by_side(old: pl.DataFrame, new: pl.DataFrame, metric: str, key: Sequenc
     return (
         joined.with_columns(
             pl.lit(metric).alias("metric"),
-            (pl.col("new") - pl.col("old")).alias("delta") if joined.schema["old"].is_numeric() else pl.lit(None).alias("delta"),
+            (pl.col("new") - pl.col("old")).alias("delta")
+            if joined.schema["old"].is_numeric()
+            else pl.lit(None).alias("delta"),
             pl.col("old").ne_missing(pl.col("new")).alias("changed"),
         )
-        .select(*keys, "metric", "old", "new", "delta", "changed", *(f"{side}_{c}" for c in extra for side in ("old", "new")))
+        .select(
+            *keys,
+            "metric",
+            "old",
+            "new",
+            "delta",
+            "changed",
+            *(f"{side}_{c}" for c in extra for side in ("old", "new")),
+        )
         .sort(keys)
     )

@@ -70,7 +70,7 @@ def resolve_rules(case_rules_json: str | None, tool_rules_json: str | None, tool
     case_args = case.get("args", {})
     args.update(_arg_rules({k: v for k, v in case_args.items() if "." not in k}, tolerance))
     prefix = f"{tool}."
-    args.update(_arg_rules({k[len(prefix):]: v for k, v in case_args.items() if k.startswith(prefix)}, tolerance))
+    args.update(_arg_rules({k[len(prefix) :]: v for k, v in case_args.items() if k.startswith(prefix)}, tolerance))
     return Rules(
         match=case.get("match", tool_level.get("match", "exact")),
         tolerance=tolerance,
@@ -94,15 +94,24 @@ def values_equal(actual: Any, expected: Any, rule: str, tolerance: float = DEFAU
             return math.isclose(actual, expected, rel_tol=0.0, abs_tol=tolerance)
         return actual == expected
     if isinstance(actual, list) and isinstance(expected, list):
-        return len(actual) == len(expected) and all(values_equal(a, e, rule, tolerance) for a, e in zip(actual, expected, strict=True))
+        return len(actual) == len(expected) and all(
+            values_equal(a, e, rule, tolerance) for a, e in zip(actual, expected, strict=True)
+        )
     if isinstance(actual, dict) and isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(values_equal(actual[k], expected[k], rule, tolerance) for k in actual)
+        return actual.keys() == expected.keys() and all(
+            values_equal(actual[k], expected[k], rule, tolerance) for k in actual
+        )
     # different JSON types (true vs 1, null vs "") never match; bool == bool and null == null do
     return type(actual) is type(expected) and actual == expected
 
 
-def call_matches(args: dict[str, Any], ref_args: dict[str, Any], accepted: dict[str, list[Any]] | None,
-                 optional: list[str] | None, rules: Rules) -> bool:
+def call_matches(
+    args: dict[str, Any],
+    ref_args: dict[str, Any],
+    accepted: dict[str, list[Any]] | None,
+    optional: list[str] | None,
+    rules: Rules,
+) -> bool:
     """Whether a call's args match a reference call: every given argument is a reference argument with an accepted
     value, and every reference argument not optional is given."""
     expected = {name: [value] for name, value in ref_args.items()}

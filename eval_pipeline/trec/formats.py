@@ -23,7 +23,14 @@ QRELS_LINE = r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$"
 # trec_eval ignores any field after a run line's tag.
 RUN_LINE = r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s.*)?$"
 ZSCORE_LINE = r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$"
-RUN_SCHEMA = {"query_id": pl.String, "q0": pl.String, "doc_id": pl.String, "rank": pl.Int64, "score": pl.Float64, "tag": pl.String}
+RUN_SCHEMA = {
+    "query_id": pl.String,
+    "q0": pl.String,
+    "doc_id": pl.String,
+    "rank": pl.Int64,
+    "score": pl.Float64,
+    "tag": pl.String,
+}
 QRELS_SCHEMA = {"query_id": pl.String, "iteration": pl.String, "doc_id": pl.String, "grade": pl.Int64}
 
 
@@ -68,7 +75,9 @@ def _fields(
     lines = pl.DataFrame({"line": text.splitlines()}).with_row_index("line_no", offset=1)
     opening = pl.col("line").str.strip_chars_start() if comment == "word" else pl.col("line")
     lines = lines.filter((pl.col("line").str.strip_chars() != "") & ~opening.str.starts_with("#"))
-    parts = lines.with_columns(pl.col("line").str.extract_groups(pattern).struct.rename_fields(names).alias("f")).unnest("f")
+    parts = lines.with_columns(
+        pl.col("line").str.extract_groups(pattern).struct.rename_fields(names).alias("f")
+    ).unnest("f")
     bad = parts.filter(pl.col(names[0]).is_null())
     if bad.height:
         first = bad.row(0, named=True)
@@ -76,10 +85,20 @@ def _fields(
     return parts
 
 
-def _csv(path: Path, schema: dict[str, pl.DataType], columns: list[int], comment: str | None = None) -> pl.DataFrame | None:
+def _csv(
+    path: Path, schema: dict[str, pl.DataType], columns: list[int], comment: str | None = None
+) -> pl.DataFrame | None:
     """The file read by polars' CSV reader as single-space separated fields, or None where it cannot."""
     try:
-        return pl.read_csv(path, separator=" ", has_header=False, schema=schema, columns=columns, quote_char=None, comment_prefix=comment)
+        return pl.read_csv(
+            path,
+            separator=" ",
+            has_header=False,
+            schema=schema,
+            columns=columns,
+            quote_char=None,
+            comment_prefix=comment,
+        )
     except (pl.exceptions.PolarsError, OSError):
         return None
 
@@ -125,14 +144,20 @@ def read_trec_qrels(path_or_text: str | os.PathLike[str], groups: bool = False) 
     negative grades kept). With `groups`, trec_eval's qrels_jg reading: the second field is the judgment group,
     kept as `group`, and a doc may be judged once per group."""
     parts = _fields(path_or_text, QRELS_LINE, QRELS_SCHEMA, "qrels", comment="start")
-    columns = {"query_id": parts.get_column("query_id"), "doc_id": parts.get_column("doc_id"), "grade": _integers(parts, "grade", "qrels")}
+    columns = {
+        "query_id": parts.get_column("query_id"),
+        "doc_id": parts.get_column("doc_id"),
+        "grade": _integers(parts, "grade", "qrels"),
+    }
     if groups:
         columns["group"] = parts.get_column("iteration")
     keys = ("query_id", "group", "doc_id") if groups else ("query_id", "doc_id")
     return _refuse_duplicates(pl.DataFrame(columns), "qrels", keys)
 
 
-def read_trec_run(path_or_text: str | os.PathLike[str], ranks: bool = True, refuse_duplicates: bool = True) -> pl.DataFrame:
+def read_trec_run(
+    path_or_text: str | os.PathLike[str], ranks: bool = True, refuse_duplicates: bool = True
+) -> pl.DataFrame:
     """A TREC run file (`qid Q0 docno rank score tag`, fields after the tag ignored, lines whose first word starts with
     '#' skipped) as query_id, doc_id, rank, score, tag.
 
@@ -197,7 +222,10 @@ def write_trec_qrels(frame: pl.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Write query_id, doc_id, grade as a TREC qrels file (iteration column 0)."""
     out = Path(path)
     frame.select(
-        pl.col("query_id").cast(pl.String), pl.lit("0").alias("iteration"), pl.col("doc_id").cast(pl.String), pl.col("grade").cast(pl.Int64)
+        pl.col("query_id").cast(pl.String),
+        pl.lit("0").alias("iteration"),
+        pl.col("doc_id").cast(pl.String),
+        pl.col("grade").cast(pl.Int64),
     ).sort("query_id", "doc_id").write_csv(out, include_header=False, separator=" ", quote_style="never")
     return out
 
@@ -236,7 +264,9 @@ def run_frame_from_traces(
     return (
         hits.join(keys, on="_tid", how="inner")
         .with_columns(score=(pl.len().over("_tid") + 1 - pl.col("rank")).cast(pl.Float64))
-        .select("query_id", "doc_id", "rank", "score", (pl.lit(tag) if tag is not None else pl.col("run_id")).alias("tag"))
+        .select(
+            "query_id", "doc_id", "rank", "score", (pl.lit(tag) if tag is not None else pl.col("run_id")).alias("tag")
+        )
         .sort("query_id", "rank")
     )
 

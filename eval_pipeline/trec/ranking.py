@@ -101,7 +101,11 @@ def judged_stats(
         for k in cutoffs:
             ideal, above = pl.zeros(segments.keys.len(), dtype=pl.Float64, eager=True), zeros
             for g, n in zip(gains, counts, strict=True):
-                upto, start = (above + n, above) if k is None else ((above + n).clip(upper_bound=int(k)), above.clip(upper_bound=int(k)))
+                upto, start = (
+                    (above + n, above)
+                    if k is None
+                    else ((above + n).clip(upper_bound=int(k)), above.clip(upper_bound=int(k)))
+                )
                 ideal = ideal + g * (discounts.gather(upto) - discounts.gather(start))
                 above = above + n
             stats[f"{prefix}@{'all' if k is None else format(k, 'g')}"] = ideal
@@ -115,7 +119,9 @@ def retrieval_rounds(traces: pl.DataFrame) -> pl.DataFrame:
     """One row per logged retrieval round of each trace (`_tid` keyed): round_pos (0-based order), round, variant, query, candidates, hits."""
     return (
         traces.lazy()
-        .select("_tid", "retrieval", pl.int_ranges(0, pl.col("retrieval").list.len(), dtype=pl.Int64).alias("round_pos"))
+        .select(
+            "_tid", "retrieval", pl.int_ranges(0, pl.col("retrieval").list.len(), dtype=pl.Int64).alias("round_pos")
+        )
         .filter(pl.col("retrieval").list.len() > 0)
         .explode(["retrieval", "round_pos"])
         .unnest("retrieval")
@@ -128,7 +134,14 @@ def ranked_entries(rounds: pl.DataFrame, column: str) -> pl.DataFrame:
     """Every entry of the `column` lists (hits or candidates) in logged order: _tid, round_pos, round, variant, pos, doc_id, score."""
     return (
         rounds.lazy()
-        .select("_tid", "round_pos", "round", "variant", column, pl.int_ranges(0, pl.col(column).list.len(), dtype=pl.Int64).alias("pos"))
+        .select(
+            "_tid",
+            "round_pos",
+            "round",
+            "variant",
+            column,
+            pl.int_ranges(0, pl.col(column).list.len(), dtype=pl.Int64).alias("pos"),
+        )
         .filter(pl.col(column).list.len() > 0)
         .explode([column, "pos"])
         .unnest(column)

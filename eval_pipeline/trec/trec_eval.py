@@ -78,12 +78,19 @@ TABLE: tuple[Measure, ...] = (
     Measure("recip_rank", "reciprocal rank of the first relevant document"),
     Measure("iprec_at_recall", "interpolated precision at recall levels", "levels", RECALL_LEVELS),
     Measure("P", "precision at cutoffs", "cutoffs", CUTOFFS),
-    Measure("relstring", "grades of the first N documents as a string (per query only)", "values", (10.0,), aggregate="none"),
+    Measure(
+        "relstring", "grades of the first N documents as a string (per query only)", "values", (10.0,), aggregate="none"
+    ),
     Measure("recall", "recall at cutoffs", "cutoffs", CUTOFFS),
     Measure("infAP", "inferred AP (Yilmaz & Aslam): negative grades are pooled but unjudged"),
     Measure("gm_bpref", "geometric mean of bpref (summary only)", aggregate="gm", summary_only=True),
     Measure("Rprec_mult", "precision at multiples of R", "levels", R_MULTIPLES),
-    Measure("utility", "p1*rel_ret + p2*nonrel_ret + p3*rel_not_ret + p4*nonrel_not_ret (p4 needs -N)", "values", (1.0, -1.0, 0.0, 0.0)),
+    Measure(
+        "utility",
+        "p1*rel_ret + p2*nonrel_ret + p3*rel_not_ret + p4*nonrel_not_ret (p4 needs -N)",
+        "values",
+        (1.0, -1.0, 0.0, 0.0),
+    ),
     Measure("11pt_avg", "interpolated precision averaged over the recall levels given", "values", RECALL_LEVELS),
     Measure("binG", "binary G: relevant documents discounted by the non-relevant ones above them"),
     Measure("G", "normalized gain G (-m G.1=3.5,2=9)", "gains"),
@@ -101,17 +108,41 @@ TABLE: tuple[Measure, ...] = (
     Measure("set_recall", "recall of the whole retrieved set"),
     Measure("set_map", "set precision x set recall"),
     Measure("set_F", "F of set precision and recall, beta = the parameter (-m set_F.0.5)", "values", (1.0,)),
-    Measure("num_nonrel_judged_ret", "judged non-relevant documents retrieved (summed in 'all')", integer=True, aggregate="sum"),
+    Measure(
+        "num_nonrel_judged_ret",
+        "judged non-relevant documents retrieved (summed in 'all')",
+        integer=True,
+        aggregate="sum",
+    ),
     Measure("map_avgjg", "map averaged over judgment groups (-R qrels_jg)", qrels_jg=True),
     Measure("P_avgjg", "P at cutoffs averaged over judgment groups (-R qrels_jg)", "cutoffs", CUTOFFS, qrels_jg=True),
-    Measure("Rprec_mult_avgjg", "Rprec_mult averaged over judgment groups (-R qrels_jg)", "levels", R_MULTIPLES, qrels_jg=True),
+    Measure(
+        "Rprec_mult_avgjg",
+        "Rprec_mult averaged over judgment groups (-R qrels_jg)",
+        "levels",
+        R_MULTIPLES,
+        qrels_jg=True,
+    ),
     Measure("yaap", "yet another average precision (Robertson; not in all_trec)"),
     Measure("rbp", "rank-biased precision, persistence p (-m rbp.p=0.95; default 0.9)", "gains"),
     Measure("rbp_resid", "rbp's residual: what unjudged documents could still add (-m rbp_resid.p=0.95)", "gains"),
     Measure("unj", "share of unjudged documents in the top k", "cutoffs", (5, 10, 20)),
 )
 MEASURE_BY_NAME = {m.name: m for m in TABLE}
-OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank", "iprec_at_recall", "P")
+OFFICIAL = (
+    "runid",
+    "num_q",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "map",
+    "gm_map",
+    "Rprec",
+    "bpref",
+    "recip_rank",
+    "iprec_at_recall",
+    "P",
+)
 ALL_TREC = (
     *OFFICIAL, "relstring", "recall", "unj", "rbp", "rbp_resid", "infAP", "gm_bpref", "utility", "11pt_avg", "ndcg", "relative_P",
     "Rprec_mult", "success", "map_cut", "ndcg_cut", "ndcg_rel", "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P",
@@ -122,7 +153,19 @@ MEASURES: tuple[Measure, ...] = tuple(m for m in TABLE if m.name in ALL_TREC)
 NICKNAMES = {
     "official": OFFICIAL,
     "all_trec": ALL_TREC,
-    "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall", "set_relative_P", "set_map", "set_F"),
+    "set": (
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "utility",
+        "set_P",
+        "set_recall",
+        "set_relative_P",
+        "set_map",
+        "set_F",
+    ),
     "qrels_jg": ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"),
 }
 # trec_eval's preference measures need its prefs / qrels_prefs relevance formats, which are not read here.
@@ -237,7 +280,9 @@ def parse_measures(specs: Iterable[str] | None) -> list[Selected]:
             marked.update(NICKNAMES[name])
             continue
         if name in PREFERENCE_NICKNAMES or name.startswith("prefs_"):
-            raise ValueError(f"preference measure {spec!r} needs -R prefs or qrels_prefs judgments, which are not supported")
+            raise ValueError(
+                f"preference measure {spec!r} needs -R prefs or qrels_prefs judgments, which are not supported"
+            )
         if name not in MEASURE_BY_NAME:
             # Shorthand such as P_5 or ndcg_cut_10: the printed name of one value.
             match = re.fullmatch(r"(.+)_([0-9.]+)", spec)
@@ -291,7 +336,10 @@ def pair_key(query_id: str = "query_id", doc_id: str = "doc_id") -> pl.Expr:
 
 
 def _matches(
-    run: pl.DataFrame, qrels: pl.DataFrame, blocks: tuple[pl.Series, pl.Series] | None = None, refuse_duplicates: bool = False
+    run: pl.DataFrame,
+    qrels: pl.DataFrame,
+    blocks: tuple[pl.Series, pl.Series] | None = None,
+    refuse_duplicates: bool = False,
 ) -> pl.DataFrame:
     """(run row, grade) of every retrieved doc the qrels judge; with `refuse_duplicates`, a query naming a doc twice
     raises, as trec_eval does (the pair hashes computed for the join show it: only when two meet are pairs compared).
@@ -309,7 +357,9 @@ def _matches(
         same_query = run.get_column("query_id").gather(run_rows) == qrels.get_column("query_id").gather(qrels_rows)
     else:
         block_of_qrels_row, lengths = blocks
-        matched = _sliced_join(run, judged_keys.with_columns(block_of_qrels_row.alias("q")).drop_nulls("q"), lengths, refuse_duplicates)
+        matched = _sliced_join(
+            run, judged_keys.with_columns(block_of_qrels_row.alias("q")).drop_nulls("q"), lengths, refuse_duplicates
+        )
         run_rows, qrels_rows = matched.get_column("_run_row"), matched.get_column("_qrels_row")
         # The qrels row's query is block q: the run row must lie inside that block.
         bounds = pl.concat([pl.Series([0], dtype=pl.Int64), lengths.cast(pl.Int64).cum_sum()])
@@ -331,7 +381,9 @@ def _refuse_repeats(run: pl.DataFrame) -> None:
         raise ValueError(f"run: duplicate docs {first['query_id']} {first['doc_id']}")
 
 
-def _sliced_join(run: pl.DataFrame, judged_keys: pl.DataFrame, lengths: pl.Series, refuse_duplicates: bool = False) -> pl.DataFrame:
+def _sliced_join(
+    run: pl.DataFrame, judged_keys: pl.DataFrame, lengths: pl.Series, refuse_duplicates: bool = False
+) -> pl.DataFrame:
     """The hash join of `_matches`, one slice of consecutive query blocks at a time (block q's run rows are contiguous);
     each slice's keys are hashed just before its join, while its rows are still in cache (and checked for repeats
     there: a query's rows all lie in one slice)."""
@@ -341,17 +393,27 @@ def _sliced_join(run: pl.DataFrame, judged_keys: pl.DataFrame, lengths: pl.Serie
     slices = max(1, -(-run.height // SLICE_ROWS))
     targets = pl.Series([i * run.height // slices for i in range(slices)], dtype=ends.dtype)
     first_blocks = [*sorted(set(ends.search_sorted(targets, side="right").to_list())), lengths.len()]
-    qrels_bounds = judged_keys.get_column("q").search_sorted(pl.Series(first_blocks, dtype=pl.UInt32), side="left").to_list()
-    parts = [judged_keys.clear().select("_key", "grade", "_qrels_row", "q").with_columns(_run_row=pl.lit(0, dtype=pl.UInt32))]
+    qrels_bounds = (
+        judged_keys.get_column("q").search_sorted(pl.Series(first_blocks, dtype=pl.UInt32), side="left").to_list()
+    )
+    parts = [
+        judged_keys.clear().select("_key", "grade", "_qrels_row", "q").with_columns(_run_row=pl.lit(0, dtype=pl.UInt32))
+    ]
     for (b0, b1), (r0, r1) in zip(pairwise(first_blocks), pairwise(qrels_bounds), strict=True):
         lo, hi = starts[b0], starts[b1]
         keys = run.slice(lo, hi - lo).select(pair_key().alias("_key")).with_row_index("_run_row", offset=lo)
         judged = judged_keys.slice(r0, r1 - r0).select("_key", "grade", "_qrels_row", "q")
-        parts.append(_join_keys(judged, keys, lambda: run.slice(lo, hi - lo), refuse_duplicates).select(parts[0].columns))
+        parts.append(
+            _join_keys(judged, keys, lambda lo=lo, hi=hi: run.slice(lo, hi - lo), refuse_duplicates).select(
+                parts[0].columns
+            )
+        )
     return pl.concat(parts)
 
 
-def _join_keys(judged: pl.DataFrame, keys: pl.DataFrame, rows: Callable[[], pl.DataFrame], refuse_duplicates: bool) -> pl.DataFrame:
+def _join_keys(
+    judged: pl.DataFrame, keys: pl.DataFrame, rows: Callable[[], pl.DataFrame], refuse_duplicates: bool
+) -> pl.DataFrame:
     """The inner join of qrels keys and run keys. Refusing duplicates, the join validates that the run's keys are
     unique (cheaper than counting them apart); when they are not, `rows()` (those run rows) are checked for a real
     repeat, a collision of two pairs' hashes being harmless."""
@@ -431,7 +493,9 @@ def _judged_rows(
         return _all_rows(run, qrels, codes(), refuse_duplicates), retrieved
     blocks = None
     if contiguous_blocks:
-        block_of_query = pl.DataFrame({"query_id": qrels_queries}).join(retrieved, on="query_id", how="left", maintain_order="left")
+        block_of_query = pl.DataFrame({"query_id": qrels_queries}).join(
+            retrieved, on="query_id", how="left", maintain_order="left"
+        )
         blocks = (block_of_query.get_column("q").gather(qrels_query_index), retrieved.get_column("num_ret"))
     matched = _matches(run, qrels, blocks, refuse_duplicates)
     ranks = _block_ranks(run, matched, retrieved.get_column("num_ret")) if contiguous_blocks else None
@@ -451,11 +515,15 @@ def _judged_rows(
             .sort(["q", "score", "doc_id"], descending=[False, True, True])
             .select("_run_row", rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("q"))
         )
-        ranked = ranked.join(exact, on="_run_row", how="left", suffix="_exact").with_columns(rank=pl.coalesce("rank_exact", "rank"))
+        ranked = ranked.join(exact, on="_run_row", how="left", suffix="_exact").with_columns(
+            rank=pl.coalesce("rank_exact", "rank")
+        )
     return ranked.select("q", "rank", "grade"), retrieved
 
 
-def _all_rows(run: pl.DataFrame, qrels: pl.DataFrame, codes: pl.Series, refuse_duplicates: bool = False) -> pl.DataFrame:
+def _all_rows(
+    run: pl.DataFrame, qrels: pl.DataFrame, codes: pl.Series, refuse_duplicates: bool = False
+) -> pl.DataFrame:
     """Every retrieved doc with its trec_eval rank and grade (null outside the qrels): q, rank, grade."""
     grades = _matches(run, qrels, refuse_duplicates=refuse_duplicates)
     return (
@@ -515,7 +583,11 @@ class _Gains:
         if not self.given:
             # Default gains grow with the level: the ideal ranking is the levels >= 1 from the highest down.
             order = [lv for lv in sorted(levels, reverse=True) if lv >= 1]
-            gains, counts, top_ok = [pl.lit(_default_gain(lv, gain)) for lv in order], [pl.col(f"_n{lv}") for lv in order], pl.lit(True)
+            gains, counts, top_ok = (
+                [pl.lit(_default_gain(lv, gain)) for lv in order],
+                [pl.col(f"_n{lv}") for lv in order],
+                pl.lit(True),
+            )
         else:
             gains, counts, top_ok = self._walks(per, set(levels))
         self.gains, self.counts, self.top_ok = gains, counts, top_ok
@@ -539,7 +611,10 @@ class _Gains:
         top = pl.col("_maxlevel")
         walks = {}
         for m in per.get_column("_maxlevel").unique().to_list():
-            listed = [*self.given.items(), *((lv, _default_gain(lv, self.gain)) for lv in range(m + 1) if lv not in self.given)]
+            listed = [
+                *self.given.items(),
+                *((lv, _default_gain(lv, self.gain)) for lv in range(m + 1) if lv not in self.given),
+            ]
             walks[m] = _glibc_msort(listed, lambda a, b: int(a[1] - b[1]))[::-1]
         top_ok: pl.Expr = pl.lit(False)
         for m, walk in walks.items():
@@ -551,7 +626,10 @@ class _Gains:
                 if s < len(walk):
                     level, value = walk[s]
                     count = pl.col(f"_n{level}") if 0 <= level <= m and level in present else pl.lit(0, dtype=pl.Int64)
-                    g, n = pl.when(top == m).then(pl.lit(value)).otherwise(g), pl.when(top == m).then(count).otherwise(n)
+                    g, n = (
+                        pl.when(top == m).then(pl.lit(value)).otherwise(g),
+                        pl.when(top == m).then(count).otherwise(n),
+                    )
             gains.append(g)
             counts.append(n)
         return gains, counts, top_ok
@@ -701,7 +779,9 @@ class _Sums:
             out = out.with_columns(seg.totals(counts.get_column(n)).alias(n) for n in self.counts)
         if self.sums:
             sums = self.rows.select(**{n: e.cast(pl.Float64).fill_null(0.0) for n, e in self.sums.items()})
-            out = out.with_columns(pl.Series(n, self.sequential.totals(sums.get_column(n).to_numpy())) for n in self.sums)
+            out = out.with_columns(
+                pl.Series(n, self.sequential.totals(sums.get_column(n).to_numpy())) for n in self.sums
+            )
         extremes = {**{n: e.max() for n, e in self.maxima.items()}, **{n: e.min() for n, e in self.minima.items()}}
         if extremes:
             out = out.join(self.rows.group_by("pos").agg(**extremes), on="pos", how="left")
@@ -744,7 +824,9 @@ def evaluate(
     options = _Options(level, gain, max_docs, judged_only, num_docs, refuse_duplicates)
     keep = ["query_id", "doc_id", "grade", *(["group"] if groups else [])]
     qrels = qrels.select(pl.col(c).cast(pl.Int64 if c == "grade" else pl.String) for c in keep)
-    run = run.with_columns(pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String), pl.col("score").cast(pl.Float64))
+    run = run.with_columns(
+        pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String), pl.col("score").cast(pl.Float64)
+    )
     # trec_eval keeps the run id of the file's last line.
     runid = str(run.get_column("tag")[-1]) if "tag" in run.columns and run.height else "unknown"
     stand_ins: list[str] = []
@@ -769,7 +851,9 @@ def _check_format(selected: list[Selected], groups: bool) -> None:
         if s.measure.qrels_jg and not groups:
             raise ValueError(f"measure {s.measure.name!r} needs judgment groups (-R qrels_jg)")
         if groups and not s.measure.qrels_jg:
-            raise ValueError(f"measure {s.measure.name!r} cannot be computed from -R qrels_jg judgments (only {', '.join(JG_BASE)})")
+            raise ValueError(
+                f"measure {s.measure.name!r} cannot be computed from -R qrels_jg judgments (only {', '.join(JG_BASE)})"
+            )
 
 
 def _with_stand_ins(run: pl.DataFrame, qrels_queries: pl.Series) -> tuple[pl.DataFrame, list[str]]:
@@ -779,7 +863,9 @@ def _with_stand_ins(run: pl.DataFrame, qrels_queries: pl.Series) -> tuple[pl.Dat
     missing = queries.filter(~queries.is_in(run.get_column("query_id").unique().implode())).sort()
     if not missing.len():
         return run, []
-    extra = pl.DataFrame({"query_id": missing, "doc_id": pl.repeat(STAND_IN_DOCNO, missing.len(), eager=True), "score": 1.0})
+    extra = pl.DataFrame(
+        {"query_id": missing, "doc_id": pl.repeat(STAND_IN_DOCNO, missing.len(), eager=True), "score": 1.0}
+    )
     tag = run.get_column("tag")[-1] if "tag" in run.columns and run.height else "unknown"
     for name, value in (("tag", tag), ("rank", 1), ("q0", "Q0")):
         if name in run.columns:
@@ -794,11 +880,19 @@ def _evaluate_groups(
     per-group values are added up group by group (in group order) and divided by the number of groups."""
     pseudo = pl.concat_str("query_id", pl.lit(GROUP_SEPARATOR), "group")
     groups = qrels.select("query_id", "group").unique().sort("query_id", "group")
-    by_group = run.join(groups, on="query_id", how="inner", maintain_order="left_right").with_columns(pseudo.alias("query_id"))
+    by_group = run.join(groups, on="query_id", how="inner", maintain_order="left_right").with_columns(
+        pseudo.alias("query_id")
+    )
     # Each pseudo-query's rows together, in the run's order within it.
     by_group = by_group.drop("group").sort("query_id", maintain_order=True)
-    base = {s.measure.name: Selected(MEASURE_BY_NAME[JG_BASE[s.measure.name]], s.params) for s in selected if s.measure.name in JG_BASE}
-    values = _evaluate_queries(qrels.with_columns(pseudo.alias("query_id")).drop("group"), by_group, list(base.values()), options, [])
+    base = {
+        s.measure.name: Selected(MEASURE_BY_NAME[JG_BASE[s.measure.name]], s.params)
+        for s in selected
+        if s.measure.name in JG_BASE
+    }
+    values = _evaluate_queries(
+        qrels.with_columns(pseudo.alias("query_id")).drop("group"), by_group, list(base.values()), options, []
+    )
     columns = {}
     for s in selected:
         if s.measure.name in base:
@@ -806,15 +900,21 @@ def _evaluate_groups(
                 columns[ours] = pl.col(theirs).cum_sum().last()
     per = values.with_columns(pl.col("query_id").str.split(GROUP_SEPARATOR).list.first())
     added = per.group_by("query_id", maintain_order=True).agg(_groups=pl.len(), **columns)
-    divided = {c: pl.when(pl.col("_groups") > 1).then(pl.col(c) / _f(pl.col("_groups"))).otherwise(pl.col(c)) for c in columns}
-    return added.with_columns(**divided, _stand_in=pl.col("query_id").is_in(pl.Series(stand_ins, dtype=pl.String).implode()))
+    divided = {
+        c: pl.when(pl.col("_groups") > 1).then(pl.col(c) / _f(pl.col("_groups"))).otherwise(pl.col(c)) for c in columns
+    }
+    return added.with_columns(
+        **divided, _stand_in=pl.col("query_id").is_in(pl.Series(stand_ins, dtype=pl.String).implode())
+    )
 
 
 def _needs(selected: list[Selected], options: _Options) -> str:
     """Which qrels rows can change a value: 'positive' (relevant or with a gain), 'judged' (grade >= 0 too), 'pool'
     (negative grades too), 'all' (documents outside the qrels too)."""
     names = {s.measure.name for s in selected}
-    given = [(int(n), v) for s in selected if s.measure.kind == "gains" for n, v in s.pairs().items() if _valid_level(n)]
+    given = [
+        (int(n), v) for s in selected if s.measure.kind == "gains" for n, v in s.pairs().items() if _valid_level(n)
+    ]
     if options.level <= -1 or any(n == -1 and v != 0 for n, v in given):
         return "all"
     if names & {"infAP", "relstring"} or any(n == -2 and v != 0 for n, v in given):
@@ -841,7 +941,12 @@ def _evaluate_queries(
         keep = (grade >= options.level) | ((grade > 0) if need == "positive" else (grade >= 0))
         useful, query_index = qrels.filter(keep), query_index.filter(keep)
     judged, retrieved = _judged_rows(run, useful, segments.keys, query_index, need == "all", options.refuse_duplicates)
-    per = per.join(retrieved, on="query_id", how="inner").sort("query_id").with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
+    per = (
+        per.join(retrieved, on="query_id", how="inner")
+        .sort("query_id")
+        .with_row_index("pos")
+        .with_columns(pl.col("pos").cast(pl.Int64))
+    )
     per = per.with_columns(_stand_in=pl.col("query_id").is_in(pl.Series(stand_ins, dtype=pl.String).implode()))
     hits = judged.join(per.select("q", "pos"), on="q", how="inner").select("pos", "rank", "grade")
     if options.max_docs is not None:
@@ -853,11 +958,23 @@ def _evaluate_queries(
         hits = hits.filter(pl.col("grade") >= 0)
         judged = Segments.of(hits.get_column("pos"))
         hits = hits.with_columns(rank=judged.running(pl.repeat(1, hits.height, dtype=pl.Int64, eager=True)))
-        judged_count = pl.DataFrame({"pos": judged.keys, "_judged": judged.last - judged.first + 1}).cast({"_judged": pl.Int64})
-        per = per.join(judged_count, on="pos", how="left").with_columns(num_ret=pl.col("_judged").fill_null(0)).drop("_judged")
+        judged_count = pl.DataFrame({"pos": judged.keys, "_judged": judged.last - judged.first + 1}).cast(
+            {"_judged": pl.Int64}
+        )
+        per = (
+            per.join(judged_count, on="pos", how="left")
+            .with_columns(num_ret=pl.col("_judged").fill_null(0))
+            .drop("_judged")
+        )
     # trec_eval's relevance codes: the grade, -2 for a negative grade (pooled, unjudged), -1 outside the qrels.
     grade = pl.col("grade")
-    code = pl.when(grade >= 0).then(grade).when(grade.is_not_null()).then(pl.lit(-2, dtype=pl.Int64)).otherwise(pl.lit(-1, dtype=pl.Int64))
+    code = (
+        pl.when(grade >= 0)
+        .then(grade)
+        .when(grade.is_not_null())
+        .then(pl.lit(-2, dtype=pl.Int64))
+        .otherwise(pl.lit(-1, dtype=pl.Int64))
+    )
     return _measure_values(per, hits.select("pos", "rank", code=code), selected, options)
 
 
@@ -920,7 +1037,10 @@ def _measure_values(per: pl.DataFrame, hits: pl.DataFrame, selected: list[Select
         seen=segments.running(hits.select(rel.cast(pl.Int64)).to_series()),
         nonrel_seen=segments.running(hits.select(((code >= 0) & (code < level)).cast(pl.Int64)).to_series()),
         pool_seen=segments.running(hits.select((code == -2).cast(pl.Int64)).to_series()),
-        **{c: per.get_column(c).gather(hits.get_column("pos")) for c in ["num_rel", "num_ret", "num_nonrel", "_maxlevel", *ideal_columns]},
+        **{
+            c: per.get_column(c).gather(hits.get_column("pos"))
+            for c in ["num_rel", "num_ret", "num_nonrel", "_maxlevel", *ideal_columns]
+        },
     )
     sums = _Sums(rows, segments)
     sums.counts["num_rel_ret"] = rel
@@ -937,11 +1057,15 @@ def _measure_values(per: pl.DataFrame, hits: pl.DataFrame, selected: list[Select
         columns["yaap"] = ((1.0 + pl.col("_ap")) / ((1.0 + _f(r)) - pl.col("_ap"))).log()
     if "Rprec" in names:
         sums.counts["_rprec"] = rel & (rank <= pl.col("num_rel"))
-        columns["Rprec"] = pl.when(pl.min_horizontal("num_ret", "num_rel") > 0).then(_f(pl.col("_rprec")) / _f(r)).otherwise(0.0)
+        columns["Rprec"] = (
+            pl.when(pl.min_horizontal("num_ret", "num_rel") > 0).then(_f(pl.col("_rprec")) / _f(r)).otherwise(0.0)
+        )
     if names.keys() & {"bpref", "gm_bpref"}:
         # Judged non-relevant docs above a relevant one, against the smaller of R and the judged non-relevant count.
         above = pl.col("nonrel_seen")
-        term = pl.when(above > 0).then(1.0 - _f(pl.min_horizontal(above, "num_rel")) / _f(pl.min_horizontal("num_nonrel", "num_rel")))
+        term = pl.when(above > 0).then(
+            1.0 - _f(pl.min_horizontal(above, "num_rel")) / _f(pl.min_horizontal("num_nonrel", "num_rel"))
+        )
         sums.sums["_bpref"] = pl.when((code >= 0) & rel).then(term.otherwise(1.0))
         for name in ("bpref", "gm_bpref"):
             if name in names:
@@ -981,7 +1105,12 @@ def _measure_values(per: pl.DataFrame, hits: pl.DataFrame, selected: list[Select
 
     longest = max([int(per.select(model.length().max()).item() or 0) for model in distinct.values()] + [1])
     discounts = _discounts(longest)
-    gain_columns = [c for name in DCG_FAMILY if name in names for c in _register_gain(names[name], models[name], sums, below, discounts)]
+    gain_columns = [
+        c
+        for name in DCG_FAMILY
+        if name in names
+        for c in _register_gain(names[name], models[name], sums, below, discounts)
+    ]
     if "rbp" in names:
         columns.update(_rbp(names["rbp"], sums, per))
     if "rbp_resid" in names:
@@ -1026,7 +1155,8 @@ def _interpolated(per: pl.DataFrame, names: dict[str, Selected]) -> pl.DataFrame
     if "iprec_at_recall" in names:
         s = names["iprec_at_recall"]
         per = per.with_columns(
-            pl.when(_recall_count(x) > nrr).then(0.0).otherwise(at(x)).alias(col) for x, col in zip(s.params, s.columns(), strict=True)
+            pl.when(_recall_count(x) > nrr).then(0.0).otherwise(at(x)).alias(col)
+            for x, col in zip(s.params, s.columns(), strict=True)
         )
     if "11pt_avg" in names:
         s = names["11pt_avg"]
@@ -1110,7 +1240,9 @@ def _gain_models(names: dict[str, Selected], per: pl.DataFrame, options: _Option
     return out
 
 
-def _register_gain(s: Selected, model: tuple[str, _Gains], sums: _Sums, below: int, discounts: pl.Series) -> list[pl.Expr]:
+def _register_gain(
+    s: Selected, model: tuple[str, _Gains], sums: _Sums, below: int, discounts: pl.Series
+) -> list[pl.Expr]:
     """Register the row sums of a DCG-family measure or G; returns its per-query value columns."""
     name, col = s.measure.name, s.columns()[0]
     prefix, gains = model
@@ -1126,7 +1258,11 @@ def _register_gain(s: Selected, model: tuple[str, _Gains], sums: _Sums, below: i
     dcg = pl.col(f"{key}dcg")
     ideal = gains.at(gains.length(), discounts)
     if name in ("dcg", "ideal_dcg", "ndcg"):
-        return [{"dcg": dcg, "ideal_dcg": ideal, "ndcg": pl.when(ideal > 0).then(dcg / ideal).otherwise(0.0)}[name].alias(col)]
+        return [
+            {"dcg": dcg, "ideal_dcg": ideal, "ndcg": pl.when(ideal > 0).then(dcg / ideal).otherwise(0.0)}[name].alias(
+                col
+            )
+        ]
     if name == "ndcg_cut":
         out = []
         for k, c in zip(s.params, s.columns(), strict=True):
@@ -1138,7 +1274,9 @@ def _register_gain(s: Selected, model: tuple[str, _Gains], sums: _Sums, below: i
     if name == "G":
         # Each gain over log2(2 + cost - gain so far), the cost being the ideal gains so far, at least 1 each.
         sums.add_running(f"{key}so_far", gain)
-        sums.sums[f"{key}G"] = pl.when(gain != 0).then(gain / ((2.0 + gains.cost(rank)) - pl.col(f"{key}so_far")).log(2))
+        sums.sums[f"{key}G"] = pl.when(gain != 0).then(
+            gain / ((2.0 + gains.cost(rank)) - pl.col(f"{key}so_far")).log(2)
+        )
         best = gains.total_gain()
         return [pl.when(best > 0).then(pl.col(f"{key}G") / best).otherwise(0.0).alias(col)]
     if name == "ndcg_rel":
@@ -1203,7 +1341,9 @@ def _rbp_resid(s: Selected, sums: _Sums) -> dict[str, pl.Expr]:
     judged = pl.col("code") >= 0
     sums.sums["_rbp_judged"] = pl.when(judged).then(pl.lit(p).pow(_f(pl.col("rank") - 1)))
     sums.counts["_judged_ret"] = judged
-    value = pl.when(pl.col("num_ret") > pl.col("_judged_ret")).then(1.0 - (1.0 - p) * pl.col("_rbp_judged")).otherwise(0.0)
+    value = (
+        pl.when(pl.col("num_ret") > pl.col("_judged_ret")).then(1.0 - (1.0 - p) * pl.col("_rbp_judged")).otherwise(0.0)
+    )
     return {s.columns()[0]: value}
 
 
@@ -1212,9 +1352,20 @@ def _add_relstring(per: pl.DataFrame, hits: pl.DataFrame, s: Selected) -> pl.Dat
     negative grade)."""
     length, col = int(s.params[0]), s.columns()[0]
     shown = per.select("pos", n=pl.min_horizontal("num_ret", pl.lit(max(length, 0), dtype=pl.Int64)))
-    places = shown.filter(pl.col("n") > 0).select("pos", rank=pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64)).explode("rank")
+    places = (
+        shown.filter(pl.col("n") > 0)
+        .select("pos", rank=pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64))
+        .explode("rank")
+    )
     code = pl.col("code")
-    char = pl.when(code > 9).then(pl.lit(">")).when(code >= 0).then(code.cast(pl.String)).when(code == -1).then(pl.lit("-"))
+    char = (
+        pl.when(code > 9)
+        .then(pl.lit(">"))
+        .when(code >= 0)
+        .then(code.cast(pl.String))
+        .when(code == -1)
+        .then(pl.lit("-"))
+    )
     char = char.when(code == -2).then(pl.lit(".")).otherwise(pl.lit("<"))
     marks = hits.filter(pl.col("rank") <= length).select("pos", "rank", _ch=char)
     text = (
@@ -1332,7 +1483,9 @@ def format_results(evaluation: Evaluation, per_query: bool = False, summary: boo
         for s in evaluation.selected:
             if s.measure.aggregate == "none":
                 continue
-            lines.extend(_line(s.measure, col, "all", evaluation.summary[col], evaluation.zscore) for col in s.columns())
+            lines.extend(
+                _line(s.measure, col, "all", evaluation.summary[col], evaluation.zscore) for col in s.columns()
+            )
     return lines
 
 
@@ -1344,7 +1497,7 @@ def _texts(measure: Measure, values: pl.Series, zscore: bool) -> list[str]:
         return [str(v) for v in values.cast(pl.Int64).to_list()]
     floats = values.cast(pl.Float64)
     # Python's %-formatting rounds the exact binary value, half to even, as glibc's printf does.
-    texts = ["%6.4f" % v for v in floats.to_list()]
+    texts = ["%6.4f" % v for v in floats.to_list()]  # noqa: UP031 (printf semantics are the point)
     if floats.is_nan().any():
         texts = [_printf_6_4f(v) for v in floats.to_list()]
     return texts

@@ -9,13 +9,26 @@ OUTSIDE = re.compile(r"SPEC|§|\bshared/")
 
 
 def test_no_reference_points_outside_the_repository():
-    code = [path for folder in ("eval_pipeline", "harness") for path in (REPO_ROOT / folder).rglob("*")
-            if path.suffix in {".py", ".json", ".yaml", ".md"} and "egg-info" not in str(path)]
-    files = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md", REPO_ROOT / "data" / "README.md",
-             REPO_ROOT / "data" / "planted.json", *(REPO_ROOT / "docs").rglob("*.md"), *code]
-    found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
-             for path in files for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             if OUTSIDE.search(line)]
+    code = [
+        path
+        for folder in ("eval_pipeline", "harness")
+        for path in (REPO_ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".json", ".yaml", ".md"} and "egg-info" not in str(path)
+    ]
+    files = [
+        REPO_ROOT / "README.md",
+        REPO_ROOT / "CONTRIBUTING.md",
+        REPO_ROOT / "data" / "README.md",
+        REPO_ROOT / "data" / "planted.json",
+        *(REPO_ROOT / "docs").rglob("*.md"),
+        *code,
+    ]
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
     assert found == []
 
 
@@ -40,9 +53,15 @@ def test_docs_links_and_their_anchors_resolve_inside_the_repository():
 
 
 def test_the_docs_sections_the_code_cites_exist():
-    cited = {(match.group(1), match.group(2)) for path in (REPO_ROOT / "eval_pipeline").rglob("*.py")
-             for match in re.finditer(r"(docs/[\w/]+\.md)(?:#([\w-]+))?", path.read_text(encoding="utf-8"))}
+    cited = {
+        (match.group(1), match.group(2))
+        for path in (REPO_ROOT / "eval_pipeline").rglob("*.py")
+        for match in re.finditer(r"(docs/[\w/]+\.md)(?:#([\w-]+))?", path.read_text(encoding="utf-8"))
+    }
     assert cited
-    missing = [f"{page}#{anchor}" if anchor else page for page, anchor in sorted(cited, key=str)
-               if not (REPO_ROOT / page).is_file() or (anchor and anchor not in _anchors(REPO_ROOT / page))]
+    missing = [
+        f"{page}#{anchor}" if anchor else page
+        for page, anchor in sorted(cited, key=str)
+        if not (REPO_ROOT / page).is_file() or (anchor and anchor not in _anchors(REPO_ROOT / page))
+    ]
     assert missing == []

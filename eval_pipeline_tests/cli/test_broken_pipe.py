@@ -26,7 +26,9 @@ def _into_gone_reader(argv: list[str], buffered: bool) -> subprocess.CompletedPr
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.run([*COMMAND, *argv], stdout=write, stderr=subprocess.PIPE, text=True, env=_env(buffered), timeout=300)
+        return subprocess.run(
+            [*COMMAND, *argv], stdout=write, stderr=subprocess.PIPE, text=True, env=_env(buffered), timeout=300
+        )
     finally:
         os.close(write)
 
@@ -47,8 +49,13 @@ def test_a_reader_that_stops_after_one_line_of_a_long_output(tmp_path):
     qrels, run = tmp_path / "qrels", tmp_path / "run"
     qrels.write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(3000)))
     run.write_text("".join(f"q{i} Q0 d{i} 1 1.0 r\n" for i in range(3000)))
-    process = subprocess.Popen([*COMMAND, "trec-eval", str(qrels), str(run), "-q"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=_env(buffered=True))
+    process = subprocess.Popen(
+        [*COMMAND, "trec-eval", str(qrels), str(run), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(buffered=True),
+    )
     first = process.stdout.readline()
     process.stdout.close()
     stderr = process.stderr.read()
@@ -59,8 +66,17 @@ def test_a_reader_that_stops_after_one_line_of_a_long_output(tmp_path):
 def test_the_gate_status_survives_a_reader_that_went_away(scored, capsys):
     from eval_pipeline.cli import main
 
-    argv = ["gate", "--candidate", "cand-42", "--baseline", "base-41", "--data", str(scored["data"]),
-            "--warehouse", scored["warehouse"].root]
+    argv = [
+        "gate",
+        "--candidate",
+        "cand-42",
+        "--baseline",
+        "base-41",
+        "--data",
+        str(scored["data"]),
+        "--warehouse",
+        scored["warehouse"].root,
+    ]
     expected = main(argv)
     capsys.readouterr()
     assert expected == 1  # the candidate's gates fail, as planted

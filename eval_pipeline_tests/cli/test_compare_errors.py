@@ -4,7 +4,19 @@ from eval_pipeline.cli import main
 
 
 def _compare(scored, table, metric):
-    return main(["compare", table, metric, "--run", "cand-42", "--data", str(scored["data"]), "--warehouse", scored["warehouse"].root])
+    return main(
+        [
+            "compare",
+            table,
+            metric,
+            "--run",
+            "cand-42",
+            "--data",
+            str(scored["data"]),
+            "--warehouse",
+            scored["warehouse"].root,
+        ]
+    )
 
 
 def test_a_mistyped_column_is_named_with_the_close_ones(scored, capsys):

@@ -31,7 +31,9 @@ def _clash(sub):
 
 
 def _with_entries(monkeypatch, *entries):
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: list(entries) if group == "eval_pipeline.commands" else [])
+    monkeypatch.setattr(
+        importlib.metadata, "entry_points", lambda group: list(entries) if group == "eval_pipeline.commands" else []
+    )
 
 
 def test_an_extension_command_is_added(monkeypatch):
@@ -41,8 +43,12 @@ def test_an_extension_command_is_added(monkeypatch):
 
 
 def test_a_failing_or_clashing_extension_is_left_out_with_a_warning(monkeypatch, capsys):
-    _with_entries(monkeypatch, FakeEntry("broken", "pkg.broken:register", _broken),
-                  FakeEntry("gate", "pkg.gate:register", _clash), FakeEntry("hello", "pkg.hello:register", _hello))
+    _with_entries(
+        monkeypatch,
+        FakeEntry("broken", "pkg.broken:register", _broken),
+        FakeEntry("gate", "pkg.gate:register", _clash),
+        FakeEntry("hello", "pkg.hello:register", _hello),
+    )
     parser = build_parser()
     err = capsys.readouterr().err
     assert "command 'broken' (pkg.broken:register) not loaded: plugin bug" in err

@@ -25,12 +25,36 @@ def _write_jsonl(path, rows):
 
 
 def test_calibrate_prints_the_statistics_of_verdicts_made_elsewhere(tmp_path, capsys):
-    verdicts = _write_jsonl(tmp_path / "verdicts.jsonl",
-                            [{"trace_id": f"t{i}", "claim": f"Claim {i}.", "verdict": v, "judge_version": "gpt-x"} for i, v in enumerate(JUDGE)])
-    labels = _write_jsonl(tmp_path / "labels.jsonl",
-                          [{"trace_id": f"t{i}", "claim": f"claim {i}", "verdict": v} for i, v in enumerate(HUMAN)]
-                          + [{"trace_id": "t0", "answer_grounded": True}, {"trace_id": "t9", "answer_grounded": True}])
-    assert _run(["calibrate", "--verdicts", verdicts, "--labels", labels, "--min-n", "10", "--min-kappa", "0.5", "--n-boot", "200"]) == 0
+    verdicts = _write_jsonl(
+        tmp_path / "verdicts.jsonl",
+        [
+            {"trace_id": f"t{i}", "claim": f"Claim {i}.", "verdict": v, "judge_version": "gpt-x"}
+            for i, v in enumerate(JUDGE)
+        ],
+    )
+    labels = _write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"trace_id": f"t{i}", "claim": f"claim {i}", "verdict": v} for i, v in enumerate(HUMAN)]
+        + [{"trace_id": "t0", "answer_grounded": True}, {"trace_id": "t9", "answer_grounded": True}],
+    )
+    assert (
+        _run(
+            [
+                "calibrate",
+                "--verdicts",
+                verdicts,
+                "--labels",
+                labels,
+                "--min-n",
+                "10",
+                "--min-kappa",
+                "0.5",
+                "--n-boot",
+                "200",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     # p_o 0.7, p_e 0.39: kappa 0.31/0.61 = 0.5082 >= 0.5 and n 10 >= 10
     assert out[:5] == [
@@ -45,7 +69,10 @@ def test_calibrate_prints_the_statistics_of_verdicts_made_elsewhere(tmp_path, ca
     assert _run(["calibrate", "--verdicts", verdicts, "--labels", labels, "--json", "--n-boot", "50"]) == 0
     rows = json.loads(capsys.readouterr().out)
     # t0: human grounded, judge SUPPORTED (grounded); t9: human grounded, judge NOT_IN_EVIDENCE: agreement 1/2
-    assert [(r["level"], r["n"], r["agreement"], r["may_gate"]) for r in rows] == [("claim", 10, 0.7, False), ("answer", 2, 0.5, False)]
+    assert [(r["level"], r["n"], r["agreement"], r["may_gate"]) for r in rows] == [
+        ("claim", 10, 0.7, False),
+        ("answer", 2, 0.5, False),
+    ]
 
 
 def test_calibrate_rejects_a_bad_file_with_exit_2(tmp_path, capsys):
@@ -60,17 +87,34 @@ def test_calibrate_rejects_a_bad_file_with_exit_2(tmp_path, capsys):
 def _data_root(root):
     (root / "corpus" / "c1").mkdir(parents=True)
     (root / "corpus" / "c1" / "docs.jsonl").write_text(
-        json.dumps({"doc_id": "policy/refunds-2025", "text": "Annual SMB plans have a 14 day refund window."}) + "\n")
+        json.dumps({"doc_id": "policy/refunds-2025", "text": "Annual SMB plans have a 14 day refund window."}) + "\n"
+    )
     (root / "cases" / "d1").mkdir(parents=True)
-    (root / "cases" / "d1" / "rag-1.yaml").write_text("case_id: rag-1\nlanes: [rag]\ninput: Refund window?\nrequired_doc_ids: [policy/refunds]\n")
+    (root / "cases" / "d1" / "rag-1.yaml").write_text(
+        "case_id: rag-1\nlanes: [rag]\ninput: Refund window?\nrequired_doc_ids: [policy/refunds]\n"
+    )
     (root / "cases" / "d1" / "agent-1.yaml").write_text("case_id: agent-1\nlanes: [agent]\ninput: Refund it\n")
     (root / "traces" / "run-1").mkdir(parents=True)
-    (root / "traces" / "run-1" / "run.yaml").write_text("run_id: run-1\ncandidate: bot\ncorpus_version: c1\ndataset_version: d1\n")
+    (root / "traces" / "run-1" / "run.yaml").write_text(
+        "run_id: run-1\ncandidate: bot\ncorpus_version: c1\ndataset_version: d1\n"
+    )
     context = [{"doc_id": "policy/refunds-2025", "text": "Annual SMB plans have a 14 day refund window."}]
     traces = [
-        {"trace_id": "a", "case_id": "rag-1", "context": context,
-         "answer": {"text": "Annual SMB plans can be refunded within 14 days [doc:policy/refunds-2025]. No fee applies. Thanks!"}},
-        {"trace_id": "b", "case_id": "rag-1", "attempt": 2, "context": context, "answer": {"text": "Annual SMB plans can be refunded within 14 days."}},
+        {
+            "trace_id": "a",
+            "case_id": "rag-1",
+            "context": context,
+            "answer": {
+                "text": "Annual SMB plans can be refunded within 14 days [doc:policy/refunds-2025]. No fee applies. Thanks!"
+            },
+        },
+        {
+            "trace_id": "b",
+            "case_id": "rag-1",
+            "attempt": 2,
+            "context": context,
+            "answer": {"text": "Annual SMB plans can be refunded within 14 days."},
+        },
         {"trace_id": "c", "case_id": "agent-1", "answer": {"text": "Refund issued."}},
     ]
     (root / "traces" / "run-1" / "traces.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
@@ -78,8 +122,20 @@ def _data_root(root):
 
 def test_judge_estimate_counts_calls_before_spending(tmp_path, capsys):
     _data_root(tmp_path)
-    argv = ["judge-estimate", "--data", str(tmp_path), "--run", "run-1", "--model", "m", "--price-input-per-1k", "1",
-            "--price-output-per-1k", "2", "--json"]
+    argv = [
+        "judge-estimate",
+        "--data",
+        str(tmp_path),
+        "--run",
+        "run-1",
+        "--model",
+        "m",
+        "--price-input-per-1k",
+        "1",
+        "--price-output-per-1k",
+        "2",
+        "--json",
+    ]
     assert _run(argv) == 0
     report = json.loads(capsys.readouterr().out)
     # rag traces a and b; claims: a has 2 (the thanks is no claim), b has 1; a's first claim and b's claim are the

@@ -31,14 +31,30 @@ def test_after_a_run_the_estimate_needs_no_call_and_names_judge_verdicts(scored,
     assert (grounding["calls"], report["citations_at_most"]["calls"], report["total_at_most"]["calls"]) == (0, 0, 0)
     assert main(["judge-estimate", "--run", "cand-42", "--warehouse", warehouse.root]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert f"cache: judge_verdicts holds {grounding['in_judge_verdicts']} of {grounding['unique_inputs']} claims for {version}; 0 calls needed" in lines
+    assert (
+        f"cache: judge_verdicts holds {grounding['in_judge_verdicts']} of {grounding['unique_inputs']} claims for {version}; 0 calls needed"
+        in lines
+    )
     assert "total (at most): 0 calls, ~$0.0000" in lines
 
 
 def test_another_judge_needs_every_call(scored, local_judge, capsys):
-    argv = ["judge-estimate", "--data", str(scored["data"]), "--warehouse", scored["warehouse"].root, "--run", "cand-42",
-            "--model", "gpt-4o-mini", "--json"]
+    argv = [
+        "judge-estimate",
+        "--data",
+        str(scored["data"]),
+        "--warehouse",
+        scored["warehouse"].root,
+        "--run",
+        "cand-42",
+        "--model",
+        "gpt-4o-mini",
+        "--json",
+    ]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["judge_version"] == "openai:gpt-4o-mini:grounding-claim-v1"
-    assert report["grounding"]["in_judge_verdicts"] == 0 and report["grounding"]["calls"] == report["grounding"]["unique_inputs"] > 0
+    assert (
+        report["grounding"]["in_judge_verdicts"] == 0
+        and report["grounding"]["calls"] == report["grounding"]["unique_inputs"] > 0
+    )

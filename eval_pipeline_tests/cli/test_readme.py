@@ -61,7 +61,9 @@ def _as_run_here(command: str) -> str | None:
 def project_copy(tmp_path_factory) -> Path:
     """What a clone holds that the README's commands read: the sample data and the Dagster project files."""
     root = tmp_path_factory.mktemp("readme") / "eval_pipeline"
-    shutil.copytree(REPO_ROOT / "data", root / "data", ignore=shutil.ignore_patterns("warehouse", "reports", ".judge_cache"))
+    shutil.copytree(
+        REPO_ROOT / "data", root / "data", ignore=shutil.ignore_patterns("warehouse", "reports", ".judge_cache")
+    )
     (root / "scripts").mkdir()
     for name in ("dagster.yaml", "workspace.yaml", "scripts/demo.sh"):
         shutil.copyfile(REPO_ROOT / name, root / name)
@@ -98,9 +100,12 @@ def test_every_readme_command_block_runs_on_the_sample_with_its_stated_exit(proj
                 continue
             stated = STATED_EXIT.search(command.splitlines()[0])
             expected = int(stated.group(1)) if stated else 0
-            done = subprocess.run(["bash", "-c", runnable], cwd=project_copy, env=env, capture_output=True, text=True,
-                                  timeout=600)
-            assert done.returncode == expected, f"{command}\nexit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            done = subprocess.run(
+                ["bash", "-c", runnable], cwd=project_copy, env=env, capture_output=True, text=True, timeout=600
+            )
+            assert done.returncode == expected, (
+                f"{command}\nexit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
             assert not re.search(r"\bNone\b|Traceback", done.stdout + done.stderr), (command, done.stdout[-2000:])
             ran.append((command, done))
     demo = next(done for command, done in ran if command.startswith("bash scripts/demo.sh"))
@@ -111,8 +116,10 @@ def test_every_readme_command_block_runs_on_the_sample_with_its_stated_exit(proj
     assert "release blocked for cand-42" in demo.stdout
     # the instance is named, with the reason it was chosen
     assert f"Dagster instance: {project_copy / '.dagster_home'} (DAGSTER_HOME is set)" in demo.stderr
-    assert any(command.startswith(f"{BIN}/eval-pipeline gate") or ".venv/bin/eval-pipeline gate" in command
-               for command, _ in ran)
+    assert any(
+        command.startswith(f"{BIN}/eval-pipeline gate") or ".venv/bin/eval-pipeline gate" in command
+        for command, _ in ran
+    )
 
 
 def _help(command: str) -> str:
@@ -127,9 +134,15 @@ def test_the_exit_codes_read_the_same_in_help_readme_and_docs():
     assert "1 a step or a blocking data check failed" in run_help and "2 bad input or configuration" in run_help
     assert "0 release allowed, every gate passed; 1 release blocked, a gate failed; 2 undecided" in gate_help
     gates_doc = " ".join((REPO_ROOT / "docs" / "gates.md").read_text(encoding="utf-8").split())
-    assert "| 0 | the evaluation completed: every step ran and every blocking data check passed, whatever the release decision" in gates_doc
+    assert (
+        "| 0 | the evaluation completed: every step ran and every blocking data check passed, whatever the release decision"
+        in gates_doc
+    )
     assert "| 1 | release blocked: a gate failed" in gates_doc
-    assert "**`release_is_not_blocked`** (on `gate_results` and `gate_report`) is an ERROR-severity check that is **not blocking**" in gates_doc
+    assert (
+        "**`release_is_not_blocked`** (on `gate_results` and `gate_report`) is an ERROR-severity check that is **not blocking**"
+        in gates_doc
+    )
     readme = " ".join(README.read_text(encoding="utf-8").split())
     assert "and exits 0: the evaluation completed. The candidate's release is blocked" in readme
     assert "exit 1: release blocked" in readme
@@ -144,5 +157,8 @@ def test_the_baseline_rule_reads_the_same_in_the_ui_help_and_docs():
     assert "baseline_run_id of its run.yaml, else of the policy; never itself" in " ".join(described.split())
     assert "the run's baseline_run_id in its run.yaml, else the policy's" in _help("show")
     gates_doc = (REPO_ROOT / "docs" / "gates.md").read_text(encoding="utf-8")
-    assert "2. otherwise `baseline_run_id` of the candidate's `run.yaml`;\n3. otherwise `baseline_run_id` of the gate policy." in gates_doc
+    assert (
+        "2. otherwise `baseline_run_id` of the candidate's `run.yaml`;\n3. otherwise `baseline_run_id` of the gate policy."
+        in gates_doc
+    )
     assert "the case pages and `eval-pipeline show` use rules 2 and 3" in " ".join(gates_doc.split())

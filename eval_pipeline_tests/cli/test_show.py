@@ -7,6 +7,7 @@ from collections import Counter
 import polars as pl
 import pytest
 
+from eval_pipeline.cli.show import register
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.quality.contracts import check_no_personal_data
 from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, read_case_tables, write_case_pages
@@ -20,7 +21,6 @@ from eval_pipeline.reporting.case_story import (
     case_story_text,
     field_diffs,
 )
-from eval_pipeline.cli.show import register
 
 
 def show(scored, capsys, *argv):
@@ -81,7 +81,7 @@ def test_rag_case_prints_each_unsupported_claim_with_verdict_and_quote(scored, c
     code, out, _ = show(scored, capsys, "rag-035", "--run", "cand-42")
     planted_claims = planted_trace(planted, "cand-42:rag-035#1")["claims"]
     for index, claim in enumerate(planted_claims):
-        assert f'claim {index}: {claim["verdict"]} ' in out and f'"{claim["claim"]}"' in out
+        assert f"claim {index}: {claim['verdict']} " in out and f'"{claim["claim"]}"' in out
 
 
 def test_rag_031_against_its_baseline_and_the_gate_it_blocks(scored, capsys, planted):
@@ -92,8 +92,10 @@ def test_rag_031_against_its_baseline_and_the_gate_it_blocks(scored, capsys, pla
     code, out, _ = show(scored, capsys, "rag-031", "--run", "cand-42", "--baseline", "base-41")
     assert code == 0
     assert "    recall_at_10 1.0000 → 0.5000 (-0.5000)" in out
-    assert ("blocks gate retrieval_recall_at_10 (fail, owner retrieval, against base-41): recall_at_10 dropped 11.11 "
-            "points (allowed 2); this case: recall_at_10 1.0000 → 0.5000") in out
+    assert (
+        "blocks gate retrieval_recall_at_10 (fail, owner retrieval, against base-41): recall_at_10 dropped 11.11 "
+        "points (allowed 2); this case: recall_at_10 1.0000 → 0.5000"
+    ) in out
     # the ranked list against the qrels: the human-graded pooled doc is found, the seed doc is not
     assert "rank 1: kb/plans-2025  ✔ relevant (grade 2)" in out
     assert "rank 2: kb/sso-setup-2025  · not relevant (unjudged)" in out
@@ -151,7 +153,9 @@ def test_html_page_has_claims_side_by_side_and_report_links(scored, capsys, tmp_
 
     page = tmp_path / "rag-031.html"
     show(scored, capsys, "rag-031", "--run", "cand-42", "--baseline", "base-41", "--html", str(page))
-    assert "<td>1</td><td>recall_at_10</td><td>1.0000</td><td>0.5000</td><td>-0.5000</td><td>yes</td>" in cells(page.read_text())
+    assert "<td>1</td><td>recall_at_10</td><td>1.0000</td><td>0.5000</td><td>-0.5000</td><td>yes</td>" in cells(
+        page.read_text()
+    )
 
 
 def test_write_case_pages_writes_one_page_per_case_and_respects_the_limit(scored, tmp_path):
@@ -166,7 +170,10 @@ def test_write_case_pages_writes_one_page_per_case_and_respects_the_limit(scored
 
     limited = tmp_path / "limited"
     uris = write_case_pages(warehouse, str(limited), "cand-42", cases, limit=2)
-    assert len(uris) == 2 and sorted(p.name for p in (limited / "cand-42" / "cases").iterdir()) == ["agent-009.html", "rag-031.html"]
+    assert len(uris) == 2 and sorted(p.name for p in (limited / "cand-42" / "cases").iterdir()) == [
+        "agent-009.html",
+        "rag-031.html",
+    ]
     assert "Against baseline" not in (limited / "cand-42" / "cases" / "rag-031.html").read_text()
     assert write_case_pages(warehouse, limited, "cand-42", cases, limit=0) == []
     with pytest.raises(LookupError):
@@ -189,14 +196,18 @@ def reads(monkeypatch):
 
 def test_pages_and_show_read_each_table_once(scored, capsys, tmp_path, reads):
     wanted = [*CASE_TABLES, *RUN_TABLES]
-    write_case_pages(scored["warehouse"], tmp_path, "cand-42", ["rag-031", "agent-009", "both-001"], baseline_run_id="base-41")
+    write_case_pages(
+        scored["warehouse"], tmp_path, "cand-42", ["rag-031", "agent-009", "both-001"], baseline_run_id="base-41"
+    )
     for run in ("cand-42", "base-41"):
         assert {t: reads[(t, run)] for t in wanted} == dict.fromkeys(wanted, 1)
         assert reads[("run_manifest", run)] == 1
     reads.clear()
     show(scored, capsys, "rag-031", "--run", "cand-42", "--baseline", "base-41")
     # deid_traces and deid_cases are read twice in the run shown: their id columns first, to resolve the target
-    assert {t: reads[(t, "cand-42")] for t in wanted} == {t: 2 if t in ("deid_traces", "deid_cases") else 1 for t in wanted}
+    assert {t: reads[(t, "cand-42")] for t in wanted} == {
+        t: 2 if t in ("deid_traces", "deid_cases") else 1 for t in wanted
+    }
     assert {t: reads[(t, "base-41")] for t in wanted} == dict.fromkeys(wanted, 1)
 
 
@@ -238,39 +249,73 @@ def test_case_ids_worth_a_page_orders_by_priority(scored):
     assert len(blocking) == 32 and "rag-031" in blocking  # rag-031 passes, yet blocks the recall gate
     # then the failed cases no gate blocks: agent-014 (high criticality, flaky), then agent-017 and rag-037; last the
     # incomplete ones no other group holds
-    incomplete = sorted(set(attribution.filter(pl.col("outcome") == "incomplete")["case_id"].to_list())
-                        - {*blocking, "agent-014", "agent-017", "rag-037"})
+    incomplete = sorted(
+        set(attribution.filter(pl.col("outcome") == "incomplete")["case_id"].to_list())
+        - {*blocking, "agent-014", "agent-017", "rag-037"}
+    )
     assert ids == [*blocking, "agent-014", "agent-017", "rag-037", *incomplete]
     assert case_ids_worth_a_page(gates, by_lane, review, 3, cases=cases) == blocking[:3]
 
     review_queue = pl.DataFrame({"case_id": ["rag-050", "agent-009"]})
-    attribution = pl.DataFrame({"case_id": ["rag-002", "rag-001", "rag-009", "rag-005"],
-                                "outcome": ["fail", "fail", "incomplete", "fail"]})
+    attribution = pl.DataFrame(
+        {"case_id": ["rag-002", "rag-001", "rag-009", "rag-005"], "outcome": ["fail", "fail", "incomplete", "fail"]}
+    )
     criticality = pl.DataFrame({"case_id": ["rag-001", "rag-005"], "criticality": ["normal", "high"]})
     failed_gate = pl.DataFrame({"status": ["fail", "pass"], "blocking_cases": [["agent-009"], ["rag-002"]]})
     assert case_ids_worth_a_page(failed_gate, attribution, review_queue, 10, cases=criticality) == [
-        "agent-009", "rag-005", "rag-001", "rag-002", "rag-050", "rag-009"]
+        "agent-009",
+        "rag-005",
+        "rag-001",
+        "rag-002",
+        "rag-050",
+        "rag-009",
+    ]
 
 
 def test_argument_diffs_are_field_level_with_dotted_paths():
-    assert field_diffs({"a": {"b": 1, "c": "x"}, "l": [1, 2], "t": True, "n": 10},
-                       {"a": {"b": 2, "c": "x"}, "l": [1, 3], "t": 1, "n": 10.0, "extra": None}) == [
-        ("a.b", "1", "2"), ("extra", "(absent)", "null"), ("l[1]", "2", "3"), ("t", "true", "1")]
-    assert call_argument_diffs('issue_refund({"amount":98,"order_id":"1"})', 'issue_refund({"amount":89,"order_id":"1"})') == [
-        ("issue_refund.amount", "98", "89")]
-    assert call_argument_diffs("get_order({})", "get_ticket({})") == [("get_ticket (tool)", '"get_order"', '"get_ticket"')]
+    assert field_diffs(
+        {"a": {"b": 1, "c": "x"}, "l": [1, 2], "t": True, "n": 10},
+        {"a": {"b": 2, "c": "x"}, "l": [1, 3], "t": 1, "n": 10.0, "extra": None},
+    ) == [("a.b", "1", "2"), ("extra", "(absent)", "null"), ("l[1]", "2", "3"), ("t", "true", "1")]
+    assert call_argument_diffs(
+        'issue_refund({"amount":98,"order_id":"1"})', 'issue_refund({"amount":89,"order_id":"1"})'
+    ) == [("issue_refund.amount", "98", "89")]
+    assert call_argument_diffs("get_order({})", "get_ticket({})") == [
+        ("get_ticket (tool)", '"get_order"', '"get_ticket"')
+    ]
     # the scorer's value rules found a difference no value shows: the whole calls are given
     assert call_argument_diffs('f({"x":1})', 'f({"x":1.0})') == [("f (arguments)", 'f({"x":1})', 'f({"x":1.0})')]
 
 
 def test_story_from_hand_made_frames_without_a_warehouse():
-    cases = pl.DataFrame({"case_id": ["a-1"], "lanes": [["agent"]], "input": ["refund order 7"], "criticality": ["high"]})
-    stages = pl.DataFrame({"run_id": "r", "trace_id": "r:a-1#1", "case_id": "a-1", "attempt": 1, "lane": "agent",
-                           "stage": ["policy", "tool_arguments"], "stage_order": [0, 2], "status": ["pass", "fail"],
-                           "reason": [None, "bad amount"]})
-    diffs = pl.DataFrame({"trace_id": ["r:a-1#1"], "case_id": ["a-1"], "position": [1], "match": ["args_differ"],
-                          "actual_call": ['refund({"amount":{"value":5}})'], "expected_call": ['refund({"amount":{"value":7}})'],
-                          "actual_status": ["ok"], "matched_path": ["reference"]})
+    cases = pl.DataFrame(
+        {"case_id": ["a-1"], "lanes": [["agent"]], "input": ["refund order 7"], "criticality": ["high"]}
+    )
+    stages = pl.DataFrame(
+        {
+            "run_id": "r",
+            "trace_id": "r:a-1#1",
+            "case_id": "a-1",
+            "attempt": 1,
+            "lane": "agent",
+            "stage": ["policy", "tool_arguments"],
+            "stage_order": [0, 2],
+            "status": ["pass", "fail"],
+            "reason": [None, "bad amount"],
+        }
+    )
+    diffs = pl.DataFrame(
+        {
+            "trace_id": ["r:a-1#1"],
+            "case_id": ["a-1"],
+            "position": [1],
+            "match": ["args_differ"],
+            "actual_call": ['refund({"amount":{"value":5}})'],
+            "expected_call": ['refund({"amount":{"value":7}})'],
+            "actual_status": ["ok"],
+            "matched_path": ["reference"],
+        }
+    )
     tables = CaseTables("r", {"run_id": "r"}, {"deid_cases": cases, "stage_results": stages, "tool_call_diffs": diffs})
     story = build_story(tables, "a-1")
     text = case_story_text(story)
@@ -296,13 +341,16 @@ def test_a_trace_may_be_named_without_its_run_and_a_case_in_any_case(scored, cap
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     for target in ("agent-009#2", "AGENT-009"):
-        args = parser.parse_args(["show", target, "--run", "cand-42", "--data", str(scored["data"]),
-                                  "--warehouse", scored["warehouse"].root])
+        args = parser.parse_args(
+            ["show", target, "--run", "cand-42", "--data", str(scored["data"]), "--warehouse", scored["warehouse"].root]
+        )
         assert args.handler(args) == 0, target
         assert "case agent-009 in run cand-42" in capsys.readouterr().out
 
 
-def test_the_default_baseline_is_the_one_gate_uses_the_runs_own_before_the_policys(scored, capsys, tmp_path, monkeypatch):
+def test_the_default_baseline_is_the_one_gate_uses_the_runs_own_before_the_policys(
+    scored, capsys, tmp_path, monkeypatch
+):
     from eval_pipeline.gating import facts
 
     # a policy that names no baseline, and a run whose run.yaml names base-41: `gate` compares with base-41, so does show
@@ -319,6 +367,8 @@ def test_the_default_baseline_is_the_one_gate_uses_the_runs_own_before_the_polic
     monkeypatch.setattr(facts, "manifest_from_warehouse", with_own_baseline)
     parser = argparse.ArgumentParser(prog="eval-pipeline")
     register(parser.add_subparsers())
-    args = parser.parse_args(["show", "rag-031", "--run", "cand-42", "--data", str(data), "--warehouse", scored["warehouse"].root])
+    args = parser.parse_args(
+        ["show", "rag-031", "--run", "cand-42", "--data", str(data), "--warehouse", scored["warehouse"].root]
+    )
     assert args.handler(args) == 0
     assert "    recall_at_10 1.0000 → 0.5000 (-0.5000)" in capsys.readouterr().out

@@ -57,8 +57,9 @@ def test_the_schema_pattern_refuses_what_the_validator_refuses(value):
 MANIFEST = {"run_id": "r1", "candidate": "bot", "corpus_version": "kb", "dataset_version": "ds"}
 
 
-@pytest.mark.parametrize("field", ["run_id", "corpus_version", "dataset_version", "environment_version", "prompt_version",
-                                   "index_version"])
+@pytest.mark.parametrize(
+    "field", ["run_id", "corpus_version", "dataset_version", "environment_version", "prompt_version", "index_version"]
+)
 def test_every_version_of_a_manifest_is_an_identifier(field):
     with pytest.raises(ValueError) as error:
         RunManifest.model_validate({**MANIFEST, field: "../../evil"})
@@ -69,7 +70,9 @@ def test_every_version_of_a_manifest_is_an_identifier(field):
 def test_gate_policy_version_and_baseline_and_registry_environment_are_identifiers():
     with pytest.raises(ValueError) as error:
         GatePolicy.model_validate({"version": "../v3", "baseline_run_id": "../base", "gates": []})
-    assert loaders.describe_validation_error(error.value) == (f"version: '../v3' {SLASH}; baseline_run_id: '../base' {SLASH}")
+    assert loaders.describe_validation_error(error.value) == (
+        f"version: '../v3' {SLASH}; baseline_run_id: '../base' {SLASH}"
+    )
     assert GatePolicy.model_validate({"version": 3, "gates": []}).version == 3
     with pytest.raises(ValueError) as error:
         ToolRegistry.model_validate({"environment_version": "env/..", "tools": []})
@@ -82,7 +85,9 @@ def test_a_manifest_naming_a_corpus_outside_the_root_is_an_input_error(tmp_path)
     (run / "run.yaml").write_text(yaml.safe_dump({**MANIFEST, "corpus_version": "../../evil"}, sort_keys=False))
     with pytest.raises(InputError) as error:
         loaders.load_manifest(open_location(tmp_path), "r1")
-    assert str(error.value) == (f"{run / 'run.yaml'}:3:1: not a valid run manifest: corpus_version: '../../evil' {SLASH}")
+    assert str(error.value) == (
+        f"{run / 'run.yaml'}:3:1: not a valid run manifest: corpus_version: '../../evil' {SLASH}"
+    )
 
 
 def test_storage_refuses_path_parts_that_leave_the_root(tmp_path):
@@ -107,10 +112,24 @@ def test_storage_refuses_path_parts_that_leave_the_root(tmp_path):
         (["compare", "retrieval_scores", "recall_at_10", "--run", "../x"], "--run", "run id", "../x"),
         (["judge-estimate", "--data", "d", "--run", "../x"], "--run", "run id", "../x"),
         (["import", "tau-bench", "s.json", "--run", "../../x"], "--run", "run id", "../../x"),
-        (["import", "tau-bench", "s.json", "--run", "r", "--dataset-version", "../ds"], "--dataset-version", "dataset version", "../ds"),
-        (["import", "tau-bench", "s.json", "--run", "r", "--environment-version", "e/v"], "--environment-version",
-         "environment version", "e/v"),
-        (["import", "tau-bench", "s.json", "--run", "r", "--corpus-version", ".."], "--corpus-version", "corpus version", ".."),
+        (
+            ["import", "tau-bench", "s.json", "--run", "r", "--dataset-version", "../ds"],
+            "--dataset-version",
+            "dataset version",
+            "../ds",
+        ),
+        (
+            ["import", "tau-bench", "s.json", "--run", "r", "--environment-version", "e/v"],
+            "--environment-version",
+            "environment version",
+            "e/v",
+        ),
+        (
+            ["import", "tau-bench", "s.json", "--run", "r", "--corpus-version", ".."],
+            "--corpus-version",
+            "corpus version",
+            "..",
+        ),
     ],
 )
 def test_cli_flags_refuse_paths_as_usage_errors(argv, flag, what, value, capsys):
@@ -118,7 +137,9 @@ def test_cli_flags_refuse_paths_as_usage_errors(argv, flag, what, value, capsys)
         main(argv)
     assert exit_info.value.code == 2
     reason = DOTS if value == ".." else SLASH
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: argument {flag}: {what} {value!r} {reason}")
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: argument {flag}: {what} {value!r} {reason}")
+    )
 
 
 def test_eval_pipeline_run_refuses_a_manifest_corpus_version_outside_the_root(tmp_path):
@@ -128,9 +149,15 @@ def test_eval_pipeline_run_refuses_a_manifest_corpus_version_outside_the_root(tm
     text = manifest.read_text().replace("corpus_version: kb-2026-03", "corpus_version: ../../evil")
     manifest.write_text(text)
     line = text.splitlines().index("corpus_version: ../../evil") + 1
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline.cli", "run", "--data", str(data), "--deid-demo"],
-                            capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
-                            env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.cli", "run", "--data", str(data), "--deid-demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        f"eval-pipeline: error: {manifest}:{line}:1: not a valid run manifest: corpus_version: '../../evil' {SLASH}")
+        f"eval-pipeline: error: {manifest}:{line}:1: not a valid run manifest: corpus_version: '../../evil' {SLASH}"
+    )

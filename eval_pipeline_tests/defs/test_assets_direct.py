@@ -27,12 +27,22 @@ def test_answer_scores_asset_records_rows_schema_headline_and_checks(sample_data
     from eval_pipeline.io import ingest
 
     traces = ingest.parse_traces(ingest.read_raw_lines(location, "base-41"), cases, "base-41").traces
-    result = answer_scores(eval_config=EvalConfig(data_root=str(sample_data)), run_manifest=pl.DataFrame([manifest]),
-                           deid_traces=traces, deid_cases=cases)
+    result = answer_scores(
+        eval_config=EvalConfig(data_root=str(sample_data)),
+        run_manifest=pl.DataFrame([manifest]),
+        deid_traces=traces,
+        deid_cases=cases,
+    )
     scores = result.value
-    rag_traces = traces.join(cases.filter(pl.col("lanes").list.contains("rag")).select("case_id"), on="case_id", how="semi")
+    rag_traces = traces.join(
+        cases.filter(pl.col("lanes").list.contains("rag")).select("case_id"), on="case_id", how="semi"
+    )
     assert scores.height == rag_traces.height == result.metadata["dagster/row_count"]
-    assert {c.name for c in result.metadata["dagster/column_schema"].columns} >= {"contains_all", "answer_stage", "code_version"}
+    assert {c.name for c in result.metadata["dagster/column_schema"].columns} >= {
+        "contains_all",
+        "answer_stage",
+        "code_version",
+    }
     assert result.metadata["failed"].value == scores.filter(pl.col("answer_stage") == "fail").height
     assert {r.check_name for r in result.check_results} == {"schema", "value_ranges", "complete", "no_personal_data"}
     assert all(r.passed for r in result.check_results)

@@ -6,17 +6,47 @@ from eval_pipeline.definitions import defs
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.jobs import LOCAL_EXECUTOR
 
-LANE_TABLES = ["retrieval_scores", "context_scores", "claims", "grounding_scores", "citation_scores", "answer_scores",
-               "tool_scores", "outcome_scores"]
+LANE_TABLES = [
+    "retrieval_scores",
+    "context_scores",
+    "claims",
+    "grounding_scores",
+    "citation_scores",
+    "answer_scores",
+    "tool_scores",
+    "outcome_scores",
+]
 
 
 def test_definitions_load_with_the_whole_graph():
     dg.Definitions.validate_loadable(defs)
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
-    for expected in ["run_manifest", "raw_traces", "traces", "trace_rejects", "cases", "corpus", "deid_traces", "deid_cases",
-                     "qrels", "judging_queue", *LANE_TABLES, "judge_calibration", "review_queue", "tool_call_diffs",
-                     "rag/rag_stage_results", "agent/agent_stage_results", "rag/rag_attribution", "agent/agent_attribution_rollup",
-                     "rag/rag_reliability", "agent/agent_quarantine", "rag/rag_report", "agent/agent_report", "gate_results", "gate_report"]:
+    for expected in [
+        "run_manifest",
+        "raw_traces",
+        "traces",
+        "trace_rejects",
+        "cases",
+        "corpus",
+        "deid_traces",
+        "deid_cases",
+        "qrels",
+        "judging_queue",
+        *LANE_TABLES,
+        "judge_calibration",
+        "review_queue",
+        "tool_call_diffs",
+        "rag/rag_stage_results",
+        "agent/agent_stage_results",
+        "rag/rag_attribution",
+        "agent/agent_attribution_rollup",
+        "rag/rag_reliability",
+        "agent/agent_quarantine",
+        "rag/rag_report",
+        "agent/agent_report",
+        "gate_results",
+        "gate_report",
+    ]:
         assert expected in keys, expected
 
 

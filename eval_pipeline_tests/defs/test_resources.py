@@ -20,7 +20,11 @@ def test_the_environment_configuration_binds_the_key_as_an_env_var_not_a_value(m
     monkeypatch.setenv(KEY, "a-secret-of-sixteen-bytes")
     config = EvalConfig.from_environment()
     assert (config.data_root, config.warehouse_root, config.reports_root, config.deid_demo) == (
-        str(tmp_path / "data"), str(tmp_path / "wh"), "", True)
+        str(tmp_path / "data"),
+        str(tmp_path / "wh"),
+        "",
+        True,
+    )
     assert isinstance(config.deid_key, dg.EnvVar) and config.deid_key.env_var_name == KEY
 
     run_config = config.run_config()
@@ -30,7 +34,13 @@ def test_the_environment_configuration_binds_the_key_as_an_env_var_not_a_value(m
 
 
 def test_without_variables_the_configuration_is_the_default_and_holds_no_key(monkeypatch):
-    for name in ("EVAL_PIPELINE_DATA", "EVAL_PIPELINE_WAREHOUSE", "EVAL_PIPELINE_REPORTS", "EVAL_PIPELINE_DEID_DEMO", KEY):
+    for name in (
+        "EVAL_PIPELINE_DATA",
+        "EVAL_PIPELINE_WAREHOUSE",
+        "EVAL_PIPELINE_REPORTS",
+        "EVAL_PIPELINE_DEID_DEMO",
+        KEY,
+    ):
         monkeypatch.delenv(name, raising=False)
     config = EvalConfig.from_environment()
     assert (config.data_root, config.warehouse_root, config.deid_demo, config.deid_key) == ("data", "", False, "")
@@ -69,7 +79,9 @@ def test_other_runs_reads_declared_tables_and_lists_each_other_run_read_once(tmp
 
 def test_other_runs_refuses_a_table_the_asset_does_not_declare(tmp_path):
     other = OtherRuns(_warehouse(tmp_path), "cand-2", frozenset({"claims"}))
-    with pytest.raises(dg.DagsterInvariantViolationError, match="reads table tool_scores of other runs without declaring it"):
+    with pytest.raises(
+        dg.DagsterInvariantViolationError, match="reads table tool_scores of other runs without declaring it"
+    ):
         other.read("tool_scores", "base-1")
     assert other.reads == [] and other.metadata()["other_runs_read"].value == "no other run"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline_harness.deid_compare import iban_check_digits, luhn_complete
 from eval_pipeline.deid.detectors import iban_valid, luhn_valid, mask, name_variants
 from eval_pipeline.deid.scan import scan_text
+from eval_pipeline_harness.deid_compare import iban_check_digits, luhn_complete
 
 
 def _types(text: str) -> list[str]:

@@ -27,8 +27,8 @@ from eval_pipeline.cli.exports import register
 from eval_pipeline.deid.folding import fold_text
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
-from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl, rename_in_inputs
 from eval_pipeline_harness.loopback_server import LoopbackServer, canned_responder, quoting_responder, user_payload
+from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl, rename_in_inputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CASES = Path("cases") / "golden-2026.03"
@@ -101,10 +101,30 @@ def disguise(kind: str, name: str, n: int) -> str:
 
 
 # Text fields carry one value of every kind; id fields one value (an id with five values is no id anybody writes).
-TEXT_FIELDS = ("trace.input", "trace.answer", "trace.context", "trace.query", "trace.tool_args", "trace.tool_result",
-               "case.input", "case.reference_answer", "corpus.text", "label.claim", "manifest.candidate", "manifest.model")
-ID_FIELDS = ("trace.trace_id", "trace.hit_doc_id", "case.file_name", "case.case_id", "corpus.family", "corpus.doc_id",
-             "qrels.annotator", "label.annotator")
+TEXT_FIELDS = (
+    "trace.input",
+    "trace.answer",
+    "trace.context",
+    "trace.query",
+    "trace.tool_args",
+    "trace.tool_result",
+    "case.input",
+    "case.reference_answer",
+    "corpus.text",
+    "label.claim",
+    "manifest.candidate",
+    "manifest.model",
+)
+ID_FIELDS = (
+    "trace.trace_id",
+    "trace.hit_doc_id",
+    "case.file_name",
+    "case.case_id",
+    "corpus.family",
+    "corpus.doc_id",
+    "qrels.annotator",
+    "label.annotator",
+)
 
 
 class Plan:
@@ -129,7 +149,12 @@ class Plan:
         out = {}
         for (field, kind), (name, n) in self.values.items():
             disguised, plain = disguise(kind, name, n), plain_value(kind, n)
-            for spelling in (disguised, fold_text(disguised), plain, re.sub(r"\D", "", plain) if kind != "email" else plain):
+            for spelling in (
+                disguised,
+                fold_text(disguised),
+                plain,
+                re.sub(r"\D", "", plain) if kind != "email" else plain,
+            ):
                 out[spelling] = f"{field}:{kind}:{name}"
         return out
 
@@ -144,7 +169,6 @@ def rotation() -> Plan:
         return disguises_of(kind)[(turns[kind] + 2 * KINDS.index(kind)) % len(disguises_of(kind))]
 
     return Plan(choose)
-
 
 
 def _rename_runs(root: Path) -> None:
@@ -258,14 +282,28 @@ def evaluate(tmp: Path, plan: Plan, exports: bool) -> dict:
     shutil.copytree(REPO_ROOT / "data", root, ignore=shutil.ignore_patterns("warehouse", "reports"))
     plant(root, plan)
     (tmp / "dagster").mkdir()
-    with LoopbackServer(_respond) as server, _environment(
-        DAGSTER_HOME=str(tmp / "dagster"), LOOPBACK_JUDGE_KEY="sk-loopback", EVAL_PIPELINE_JUDGE_BACKEND="openai",
-        EVAL_PIPELINE_JUDGE_MODEL="judge-model", EVAL_PIPELINE_JUDGE_BASE_URL=server.base_url,
-        EVAL_PIPELINE_JUDGE_API_KEY_ENV="LOOPBACK_JUDGE_KEY"):
+    with (
+        LoopbackServer(_respond) as server,
+        _environment(
+            DAGSTER_HOME=str(tmp / "dagster"),
+            LOOPBACK_JUDGE_KEY="sk-loopback",
+            EVAL_PIPELINE_JUDGE_BACKEND="openai",
+            EVAL_PIPELINE_JUDGE_MODEL="judge-model",
+            EVAL_PIPELINE_JUDGE_BASE_URL=server.base_url,
+            EVAL_PIPELINE_JUDGE_API_KEY_ENV="LOOPBACK_JUDGE_KEY",
+        ),
+    ):
         instance = dg.DagsterInstance.get()
         stream = io.StringIO()
-        code = run_pipeline(data=str(root), warehouse=str(tmp / "wh"), reports=str(tmp / "reports"), deid_demo=True,
-                            quiet=True, instance=instance, stream=stream)
+        code = run_pipeline(
+            data=str(root),
+            warehouse=str(tmp / "wh"),
+            reports=str(tmp / "reports"),
+            deid_demo=True,
+            quiet=True,
+            instance=instance,
+            stream=stream,
+        )
         bodies = [json.dumps(r.body, ensure_ascii=False) for r in server.requests if r.body is not None]
         events = [str(e) for r in instance.get_runs() for e in instance.all_logs(r.run_id)]
         tables = sorted(p.name for p in (tmp / "wh").iterdir() if p.is_dir() and not p.name.startswith("_"))
@@ -293,9 +331,19 @@ def evaluate(tmp: Path, plan: Plan, exports: bool) -> dict:
     restricted = Haystack(plan.needles())
     raw = warehouse.read("traces", CAND, restricted=True)
     restricted.search("restricted traces", json.dumps(raw.to_dicts(), default=str, ensure_ascii=False))
-    return {"code": code, "output": stream.getvalue(), "leaks": hay.leaks, "tables": tables, "reports": reports,
-            "requests": len(bodies), "bodies": bodies, "cached": len(cached), "exports": exported, "restricted": restricted.leaks.get("restricted traces", set()),
-            "warehouse": warehouse}
+    return {
+        "code": code,
+        "output": stream.getvalue(),
+        "leaks": hay.leaks,
+        "tables": tables,
+        "reports": reports,
+        "requests": len(bodies),
+        "bodies": bodies,
+        "cached": len(cached),
+        "exports": exported,
+        "restricted": restricted.leaks.get("restricted traces", set()),
+        "warehouse": warehouse,
+    }
 
 
 FORMATS = ("csv", "jsonl", "parquet")
@@ -314,8 +362,20 @@ def _export_all(root: Path, tmp: Path, tables: list[str]) -> dict[str, tuple[int
     exported = {}
     for table, fmt in jobs:
         target = out_dir / f"{table}.{fmt}"
-        args = parser.parse_args(["export", table, "--format", fmt, "--output", str(target), "--data", str(root),
-                                  "--warehouse", str(tmp / "wh")])
+        args = parser.parse_args(
+            [
+                "export",
+                table,
+                "--format",
+                fmt,
+                "--output",
+                str(target),
+                "--data",
+                str(root),
+                "--warehouse",
+                str(tmp / "wh"),
+            ]
+        )
         with contextlib.redirect_stderr(io.StringIO()) as err:
             code = args.handler(args)
         if fmt == "parquet" and target.exists():
@@ -335,7 +395,8 @@ def test_the_rotation_puts_every_disguise_in_every_source():
     plan = rotation()
     used = {(field.split(".")[0], name) for (field, _), (name, _) in plan.values.items()}
     assert {(kind, name) for (_, kind), (name, _) in plan.values.items()} == {
-        (kind, name) for kind in KINDS for name in disguises_of(kind)}
+        (kind, name) for kind in KINDS for name in disguises_of(kind)
+    }
     for source in ("trace", "case"):
         assert {name for s, name in used if s == source} >= set(DISGUISES), source
     assert len(plan.values) == len(TEXT_FIELDS) * len(KINDS) + len(ID_FIELDS)
@@ -345,8 +406,11 @@ def test_the_run_with_token_and_passwd_run_ids_exits_0_with_no_privacy_check_fai
     assert rotated["code"] == 0, rotated["output"][-3000:]
     # no blocking check failed (a privacy check would be named "run R: asset.check failed: …"); the release is blocked,
     # as the sample's candidate is meant to be, and said as a result
-    failed = [line for line in rotated["output"].splitlines() if line.startswith("run ") and " failed: " in line
-              and not line.split(": ", 1)[1].startswith("Release blocked")]
+    failed = [
+        line
+        for line in rotated["output"].splitlines()
+        if line.startswith("run ") and " failed: " in line and not line.split(": ", 1)[1].startswith("Release blocked")
+    ]
     assert failed == []
     assert f"run {CAND}: Release blocked: " in rotated["output"]
     assert "personal" not in rotated["output"] and "secret" not in rotated["output"].lower()
@@ -361,8 +425,17 @@ def test_the_search_can_fail_the_raw_restricted_traces_hold_the_planted_values(r
 
 
 def test_no_planted_value_reaches_a_table_report_event_summary_or_judge_request(rotated):
-    assert {"deid_traces", "deid_cases", "deid_corpus", "claims", "qrels", "run_manifest", "trace_rejects",
-            "input_rejects", "judge_verdicts"} <= set(rotated["tables"])
+    assert {
+        "deid_traces",
+        "deid_cases",
+        "deid_corpus",
+        "claims",
+        "qrels",
+        "run_manifest",
+        "trace_rejects",
+        "input_rejects",
+        "judge_verdicts",
+    } <= set(rotated["tables"])
     assert len([p for p in rotated["reports"] if p.parent.name == "cases"]) >= 3
     # the openai judge was asked about the planted trace's answer (its values as pseudonyms) and the planted context
     assert rotated["requests"] >= 100

@@ -42,7 +42,9 @@ def test_repeated_rows_get_the_same_tokens_and_are_counted_every_time(planted_fr
 def test_each_row_alone_gives_the_rows_of_the_whole_frame(planted_frames, pii):
     traces, cases, _ = planted_frames
     inputs = [traces["input"][0], f"Nothing here but {pii.IPV4} and {pii.CARD_BAD_LUHN}."]
-    frame = pl.concat([traces, traces]).with_columns(pl.Series("input", inputs * 2), pl.Series("trace_id", list("abcd")))
+    frame = pl.concat([traces, traces]).with_columns(
+        pl.Series("input", inputs * 2), pl.Series("trace_id", list("abcd"))
+    )
     deid = Deidentifier(DEMO_KEY, collect_names(frame, cases))
     whole, report = deid.traces(frame)
     alone = [deid.traces(frame[i : i + 1]) for i in range(frame.height)]
@@ -65,8 +67,12 @@ def test_scan_findings_follow_the_rows_and_the_text_order():
 
 
 def test_independent_scan_of_repeated_rows_repeats_its_findings(pii):
-    frame = pl.DataFrame({"text": [f"id {pii.SSN} and 0068528", "ok", f"IBAN {pii.IBAN}"] * 4,
-                          "more": [[f"card {pii.CARD}", f"card {pii.CARD}"], [], None] * 4})
+    frame = pl.DataFrame(
+        {
+            "text": [f"id {pii.SSN} and 0068528", "ok", f"IBAN {pii.IBAN}"] * 4,
+            "more": [[f"card {pii.CARD}", f"card {pii.CARD}"], [], None] * 4,
+        }
+    )
     found = independent_scan(frame, "t")
     first = independent_scan(frame[:3], "t")
     expected = pl.concat([first.with_columns(pl.col("row") + 3 * k) for k in range(4)])
@@ -92,8 +98,32 @@ def _normalized_step_by_step(text: str) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["<EMAIL_0123456789abcdef>", "&lt;PHONE_0123456789abcdef&gt;", "\\n", "\\\\n", "\\t",
-                                 "\n", "\t", " ", "  ", "\u00a0", "\u3000", "a", "7", "&lt;", "<", ">", "\\"]), max_size=12))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<EMAIL_0123456789abcdef>",
+                "&lt;PHONE_0123456789abcdef&gt;",
+                "\\n",
+                "\\\\n",
+                "\\t",
+                "\n",
+                "\t",
+                " ",
+                "  ",
+                "\u00a0",
+                "\u3000",
+                "a",
+                "7",
+                "&lt;",
+                "<",
+                ">",
+                "\\",
+            ]
+        ),
+        max_size=12,
+    )
+)
 def test_normalizing_in_fewer_passes_is_the_same_text(pieces):
     text = "".join(pieces)
     got = pl.DataFrame({"t": [text]}).select(normalized(pl.col("t")))["t"][0]
@@ -111,7 +141,7 @@ def test_leaves_skip_null_structs_and_their_hidden_fields():
 @pytest.mark.parametrize("escaped", [False, True])
 def test_names_are_learned_from_counts_over_repeated_and_escaped_values(escaped):
     key = "signed\\u005fby" if escaped else "signed_by"
-    result = '{"customer":{"full_name":"Dana Whitfield"},"%s":"Dana Whitfield"}' % key
+    result = '{"customer":{"full_name":"Dana Whitfield"},"' + key + '":"Dana Whitfield"}'
     step = {"index": 1, "kind": "tool_call", "tool": "t", "args_json": "{}", "result_json": result}
     frame = pl.DataFrame(
         {"steps": [[step]] * 5 + [[{**step, "result_json": '{"signed_by":"n/a"}'}]], "final_state_json": [None] * 6},
@@ -127,11 +157,18 @@ def test_names_are_learned_from_counts_over_repeated_and_escaped_values(escaped)
 
 def test_a_lone_surrogate_escape_is_counted_like_any_other_value():
     # `\ud800` decodes to a lone surrogate, which no Arrow string holds: that pair is counted in Python instead.
-    step = {"index": 1, "kind": "tool_call", "tool": "t", "args_json": "{}",
-            "result_json": '{"full_name":"Mia Li","signed_by":"\\ud800 x","state":"Open"}',
-            "state_diff_json": '[{"path":"a.owner","before":null,"after":"\\udfff"}]'}
-    frame = pl.DataFrame({"steps": [[step]] * 2, "final_state_json": [None] * 2},
-                         schema={"steps": TRACES_SCHEMA["steps"], "final_state_json": pl.String})
+    step = {
+        "index": 1,
+        "kind": "tool_call",
+        "tool": "t",
+        "args_json": "{}",
+        "result_json": '{"full_name":"Mia Li","signed_by":"\\ud800 x","state":"Open"}',
+        "state_diff_json": '[{"path":"a.owner","before":null,"after":"\\udfff"}]',
+    }
+    frame = pl.DataFrame(
+        {"steps": [[step]] * 2, "final_state_json": [None] * 2},
+        schema={"steps": TRACES_SCHEMA["steps"], "final_state_json": pl.String},
+    )
     collector = NameCollector()
     collector.add_traces(frame)
     assert collector._totals == {"full_name": 2, "signed_by": 2, "state": 2, "owner": 1}
@@ -139,8 +176,14 @@ def test_a_lone_surrogate_escape_is_counted_like_any_other_value():
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.text(alphabet=st.sampled_from(
-    list(" \t\n\x0b\x1c\x1f\x85\xa0'’-._@:0²٣aZÉéß\u0301Ωx,()") + [chr(c) for c in range(0x21, 0x7f)]), max_size=14))
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list(" \t\n\x0b\x1c\x1f\x85\xa0'’-._@:0²٣aZÉéß\u0301Ωx,()") + [chr(c) for c in range(0x21, 0x7F)]
+        ),
+        max_size=14,
+    )
+)
 def test_values_skipped_before_person_name_are_no_names(value):
     values = pl.Series([value])
     if not (values.str.contains(_MAY_START_NAME) & ~values.str.contains(_NOT_IN_NAMES))[0]:

@@ -33,7 +33,6 @@ PHONE = "+44 20 7946 0958"
 PLANTED_DOC = f"policy/{PLANTED['docid']}"
 
 
-
 def _plant(root: Path) -> None:
     """Every planted value into a copy of the sample; the doc id renamed in every file that names it."""
     rename_in_inputs(root, DOC, PLANTED_DOC)
@@ -80,8 +79,10 @@ def _plant(root: Path) -> None:
 
     edit_jsonl(root / "traces" / "cand-42" / "agent.jsonl", agent)
     with (root / "traces" / "cand-42" / "agent.jsonl").open("a") as out:
-        out.write(json.dumps({"trace_id": "cand-42:x#1", "case_id": PLANTED["rejectcase"], "attempt": 1,
-                              "status": "ok"}) + "\n")
+        out.write(
+            json.dumps({"trace_id": "cand-42:x#1", "case_id": PLANTED["rejectcase"], "attempt": 1, "status": "ok"})
+            + "\n"
+        )
     (root / "traces" / "cand-42" / f"{PLANTED['rejectfile']}.jsonl").write_text("not json\n")
 
 
@@ -101,14 +102,28 @@ def _leaks(text: str) -> set[str]:
 def test_the_run_scores_and_the_restricted_copies_hold_the_planted_values(planted_run):
     assert planted_run["code"] == 0
     raw = planted_run["warehouse"].read("traces", "cand-42", restricted=True)
-    assert _leaks(json.dumps(raw.to_dicts(), default=str)) >= {PLANTED["traceid"], PLANTED["toolname"], PLANTED["docid"]}
+    assert _leaks(json.dumps(raw.to_dicts(), default=str)) >= {
+        PLANTED["traceid"],
+        PLANTED["toolname"],
+        PLANTED["docid"],
+    }
 
 
 def test_no_planted_value_reaches_any_table_report_case_page_or_event_log(planted_run):
     warehouse = planted_run["warehouse"]
     tables = sorted(p.name for p in planted_run["root"].iterdir() if p.is_dir() and not p.name.startswith("_"))
-    assert {"qrels", "trace_rejects", "run_manifest", "retrieval_scores", "tool_scores", "deid_corpus", "tools",
-            "input_rejects", "judging_queue", "gate_results"} <= set(tables)
+    assert {
+        "qrels",
+        "trace_rejects",
+        "run_manifest",
+        "retrieval_scores",
+        "tool_scores",
+        "deid_corpus",
+        "tools",
+        "input_rejects",
+        "judging_queue",
+        "gate_results",
+    } <= set(tables)
     # the raw corpus is kept in the restricted area only, like the raw traces and cases
     assert "corpus" not in tables and warehouse.read("corpus", "cand-42", restricted=True).height > 0
     leaked = {}
@@ -121,8 +136,11 @@ def test_no_planted_value_reaches_any_table_report_case_page_or_event_log(plante
     files = [p for p in planted_run["reports"].rglob("*") if p.is_file()]
     assert len([p for p in files if p.parent.name == "cases"]) >= 3
     assert any(p.name == "index.html" for p in files)
-    assert {str(p.relative_to(planted_run["reports"])): sorted(_leaks(p.read_text())) for p in files
-            if _leaks(p.read_text()) or _leaks(str(p))} == {}
+    assert {
+        str(p.relative_to(planted_run["reports"])): sorted(_leaks(p.read_text()))
+        for p in files
+        if _leaks(p.read_text()) or _leaks(str(p))
+    } == {}
     instance = planted_run["instance"]
     events = [str(e) for r in instance.get_runs() for e in instance.all_logs(r.run_id)]
     assert [event[:300] for event in events if _leaks(event)] == []
@@ -132,7 +150,9 @@ def test_the_rejects_name_the_reason_with_tokens_and_the_pseudonymised_ids_still
     warehouse = planted_run["warehouse"]
     rejects = warehouse.read("trace_rejects", "cand-42")
     unknown = rejects.filter(pl.col("reason").str.starts_with("unknown case_id '<EMAIL_"))
-    assert unknown.height == 1 and unknown["case_id"][0].startswith("<EMAIL_") and unknown["trace_id"][0] == "cand-42:x#1"
+    assert (
+        unknown.height == 1 and unknown["case_id"][0].startswith("<EMAIL_") and unknown["trace_id"][0] == "cand-42:x#1"
+    )
     assert rejects.filter(pl.col("source_file").str.contains("<EMAIL_")).height == 1
     assert rejects.filter(pl.col("case_id").str.contains("<EMAIL_", literal=True)).height == 2
     corpus_docs = set(warehouse.read("deid_corpus", "cand-42")["doc_id"].to_list())

@@ -9,11 +9,10 @@ import polars as pl
 import pytest
 
 from eval_pipeline.contracts.frames import cases_frame_from_records, traces_frame_from_records
-from eval_pipeline.deid import DEMO_KEY, NameCollector, collect_names, deidentify, independent_scan
+from eval_pipeline.defs.deid.checks import _batch_checks
+from eval_pipeline.deid import DEMO_KEY, NameCollector, collect_names, deidentify, independent_scan, leak_summary
 from eval_pipeline.deid.detectors import locale_regions
 from eval_pipeline.deid.scan import scan_frame, scan_text
-from eval_pipeline.defs.deid.checks import _batch_checks
-from eval_pipeline.deid import leak_summary
 
 # Valid under python-stdnum: each has correct check digits.
 DNI = "48291735S"
@@ -97,8 +96,15 @@ def test_deidentify_replaces_the_issue_values_with_one_token_per_value():
         "trace_id": "t-1",
         "case_id": "c-1",
         "input": note,
-        "steps": [{"index": 1, "kind": "tool_call", "tool": "lookup", "args": {"q": "x"},
-                   "result": {"note": note, "signed_by": "Klaus Obermeier"}}],
+        "steps": [
+            {
+                "index": 1,
+                "kind": "tool_call",
+                "tool": "lookup",
+                "args": {"q": "x"},
+                "result": {"note": note, "signed_by": "Klaus Obermeier"},
+            }
+        ],
     }
     case = {"case_id": "c-1", "lanes": ["agent"], "fixtures": {"customers": {"c-1": {"national_id": DNI}}}}
     result = deidentify(traces_frame_from_records([trace]), cases_frame_from_records([case]), None, DEMO_KEY)
@@ -122,11 +128,21 @@ def test_name_keys_are_learned_from_the_data():
         "trace_id": "t-1",
         "case_id": "c-1",
         "steps": [
-            {"index": 1, "kind": "tool_call", "tool": "a", "args": {"q": "x"},
-             "result": {"signed_by": "Klaus Obermeier", "city": "Lisbon", "plan": "Team Plus"}},
+            {
+                "index": 1,
+                "kind": "tool_call",
+                "tool": "a",
+                "args": {"q": "x"},
+                "result": {"signed_by": "Klaus Obermeier", "city": "Lisbon", "plan": "Team Plus"},
+            },
             # `reviewer_on_duty` is in no list: it is learned because its value is a name found under `full_name`.
-            {"index": 2, "kind": "tool_call", "tool": "b", "args": {"q": "x"},
-             "result": {"reviewer_on_duty": "Ana Silva", "queue": "General Billing"}},
+            {
+                "index": 2,
+                "kind": "tool_call",
+                "tool": "b",
+                "args": {"q": "x"},
+                "result": {"reviewer_on_duty": "Ana Silva", "queue": "General Billing"},
+            },
         ],
     }
     case = {"case_id": "c-1", "lanes": ["agent"], "fixtures": {"people": {"p": {"full_name": "Ana Silva"}}}}
@@ -141,8 +157,15 @@ def test_name_keys_are_learned_from_the_data():
 
 
 def test_the_residual_scan_finds_names_under_role_and_learned_keys():
-    frame = pl.DataFrame({"result_json": ['{"signed_by":"Klaus Obermeier"}', '{"approved_by":"System"}',
-                                          '{"reviewer_on_duty":"Ana Silva"}']})
+    frame = pl.DataFrame(
+        {
+            "result_json": [
+                '{"signed_by":"Klaus Obermeier"}',
+                '{"approved_by":"System"}',
+                '{"reviewer_on_duty":"Ana Silva"}',
+            ]
+        }
+    )
     assert scan_frame(frame, "x").select("row", "entity_type").rows() == [(0, "PERSON")]
     learned = scan_frame(frame, "x", name_keys=["reviewer_on_duty"])
     assert learned.select("row", "entity_type").rows() == [(0, "PERSON"), (2, "PERSON")]
@@ -169,21 +192,37 @@ def test_the_independent_scan_alone_finds_each_value(value, entity_type):
 
 
 def test_the_independent_scan_ignores_tokens_and_ordinary_values():
-    frame = pl.DataFrame({"v": [
-        "<CARD_4111111111111111> <PHONE_0309018201234567> &lt;IBAN_1234567890123456&gt;",
-        "order 88131, amount 49.00, at 2026-03-01T12:00:00Z, 01.02.2024 14:30, doc policy/refunds-2025",
-        "trace cand-42:agent-001#1 latency 2300 ms, tokens 1900, cost 0.0042, tracking 1Z999AA10123456784",
-    ]})
+    frame = pl.DataFrame(
+        {
+            "v": [
+                "<CARD_4111111111111111> <PHONE_0309018201234567> &lt;IBAN_1234567890123456&gt;",
+                "order 88131, amount 49.00, at 2026-03-01T12:00:00Z, 01.02.2024 14:30, doc policy/refunds-2025",
+                "trace cand-42:agent-001#1 latency 2300 ms, tokens 1900, cost 0.0042, tracking 1Z999AA10123456784",
+            ]
+        }
+    )
     assert independent_scan(frame, "t").height == 0
     assert scan_frame(frame, "t").height == 0
 
 
 def test_a_leak_fails_the_blocking_check_naming_table_column_and_type_never_the_value():
-    leaked = traces_frame_from_records([{
-        "trace_id": "t-1", "case_id": "c-1",
-        "steps": [{"index": 1, "kind": "tool_call", "tool": "a", "args": {"q": "x"},
-                   "result": {"national_id": DNI, "note": f"call {BERLIN}"}}],
-    }])
+    leaked = traces_frame_from_records(
+        [
+            {
+                "trace_id": "t-1",
+                "case_id": "c-1",
+                "steps": [
+                    {
+                        "index": 1,
+                        "kind": "tool_call",
+                        "tool": "a",
+                        "args": {"q": "x"},
+                        "result": {"national_id": DNI, "note": f"call {BERLIN}"},
+                    }
+                ],
+            }
+        ]
+    )
     findings = scan_frame(leaked, "deid_traces")
     summary = leak_summary(findings)
     assert summary == {"deid_traces.steps.result_json: NATIONAL_ID": 1, "deid_traces.steps.result_json: PHONE": 1}

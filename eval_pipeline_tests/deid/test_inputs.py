@@ -38,8 +38,10 @@ def _never() -> Deidentifier:
 
 
 def test_an_id_gets_one_token_in_every_table_so_joins_hold():
-    corpus = corpus_frame_from_records([{"doc_id": DOC, "family": f"team {MAIL}", "text": "t"},
-                                        {"doc_id": "kb/plain", "text": "u"}], corpus_version="c1")
+    corpus = corpus_frame_from_records(
+        [{"doc_id": DOC, "family": f"team {MAIL}", "text": "t"}, {"doc_id": "kb/plain", "text": "u"}],
+        corpus_version="c1",
+    )
     record = trace_record(1) | {"trace_id": f"r1:{MAIL}#1"}
     record["retrieval"][0]["hits"] = [{"doc_id": DOC, "score": 0.9}]
     traces = traces_frame_from_records([record], run_id="r1")
@@ -56,7 +58,9 @@ def test_an_id_gets_one_token_in_every_table_so_joins_hold():
     again, _ = deidentify_leaves(corpus, CORPUS_ID_PATHS, "corpus", lambda: id_deidentifier(DEMO_KEY))
     assert again["doc_id"].to_list() == out_corpus["doc_id"].to_list()
     assert sorted(corpus_report.select("field", "entity_type", "replacements").rows()) == [
-        ("doc_id", "EMAIL", 1), ("family", "EMAIL", 1)]
+        ("doc_id", "EMAIL", 1),
+        ("family", "EMAIL", 1),
+    ]
 
 
 def test_a_clean_input_never_asks_for_the_key():
@@ -66,9 +70,20 @@ def test_a_clean_input_never_asks_for_the_key():
 
 
 def test_reject_rows_keep_no_raw_value_and_the_reason_names_the_token():
-    rows = [{"run_id": "r1", "input_kind": "trace", "source_file": f"traces/r1/{MAIL}.jsonl", "line": 3,
-             "reason": f"unknown case_id '{MAIL}'", "trace_id": f"r1:{MAIL}#1", "case_id": MAIL}]
-    out, report = deidentify_leaves(rejects_frame(rows), REJECT_PATHS, "trace_rejects", lambda: id_deidentifier(DEMO_KEY))
+    rows = [
+        {
+            "run_id": "r1",
+            "input_kind": "trace",
+            "source_file": f"traces/r1/{MAIL}.jsonl",
+            "line": 3,
+            "reason": f"unknown case_id '{MAIL}'",
+            "trace_id": f"r1:{MAIL}#1",
+            "case_id": MAIL,
+        }
+    ]
+    out, report = deidentify_leaves(
+        rejects_frame(rows), REJECT_PATHS, "trace_rejects", lambda: id_deidentifier(DEMO_KEY)
+    )
     row = out.row(0, named=True)
     assert MAIL not in str(row) and row["line"] == 3
     assert row["reason"] == f"unknown case_id '{row['case_id']}'" and row["case_id"].startswith("<EMAIL_")
@@ -76,24 +91,41 @@ def test_reject_rows_keep_no_raw_value_and_the_reason_names_the_token():
 
 
 def test_a_manifest_is_refused_naming_field_and_kind_and_its_free_text_is_deidentified():
-    row = {"run_id": "r1", "dataset_version": f"golden {MAIL}", "corpus_version": "kb", "candidate": f"{MAIL}@2.0",
-           "model": "gpt-4.1", "created_at": "2026-03-02T02:10:00Z"}
+    row = {
+        "run_id": "r1",
+        "dataset_version": f"golden {MAIL}",
+        "corpus_version": "kb",
+        "candidate": f"{MAIL}@2.0",
+        "model": "gpt-4.1",
+        "created_at": "2026-03-02T02:10:00Z",
+    }
     assert manifest_refusals(row) == ["run.yaml dataset_version: contains an e-mail address"]
     assert manifest_refusals({**row, "dataset_version": "golden"}) == []
     out = deidentify_manifest(row, lambda: id_deidentifier(DEMO_KEY))
     assert out["candidate"].startswith("<EMAIL_") and out["candidate"].endswith(">@2.0")
     assert {k: out[k] for k in ("model", "created_at", "dataset_version")} == {
-        "model": "gpt-4.1", "created_at": "2026-03-02T02:10:00Z", "dataset_version": f"golden {MAIL}"}
+        "model": "gpt-4.1",
+        "created_at": "2026-03-02T02:10:00Z",
+        "dataset_version": f"golden {MAIL}",
+    }
 
 
 def _ingest(root: Path, tmp_path: Path, selection: tuple[str, ...]) -> tuple[dg.ExecuteInProcessResult, Warehouse]:
-    config = EvalConfig(data_root=str(root), warehouse_root=str(tmp_path / "warehouse"),
-                        reports_root=str(tmp_path / "reports"), deid_demo=True)
+    config = EvalConfig(
+        data_root=str(root),
+        warehouse_root=str(tmp_path / "warehouse"),
+        reports_root=str(tmp_path / "reports"),
+        deid_demo=True,
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("evaluation_runs", ["cand-42"])
     job = build_definitions(config, JudgeConfig()).resolve_job_def("evaluate_run")
-    result = job.execute_in_process(partition_key="cand-42", instance=instance, raise_on_error=False,
-                                    asset_selection=[dg.AssetKey(k) for k in selection])
+    result = job.execute_in_process(
+        partition_key="cand-42",
+        instance=instance,
+        raise_on_error=False,
+        asset_selection=[dg.AssetKey(k) for k in selection],
+    )
     return result, Warehouse.at(tmp_path / "warehouse")
 
 
@@ -113,8 +145,11 @@ def test_ingestion_alone_writes_no_raw_value_outside_the_restricted_area(data_co
     with (data_copy / "traces" / "cand-42" / "agent.jsonl").open("a") as out:
         out.write(f'{{"trace_id": "cand-42:{MAIL}#1", "case_id": "{MAIL}", "attempt": 1, "status": "ok"}}\n')
     (data_copy / "cases" / "golden-2026.03" / "broken.yaml").write_text(f"case_id: {MAIL}\ncase_revision: x\n")
-    result, warehouse = _ingest(data_copy, tmp_path, ("run_manifest", "raw_traces", "cases", "corpus", "tools",
-                                                      "input_rejects", "traces", "trace_rejects"))
+    result, warehouse = _ingest(
+        data_copy,
+        tmp_path,
+        ("run_manifest", "raw_traces", "cases", "corpus", "tools", "input_rejects", "traces", "trace_rejects"),
+    )
     assert result.success
     written = {p.name for p in (tmp_path / "warehouse").iterdir() if not p.name.startswith("_")}
     assert written == {"run_manifest", "tools", "input_rejects", "trace_rejects"}
@@ -126,8 +161,11 @@ def test_ingestion_alone_writes_no_raw_value_outside_the_restricted_area(data_co
     [reason] = rejects.filter(pl.col("input_kind") == "trace")["reason"].to_list()
     assert reason.startswith("unknown case_id '<EMAIL_")
     assert MAIL in str(warehouse.read("corpus", "cand-42", restricted=True)["family"].to_list())
-    checks = {(e.asset_key.to_user_string(), e.check_name): e.passed
-              for e in result.get_asset_check_evaluations() if e.check_name == "no_personal_data"}
+    checks = {
+        (e.asset_key.to_user_string(), e.check_name): e.passed
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "no_personal_data"
+    }
     assert checks == {(t, "no_personal_data"): True for t in written} | {("trace_rejects", "no_personal_data"): True}
 
 

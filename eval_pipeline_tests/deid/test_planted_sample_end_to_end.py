@@ -26,7 +26,9 @@ def _plant(root: Path) -> None:
     case = root / "cases" / "golden-2026.03" / "agent-001.yaml"
     text = case.read_text()
     assert "      name: Dana Whitfield\n" in text
-    case.write_text(text.replace("      name: Dana Whitfield\n", "      name: Dana Whitfield\n      national_id: 48291735S\n", 1))
+    case.write_text(
+        text.replace("      name: Dana Whitfield\n", "      name: Dana Whitfield\n      national_id: 48291735S\n", 1)
+    )
     traces = root / "traces" / "cand-42" / "agent.jsonl"
     lines = traces.read_text().splitlines()
     for i, line in enumerate(lines):
@@ -83,12 +85,16 @@ def test_no_planted_value_reaches_a_table_report_or_event_log(planted_run):
 def test_the_planted_values_became_tokens_and_the_name_key_was_learned(planted_run):
     warehouse = Warehouse.at(planted_run["warehouse"])
     traces = warehouse.read("deid_traces", "cand-42").filter(pl.col("trace_id") == TRACE_ID)
-    result = next(json.loads(s["result_json"]) for s in traces.row(0, named=True)["steps"]
-                  if s["result_json"] and "signed_by" in s["result_json"])
+    result = next(
+        json.loads(s["result_json"])
+        for s in traces.row(0, named=True)["steps"]
+        if s["result_json"] and "signed_by" in s["result_json"]
+    )
     assert result["signed_by"].startswith("<PERSON_") and result["signed_by"].count("<PERSON_") == 2
     for kind in ("NATIONAL_ID", "PHONE", "CARD", "IBAN", "EMAIL"):
         assert f"<{kind}_" in result["note"], kind
-    fixtures = json.loads(warehouse.read("deid_cases", "cand-42").filter(pl.col("case_id") == "agent-001")
-                          ["fixtures_json"][0])
+    fixtures = json.loads(
+        warehouse.read("deid_cases", "cand-42").filter(pl.col("case_id") == "agent-001")["fixtures_json"][0]
+    )
     national_id = fixtures["customers"]["c-771"]["national_id"]
     assert national_id.startswith("<NATIONAL_ID_") and national_id in traces["input"][0]

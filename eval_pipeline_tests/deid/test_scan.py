@@ -64,8 +64,13 @@ def test_scan_text_reports_the_line():
 def test_the_blocking_check_on_a_scorer_table_names_where_a_leak_is_never_the_value():
     from eval_pipeline.quality.contracts import check_no_personal_data
 
-    leaked = pl.DataFrame({"trace_id": ["t1", "t2"], "reason": ["claim cites maria.lopez @example.com", "fine"],
-                           "note": ["call 030 901820 or +49 30 901820", "ok"]})
+    leaked = pl.DataFrame(
+        {
+            "trace_id": ["t1", "t2"],
+            "reason": ["claim cites maria.lopez @example.com", "fine"],
+            "note": ["call 030 901820 or +49 30 901820", "ok"],
+        }
+    )
     verdict = check_no_personal_data("attribution", leaked)
     assert verdict.passed is False
     text = f"{verdict.description} {verdict.metadata}"
@@ -89,5 +94,9 @@ def test_many_documents_in_one_pass_find_what_each_finds_alone():
     assert together.equals(alone)
     assert together.select("column", "row", "entity_type").rows() == [
         # the phone's first half is a number of its own on line 0, and the whole value is found across the break
-        ("a/gate.md", 1, "EMAIL"), ("b/cases/x.html", 0, "PHONE"), ("b/cases/x.html", 0, "PHONE"),
-        ("d/rag.md", 0, "CARD"), ("d/rag.md", 0, "EMAIL")]
+        ("a/gate.md", 1, "EMAIL"),
+        ("b/cases/x.html", 0, "PHONE"),
+        ("b/cases/x.html", 0, "PHONE"),
+        ("d/rag.md", 0, "CARD"),
+        ("d/rag.md", 0, "EMAIL"),
+    ]

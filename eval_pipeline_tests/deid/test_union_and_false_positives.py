@@ -11,7 +11,15 @@ import polars as pl
 import pytest
 
 from eval_pipeline.contracts.frames import cases_frame_from_records, traces_frame_from_records
-from eval_pipeline.deid import DEMO_KEY, Deidentifier, Pseudonymizer, deidentify, independent_scan, scan_frame, scan_text
+from eval_pipeline.deid import (
+    DEMO_KEY,
+    Deidentifier,
+    Pseudonymizer,
+    deidentify,
+    independent_scan,
+    scan_frame,
+    scan_text,
+)
 from eval_pipeline.importers import import_tau_bench
 from eval_pipeline.quality.contracts import check_no_personal_data
 
@@ -56,11 +64,17 @@ def test_a_planted_leak_in_a_written_table_still_fails_the_check():
         "trace_id": "t-1", "case_id": "c-1", "case_revision": 1, "attempt": 1, "status": "ok", "error": None,
         "input": "Refund to mia.li@example.com please.", "answer": {"text": "Done.", "citations": []}, "steps": [],
     }], run_id="r-1")  # fmt: skip
-    out = deidentify(traces, cases_frame_from_records([{"case_id": "c-1", "case_revision": 1, "lanes": ["agent"],
-                                                        "input": "hi"}]), None, DEMO_KEY)
+    out = deidentify(
+        traces,
+        cases_frame_from_records([{"case_id": "c-1", "case_revision": 1, "lanes": ["agent"], "input": "hi"}]),
+        None,
+        DEMO_KEY,
+    )
     assert check_no_personal_data("deid_traces", out.traces, independent=True).passed
     # a value written after de-identification (a defect of some later step) survives both passes: the check fails
-    leaked = out.traces.with_columns(pl.lit("sent to ｍｉａ．ｌｉ＠ｅｘａｍｐｌｅ．ｃｏｍ and 4111.1111.1111.1111").alias("error"))
+    leaked = out.traces.with_columns(
+        pl.lit("sent to ｍｉａ．ｌｉ＠ｅｘａｍｐｌｅ．ｃｏｍ and 4111.1111.1111.1111").alias("error")
+    )
     verdict = check_no_personal_data("deid_traces", leaked, independent=True)
     assert not verdict.passed
     assert verdict.metadata["findings"] == 2
@@ -75,8 +89,11 @@ DATES = ("1989-12-13", "1989/12/13", "1989.12.13", "13.12.1989", "13/12/1989", "
 @pytest.mark.parametrize("date", DATES)
 def test_a_date_before_a_capitalised_word_is_no_national_id(date):
     letter = _dni_letter(date.replace("-", "").replace("/", "").replace(".", ""))
-    for text in (f"Date of Birth: {date}\n\n{letter}ayment method: gift card", f"DOB {date} {letter}assenger 2",
-                 f"DNI: {date} {letter}"):
+    for text in (
+        f"Date of Birth: {date}\n\n{letter}ayment method: gift card",
+        f"DOB {date} {letter}assenger 2",
+        f"DNI: {date} {letter}",
+    ):
         frame = pl.DataFrame({"text": [text]})
         assert scan_frame(frame, "t").height == 0, text
         assert Deidentifier(DEMO_KEY, []).corpus(frame)[0]["text"].to_list() == [text]
@@ -107,8 +124,14 @@ def test_identifiers_named_after_secret_words_are_no_secrets(text):
 
 
 @pytest.mark.parametrize(
-    "text", ["token: 9f8e7d6c5b4a39", "passwd: hunter2-Secret", "password=correct-horse-battery", "secret: s3cr3t-value",
-             "password=my-secret-pass"],
+    "text",
+    [
+        "token: 9f8e7d6c5b4a39",
+        "passwd: hunter2-Secret",
+        "password=correct-horse-battery",
+        "secret: s3cr3t-value",
+        "password=my-secret-pass",
+    ],
 )
 def test_real_secrets_are_still_found(text):
     assert scan_frame(pl.DataFrame({"text": [text]}), "t")["entity_type"].to_list() == ["SECRET"]
@@ -161,11 +184,21 @@ def test_the_tau_bench_sample_runs_through_the_pipeline_with_no_finding_and_no_f
     # a run id holding `token`, which the independent scan once read as a secret
     root = _tau_with_a_date_of_birth(tmp_path, "token-tau")
     instance = dg.DagsterInstance.ephemeral()
-    code = run_pipeline(data=str(root), warehouse=str(tmp_path / "wh"), reports=str(tmp_path / "reports"),
-                        deid_demo=True, quiet=True, instance=instance, stream=io.StringIO())
+    code = run_pipeline(
+        data=str(root),
+        warehouse=str(tmp_path / "wh"),
+        reports=str(tmp_path / "reports"),
+        deid_demo=True,
+        quiet=True,
+        instance=instance,
+        stream=io.StringIO(),
+    )
     assert code == 0
-    evaluations = [e.dagster_event.event_specific_data for r in instance.get_runs()
-                   for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
+    evaluations = [
+        e.dagster_event.event_specific_data
+        for r in instance.get_runs()
+        for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    ]
     assert [(e.asset_key.to_user_string(), e.check_name) for e in evaluations if not e.passed] == []
     privacy = [e for e in evaluations if e.check_name in ("no_personal_data", "report_has_no_personal_data")]
     # every unrestricted table and every report file checked, none with a residual finding

@@ -28,13 +28,27 @@ def sample(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("exports")
     data = root / "data"
     shutil.copytree(REPO_ROOT / "data", data, ignore=shutil.ignore_patterns("warehouse", "reports"))
-    code = run_pipeline(data=str(data), warehouse=str(root / "wh"), reports=str(root / "rep"), deid_demo=True, quiet=True,
-                        instance=dg.DagsterInstance.ephemeral(), stream=io.StringIO())
+    code = run_pipeline(
+        data=str(data),
+        warehouse=str(root / "wh"),
+        reports=str(root / "rep"),
+        deid_demo=True,
+        quiet=True,
+        instance=dg.DagsterInstance.ephemeral(),
+        stream=io.StringIO(),
+    )
     warehouse = Warehouse.at(root / "wh")
     # A failed report step (exit 1) leaves the tables written; what these tests read must be there for both runs.
     assert code in (0, 1), code
-    for table in ("run_manifest", "stage_results", "claims", "judge_calibration", "retrieval_scores", "tool_scores",
-                  "outcome_scores"):
+    for table in (
+        "run_manifest",
+        "stage_results",
+        "claims",
+        "judge_calibration",
+        "retrieval_scores",
+        "tool_scores",
+        "outcome_scores",
+    ):
         assert warehouse.runs(table) == ["base-41", "cand-42"], table
     return {"data": data, "root": root / "wh", "warehouse": warehouse}
 

@@ -55,7 +55,9 @@ def test_cand_42_claims_calibrate_against_labels_of_their_own(export, sample, tm
     labels = tmp_path / "labels.jsonl"
     lines = []
     for number, row in enumerate(picked.iter_rows(named=True)):
-        verdict = row["verdict"] if number else ("NOT_IN_EVIDENCE" if row["verdict"] != "NOT_IN_EVIDENCE" else "SUPPORTED")
+        verdict = (
+            row["verdict"] if number else ("NOT_IN_EVIDENCE" if row["verdict"] != "NOT_IN_EVIDENCE" else "SUPPORTED")
+        )
         lines.append(json.dumps({"trace_id": row["trace_id"], "claim": row["claim"], "verdict": verdict}))
     labels.write_text("\n".join(lines) + "\n")
     claim_level = next(row for row in _calibrate(capsys, verdicts, [labels]) if row["level"] == "claim")

@@ -15,8 +15,19 @@ import pytest
 from eval_pipeline.cli.exports import register
 from eval_pipeline.io.warehouse import Warehouse
 
-CELLS = ["=HYPERLINK(\"http://x\",\"y\")", "  +1+2", "-2+3", "@SUM(A1:A2)", "\tcmd", "\rcmd", "plain", "a=b", "x-y", None]
-QUOTED = ["'=HYPERLINK(\"http://x\",\"y\")", "'  +1+2", "'-2+3", "'@SUM(A1:A2)", "'\tcmd", "'\rcmd", "plain", "a=b", "x-y", ""]
+CELLS = ['=HYPERLINK("http://x","y")', "  +1+2", "-2+3", "@SUM(A1:A2)", "\tcmd", "\rcmd", "plain", "a=b", "x-y", None]
+QUOTED = [
+    '\'=HYPERLINK("http://x","y")',
+    "'  +1+2",
+    "'-2+3",
+    "'@SUM(A1:A2)",
+    "'\tcmd",
+    "'\rcmd",
+    "plain",
+    "a=b",
+    "x-y",
+    "",
+]
 SCORES = [-1.5, -0.25, 0.0, 1.0, 2.5, -3.0, 0.5, 1.5, -7.0, None]
 
 
@@ -24,8 +35,15 @@ SCORES = [-1.5, -0.25, 0.0, 1.0, 2.5, -3.0, 0.5, 1.5, -7.0, None]
 def export(tmp_path, monkeypatch):
     """`export answer_scores ARGS…` against a warehouse with one run of the cells above; (exit code, warehouse)."""
     warehouse = Warehouse.at(tmp_path / "wh")
-    frame = pl.DataFrame({"run_id": ["r-1"] * len(CELLS), "trace_id": [f"t-{i}" for i in range(len(CELLS))],
-                          "reason": CELLS, "token_f1": SCORES, "tags": [[c] if c else [] for c in CELLS]})
+    frame = pl.DataFrame(
+        {
+            "run_id": ["r-1"] * len(CELLS),
+            "trace_id": [f"t-{i}" for i in range(len(CELLS))],
+            "reason": CELLS,
+            "token_f1": SCORES,
+            "tags": [[c] if c else [] for c in CELLS],
+        }
+    )
     warehouse.write_partition("answer_scores", frame, "r-1")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
     (tmp_path / "dagster").mkdir()

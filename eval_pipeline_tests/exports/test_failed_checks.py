@@ -21,19 +21,35 @@ LEAK = "jane.doe@example.com"
 
 def verdicts(run_id: str, reason: str) -> pl.DataFrame:
     """Two stored verdicts of a run, one with `reason`."""
-    return pl.DataFrame({
-        "judge_version": ["local-2.0"] * 2, "hash_scheme": ["polars/1"] * 2, "digest_a": [1, 2], "digest_b": [3, 4],
-        "verdict": ["SUPPORTED", "NOT_IN_EVIDENCE"], "score": [0.9, 0.1], "evidence_quote": ["a", None],
-        "evidence_doc_id": ["d1", None], "status": ["ok", "ok"], "reason": [reason, "no overlap"],
-        "input_tokens": [None, None], "output_tokens": [None, None], "cost_usd": [0.0, 0.0], "latency_ms": [None, None],
-    }, schema=STORED_SCHEMA).with_columns(run_id=pl.lit(run_id))
+    return pl.DataFrame(
+        {
+            "judge_version": ["local-2.0"] * 2,
+            "hash_scheme": ["polars/1"] * 2,
+            "digest_a": [1, 2],
+            "digest_b": [3, 4],
+            "verdict": ["SUPPORTED", "NOT_IN_EVIDENCE"],
+            "score": [0.9, 0.1],
+            "evidence_quote": ["a", None],
+            "evidence_doc_id": ["d1", None],
+            "status": ["ok", "ok"],
+            "reason": [reason, "no overlap"],
+            "input_tokens": [None, None],
+            "output_tokens": [None, None],
+            "cost_usd": [0.0, 0.0],
+            "latency_ms": [None, None],
+        },
+        schema=STORED_SCHEMA,
+    ).with_columns(run_id=pl.lit(run_id))
 
 
-@dg.asset(name=VERDICT_STORE, partitions_def=runs_partitions,
-          check_specs=checks.specs(VERDICT_STORE, tables.JUDGE_VERDICTS))
+@dg.asset(
+    name=VERDICT_STORE, partitions_def=runs_partitions, check_specs=checks.specs(VERDICT_STORE, tables.JUDGE_VERDICTS)
+)
 def judge_verdicts(context: dg.AssetExecutionContext):
     """The table's rows for the partition, checked as the claims step checks them: a planted e-mail in `leaky`."""
-    frame = verdicts(context.partition_key, f"asked {LEAK}" if context.partition_key.startswith("leaky") else "overlap 0.9")
+    frame = verdicts(
+        context.partition_key, f"asked {LEAK}" if context.partition_key.startswith("leaky") else "overlap 0.9"
+    )
     return materialized(frame, check_results=checks.results(VERDICT_STORE, tables.JUDGE_VERDICTS, frame))
 
 
@@ -47,8 +63,13 @@ def recorded(tmp_path, monkeypatch):
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions(runs_partitions.name, ["clean", "leaky"])
         for run_id in ("clean", "leaky"):
-            dg.materialize([judge_verdicts], instance=instance, partition_key=run_id, raise_on_error=False,
-                           resources={"io_manager": DeltaWarehouseIOManager(warehouse_root=str(warehouse.root))})
+            dg.materialize(
+                [judge_verdicts],
+                instance=instance,
+                partition_key=run_id,
+                raise_on_error=False,
+                resources={"io_manager": DeltaWarehouseIOManager(warehouse_root=str(warehouse.root))},
+            )
     return warehouse
 
 
@@ -65,7 +86,9 @@ def test_a_partition_whose_privacy_check_failed_is_refused_naming_the_check(reco
     out = tmp_path / "leaky.csv"
     assert export(recorded, "--run", "leaky", "--format", "csv", "--output", str(out)) == 2
     err = capsys.readouterr().err
-    assert f"blocking checks failed, not exported: {VERDICT_STORE} of run leaky ({VERDICT_STORE}.no_personal_data)" in err
+    assert (
+        f"blocking checks failed, not exported: {VERDICT_STORE} of run leaky ({VERDICT_STORE}.no_personal_data)" in err
+    )
     assert not out.exists() and LEAK not in err
 
 
@@ -77,14 +100,22 @@ def test_every_run_is_refused_while_one_failed_and_a_clean_run_is_exported(recor
 
 
 def test_the_leak_fixed_and_materialized_again_is_exported(recorded, tmp_path, monkeypatch):
-    @dg.asset(name=VERDICT_STORE, partitions_def=runs_partitions, check_specs=checks.specs(VERDICT_STORE, tables.JUDGE_VERDICTS))
+    @dg.asset(
+        name=VERDICT_STORE,
+        partitions_def=runs_partitions,
+        check_specs=checks.specs(VERDICT_STORE, tables.JUDGE_VERDICTS),
+    )
     def fixed(context: dg.AssetExecutionContext):
         frame = verdicts(context.partition_key, "overlap 0.9")
         return materialized(frame, check_results=checks.results(VERDICT_STORE, tables.JUDGE_VERDICTS, frame))
 
     with dg.DagsterInstance.get() as instance:
-        assert dg.materialize([fixed], instance=instance, partition_key="leaky",
-                              resources={"io_manager": DeltaWarehouseIOManager(warehouse_root=str(recorded.root))}).success
+        assert dg.materialize(
+            [fixed],
+            instance=instance,
+            partition_key="leaky",
+            resources={"io_manager": DeltaWarehouseIOManager(warehouse_root=str(recorded.root))},
+        ).success
     assert export(recorded, "--run", "leaky", "--format", "csv", "--output", str(tmp_path / "leaky.csv")) == 0
 
 

@@ -29,8 +29,11 @@ def langfuse_server(receiver, planted: set[str] = frozenset()):
         if request.headers.get("authorization") != AUTH:
             return 401, {"message": "Invalid credentials"}
         events = request.json()["batch"]
-        errors = [{"id": e["id"], "status": 400, "message": "planted refusal", "error": "invalid"}
-                  for e in events if e["body"]["id"] in planted]
+        errors = [
+            {"id": e["id"], "status": 400, "message": "planted refusal", "error": "invalid"}
+            for e in events
+            if e["body"]["id"] in planted
+        ]
         successes = [{"id": e["id"], "status": 201} for e in events if e["body"]["id"] not in planted]
         return 207, {"successes": successes, "errors": errors}
 
@@ -72,8 +75,11 @@ def test_every_score_is_received(export, sample, receiver, keys, capsys):
     assert len({s["id"] for s in scores}) == len(scores)
     # the rows of the stage table, one score each
     assert sum(1 for s in scores if s["dataType"] == "CATEGORICAL") == warehouse.read("stage_results", "cand-42").height
-    assert capsys.readouterr().err.strip().endswith(f"sent {len(scores):,} of {len(scores):,} Langfuse scores of scores "
-                                                    f"(run cand-42) to {server.url}")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"sent {len(scores):,} of {len(scores):,} Langfuse scores of scores (run cand-42) to {server.url}")
+    )
 
 
 def test_score_shapes_and_values(export, sample, receiver, keys):
@@ -83,10 +89,19 @@ def test_score_shapes_and_values(export, sample, receiver, keys):
     stage = scores[("cand-42:rag-001#1", "eval.rag.retrieval")]
     assert stage == {
         "id": score_id("cand-42", "cand-42:rag-001#1", "eval.rag.retrieval"),
-        "traceId": "cand-42:rag-001#1", "name": "eval.rag.retrieval", "value": "fail", "dataType": "CATEGORICAL",
+        "traceId": "cand-42:rag-001#1",
+        "name": "eval.rag.retrieval",
+        "value": "fail",
+        "dataType": "CATEGORICAL",
         "comment": "no relevant doc in the top 10; failure_class stale_version_outranks_current (policy/refunds-2025)",
-        "metadata": {"run_id": "cand-42", "case_id": "rag-001", "attempt": 1, "lane": "rag",
-                     "source": "stage_results.status", "code_version": stage["metadata"]["code_version"]},
+        "metadata": {
+            "run_id": "cand-42",
+            "case_id": "rag-001",
+            "attempt": 1,
+            "lane": "rag",
+            "source": "stage_results.status",
+            "code_version": stage["metadata"]["code_version"],
+        },
     }
     assert scores[("cand-42:rag-001#1", "eval.rag.grounding")]["value"] == "pass"
     assert "comment" not in scores[("cand-42:rag-001#1", "eval.rag.grounding")]

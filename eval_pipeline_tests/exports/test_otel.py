@@ -9,8 +9,8 @@ import re
 import polars as pl
 import pytest
 
-from eval_pipeline.exports import otel
 from eval_pipeline.cli.exports import register
+from eval_pipeline.exports import otel
 
 # 2026-03-02T02:10:00Z, cand-42's run.yaml created_at, in Unix nanoseconds
 CAND_42_TIME = "1772417400000000000"
@@ -22,15 +22,20 @@ def otlp_server(receiver, respond=None):
 
 
 def _spans(requests) -> list[dict]:
-    return [span for request in requests for resource in request["resourceSpans"]
-            for scope in resource["scopeSpans"] for span in scope["spans"]]
+    return [
+        span
+        for request in requests
+        for resource in request["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
 
 
 def _attrs(items: list[dict]) -> dict:
     """OTLP KeyValues as a plain dict of Python values."""
     out = {}
     for item in items:
-        (kind, value), = item["value"].items()
+        ((kind, value),) = item["value"].items()
         out[item["key"]] = int(value) if kind == "intValue" else value
     return out
 
@@ -41,7 +46,9 @@ def sent_spans(sample, tmp_path_factory):
     out = tmp_path_factory.mktemp("otlp") / "spans.jsonl"
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    args = parser.parse_args(["export", "scores", "--format", "otlp", "--output", str(out), "--warehouse", str(sample["root"])])
+    args = parser.parse_args(
+        ["export", "scores", "--format", "otlp", "--output", str(out), "--warehouse", str(sample["root"])]
+    )
     assert args.handler(args) == 0
     return [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -103,24 +110,44 @@ def test_known_failed_trace(sent_spans):
     assert span["startTimeUnixNano"] == span["endTimeUnixNano"] == CAND_42_TIME
     attrs = _attrs(span["attributes"])
     assert attrs == {
-        "eval_pipeline.run_id": "cand-42", "eval_pipeline.trace_id": "cand-42:rag-001#1", "eval_pipeline.case_id": "rag-001",
-        "eval_pipeline.attempt": 1, "eval_pipeline.lane": "rag", "eval_pipeline.outcome": "fail",
-        "eval_pipeline.first_failing_stage": "retrieval", "eval_pipeline.owner": "retrieval (index, retriever, query rewriting)",
+        "eval_pipeline.run_id": "cand-42",
+        "eval_pipeline.trace_id": "cand-42:rag-001#1",
+        "eval_pipeline.case_id": "rag-001",
+        "eval_pipeline.attempt": 1,
+        "eval_pipeline.lane": "rag",
+        "eval_pipeline.outcome": "fail",
+        "eval_pipeline.first_failing_stage": "retrieval",
+        "eval_pipeline.owner": "retrieval (index, retriever, query rewriting)",
         "eval_pipeline.candidate": "support-assistant@2.4.0-rc1",
     }
-    assert span["status"]["code"] == 2 and span["status"]["message"].startswith("first failing stage retrieval: no relevant doc")
+    assert span["status"]["code"] == 2 and span["status"]["message"].startswith(
+        "first failing stage retrieval: no relevant doc"
+    )
     assert {e["name"] for e in span["events"]} == {"gen_ai.evaluation.result"}
     assert all(e["timeUnixNano"] == CAND_42_TIME for e in span["events"])
     events = [_attrs(e["attributes"]) for e in span["events"]]
     assert [e["gen_ai.evaluation.name"] for e in events] == [
-        "retrieval", "context_assembly", "grounding", "citation", "answer",
-        "recall_at_10", "ndcg_at_10", "mrr", "grounding_rate", "citation_precision", "citation_recall", "token_f1"]
+        "retrieval",
+        "context_assembly",
+        "grounding",
+        "citation",
+        "answer",
+        "recall_at_10",
+        "ndcg_at_10",
+        "mrr",
+        "grounding_rate",
+        "citation_precision",
+        "citation_recall",
+        "token_f1",
+    ]
     by_name = {e["gen_ai.evaluation.name"]: e for e in events}
     assert by_name["retrieval"] == {
-        "gen_ai.evaluation.name": "retrieval", "gen_ai.evaluation.score.label": "fail",
+        "gen_ai.evaluation.name": "retrieval",
+        "gen_ai.evaluation.score.label": "fail",
         "gen_ai.evaluation.explanation": "no relevant doc in the top 10; failure_class stale_version_outranks_current "
-                                         "(policy/refunds-2025)",
-        "eval_pipeline.source": "stage_results.status"}
+        "(policy/refunds-2025)",
+        "eval_pipeline.source": "stage_results.status",
+    }
     assert by_name["context_assembly"]["gen_ai.evaluation.score.label"] == "not_applicable"
     assert by_name["grounding"]["gen_ai.evaluation.score.label"] == "pass"
     assert "gen_ai.evaluation.explanation" not in by_name["grounding"]
@@ -152,7 +179,10 @@ def test_incomplete_trace_has_no_scores(sent_spans):
         for event in events:
             assert event["gen_ai.evaluation.score.label"] == "incomplete" and event["error.type"] == "incomplete"
             assert "gen_ai.evaluation.score.value" not in event
-            assert event["gen_ai.evaluation.explanation"] == "harness status error: sandbox crashed: connection reset by peer"
+            assert (
+                event["gen_ai.evaluation.explanation"]
+                == "harness status error: sandbox crashed: connection reset by peer"
+            )
 
 
 def test_passing_agent_trace(sent_spans, sample):
@@ -198,7 +228,9 @@ def test_non_2xx_is_a_failure(export, receiver, capsys):
 
 
 def test_partial_rejection_is_a_failure(export, receiver, capsys):
-    server = otlp_server(receiver, lambda request: (200, {"partialSuccess": {"rejectedSpans": "3", "errorMessage": "bad span"}}))
+    server = otlp_server(
+        receiver, lambda request: (200, {"partialSuccess": {"rejectedSpans": "3", "errorMessage": "bad span"}})
+    )
     assert export("scores", "--format", "otlp", "--endpoint", server.url) == 1
     assert "rejected 3 of" in capsys.readouterr().err
 

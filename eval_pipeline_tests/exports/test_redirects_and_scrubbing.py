@@ -57,7 +57,9 @@ def serve() -> Iterator[Callable[..., Server]]:
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+                seen = Seen(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length)
+                )
                 state.seen.append(seen)
                 status, headers, body = state.respond(seen)
                 self.send_response(status)
@@ -98,12 +100,20 @@ def echo_headers(seen: Seen) -> tuple[int, dict[str, str], bytes]:
 def warehouse(tmp_path) -> Warehouse:
     """A warehouse with six stage_results rows of one run, r-1."""
     store = Warehouse.at(tmp_path / "wh")
-    rows = pl.DataFrame({
-        "run_id": ["r-1"] * STAGES, "trace_id": [f"r-1:c-{i}#1" for i in range(STAGES)],
-        "case_id": [f"c-{i}" for i in range(STAGES)], "attempt": [1] * STAGES, "lane": ["rag"] * STAGES,
-        "stage": ["retrieval"] * STAGES, "stage_order": [0] * STAGES, "status": ["pass", "fail"] * 3,
-        "reason": [None, "recall below 0.8"] * 3, "code_version": ["stages-1"] * STAGES,
-    })
+    rows = pl.DataFrame(
+        {
+            "run_id": ["r-1"] * STAGES,
+            "trace_id": [f"r-1:c-{i}#1" for i in range(STAGES)],
+            "case_id": [f"c-{i}" for i in range(STAGES)],
+            "attempt": [1] * STAGES,
+            "lane": ["rag"] * STAGES,
+            "stage": ["retrieval"] * STAGES,
+            "stage_order": [0] * STAGES,
+            "status": ["pass", "fail"] * 3,
+            "reason": [None, "recall below 0.8"] * 3,
+            "code_version": ["stages-1"] * STAGES,
+        }
+    )
     store.write_partition("stage_results", rows, "r-1")
     return store
 
@@ -120,7 +130,9 @@ def export(warehouse, tmp_path, monkeypatch):
     def run(*argv: str) -> int:
         parser = argparse.ArgumentParser()
         register(parser.add_subparsers())
-        args = parser.parse_args(["export", "stage_results", *argv, "--warehouse", str(warehouse.root), "--timeout", "10"])
+        args = parser.parse_args(
+            ["export", "stage_results", *argv, "--warehouse", str(warehouse.root), "--timeout", "10"]
+        )
         return args.handler(args)
 
     return run
@@ -132,7 +144,9 @@ def assert_no_credential(text: str) -> None:
     assert not re.search(r"(?i)(bearer|basic) (?!\[redacted\])\S", text), text
 
 
-def redirect_to(target: Server, code: int, path: str = "/api/public/ingestion") -> Callable[[Seen], tuple[int, dict, bytes]]:
+def redirect_to(
+    target: Server, code: int, path: str = "/api/public/ingestion"
+) -> Callable[[Seen], tuple[int, dict, bytes]]:
     return lambda seen: (code, {"Location": target.origin + path}, b"")
 
 
@@ -167,7 +181,10 @@ def test_a_same_origin_redirect_that_would_drop_the_body_is_refused(export, serv
     server = serve(moved_within(code))
     assert export("--format", "langfuse", "--endpoint", server.url) == 1
     err = capsys.readouterr().err
-    assert f"redirects to {server.origin}/v2/api/public/ingestion: not followed, a {code} would resend the POST as a GET" in err
+    assert (
+        f"redirects to {server.origin}/v2/api/public/ingestion: not followed, a {code} would resend the POST as a GET"
+        in err
+    )
     assert [s.path for s in server.seen] == ["/api/public/ingestion"] and "sent 0 of 6" in err
 
 
@@ -175,7 +192,10 @@ def test_a_same_origin_redirect_that_would_drop_the_body_is_refused(export, serv
 def test_a_same_origin_307_or_308_is_followed_with_method_body_and_credentials(export, serve, capsys, code):
     server = serve(moved_within(code))
     assert export("--format", "langfuse", "--endpoint", server.url) == 0
-    assert [(s.method, s.path) for s in server.seen] == [("POST", "/api/public/ingestion"), ("POST", "/v2/api/public/ingestion")]
+    assert [(s.method, s.path) for s in server.seen] == [
+        ("POST", "/api/public/ingestion"),
+        ("POST", "/v2/api/public/ingestion"),
+    ]
     assert server.seen[1].body == server.seen[0].body and server.seen[1].headers["authorization"] == AUTH
     assert len(json.loads(server.seen[1].body)["batch"]) == STAGES
     assert "sent 6 of 6 Langfuse scores" in capsys.readouterr().err
@@ -197,7 +217,10 @@ def test_an_otlp_error_body_that_echoes_the_headers_is_scrubbed(export, serve, c
     server = serve(echo_headers)
     assert export("--format", "otlp", "--endpoint", server.url) == 1
     err = capsys.readouterr().err
-    assert server.seen[0].headers["authorization"] == f"Bearer {OTLP_TOKEN}" and server.seen[0].headers["x-api-key"] == SECRET
+    assert (
+        server.seen[0].headers["authorization"] == f"Bearer {OTLP_TOKEN}"
+        and server.seen[0].headers["x-api-key"] == SECRET
+    )
     assert "HTTP 500 from" in err and "stopped after 0 accepted spans" in err
     assert_no_credential(err)
 
@@ -217,8 +240,10 @@ def test_an_otlp_2xx_that_is_not_an_otlp_answer_is_not_reported_as_sent(export, 
 
 
 def test_scrub_removes_every_credential_shape_and_folds_control_characters():
-    text = (f"Authorization: {AUTH}\r\n\x1b[31mkey {PUBLIC} and {SECRET}; jwt {JWT}; Bearer abcdefghijklmnop; "
-            '"x-api-key": "k-1234567890"; token=plain-words stay')
+    text = (
+        f"Authorization: {AUTH}\r\n\x1b[31mkey {PUBLIC} and {SECRET}; jwt {JWT}; Bearer abcdefghijklmnop; "
+        '"x-api-key": "k-1234567890"; token=plain-words stay'
+    )
     shown = scrub(text, secrets=["my-own-key-42"], limit=1000)
     assert_no_credential(shown)
     assert "k-1234567890" not in shown and "\x1b" not in shown and "\r" not in shown and "\n" not in shown

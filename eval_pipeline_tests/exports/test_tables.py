@@ -98,7 +98,9 @@ def test_stdout_and_summary(export, sample, capsysbinary):
     captured = capsysbinary.readouterr()
     expected = sample["warehouse"].read("claims", "cand-42")
     assert len(captured.out.splitlines()) == expected.height
-    assert captured.err.decode().strip() == f"exported {expected.height:,} rows of claims (run cand-42) to standard output"
+    assert (
+        captured.err.decode().strip() == f"exported {expected.height:,} rows of claims (run cand-42) to standard output"
+    )
 
 
 def test_summary_names_the_file(export, sample, tmp_path, capsys):
@@ -169,10 +171,16 @@ REAL_MAIN = "import sys; from eval_pipeline.cli import main; sys.exit(main(sys.a
 @pytest.mark.parametrize("entry", ["eval-pipeline", "module"])
 def test_closed_pipe_stops_quietly(sample, fmt, entry):
     # the reader is gone before the first byte is written (`… | head` that has already exited)
-    command = ([sys.executable, "-c", REAL_MAIN, "export"] if entry == "eval-pipeline"
-               else [sys.executable, "-m", "eval_pipeline.cli.exports"])
-    process = subprocess.Popen([*command, "stage_results", "--format", fmt, "--warehouse", str(sample["root"])],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = (
+        [sys.executable, "-c", REAL_MAIN, "export"]
+        if entry == "eval-pipeline"
+        else [sys.executable, "-m", "eval_pipeline.cli.exports"]
+    )
+    process = subprocess.Popen(
+        [*command, "stage_results", "--format", fmt, "--warehouse", str(sample["root"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     process.stdout.close()
     err = process.stderr.read().decode()
     code = process.wait(timeout=120)
@@ -182,11 +190,13 @@ def test_closed_pipe_stops_quietly(sample, fmt, entry):
 
 
 def test_json_text_of_nested_values_with_any_characters():
-    frame = pl.DataFrame({
-        "words": [["≥ 0.6", "é\n\"q\""], None, []],
-        "pair": [{"b": "ü", "a": 1.5}, None, {"b": None, "a": None}],
-        "plain": ["x", None, "z"],
-    })
+    frame = pl.DataFrame(
+        {
+            "words": [["≥ 0.6", 'é\n"q"'], None, []],
+            "pair": [{"b": "ü", "a": 1.5}, None, {"b": None, "a": None}],
+            "plain": ["x", None, "z"],
+        }
+    )
     out = flat(frame)
     assert out.schema == {"words": pl.String, "pair": pl.String, "plain": pl.String}
     assert [None if v is None else json.loads(v) for v in out["words"]] == frame["words"].to_list()

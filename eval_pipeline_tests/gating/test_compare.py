@@ -24,31 +24,49 @@ def policy():
 def warehouse(tmp_path) -> Warehouse:
     warehouse = Warehouse.at(str(tmp_path / "wh"))
     for run, dataset, created in (("base-1", "ds-1", "2026-01-01"), ("other-2", "ds-2", "2026-01-02")):
-        warehouse.write_partition("run_manifest", pl.DataFrame(
-            {"run_id": [run], "dataset_version": [dataset], "created_at": [created]}), run)
+        warehouse.write_partition(
+            "run_manifest", pl.DataFrame({"run_id": [run], "dataset_version": [dataset], "created_at": [created]}), run
+        )
     warehouse.write_partition("deid_cases", pl.DataFrame({"case_id": ["c1"], "multi_hop": [False]}), "base-1")
     return warehouse
 
 
 def _candidate(**manifest) -> RunFacts:
-    return RunFacts(run_id="cand-3", manifest={"run_id": "cand-3", "dataset_version": "ds-1", **manifest},
-                    cases=pl.DataFrame({"case_id": ["c1"], "multi_hop": [False]}))
+    return RunFacts(
+        run_id="cand-3",
+        manifest={"run_id": "cand-3", "dataset_version": "ds-1", **manifest},
+        cases=pl.DataFrame({"case_id": ["c1"], "multi_hop": [False]}),
+    )
 
 
 def test_the_baseline_and_why_there_is_none(policy, warehouse):
-    assert baseline_or_reason({"run_id": "cand-3", "dataset_version": "ds-1", "baseline_run_id": "base-1"}, policy,
-                              warehouse) == ("base-1", None)
+    assert baseline_or_reason(
+        {"run_id": "cand-3", "dataset_version": "ds-1", "baseline_run_id": "base-1"}, policy, warehouse
+    ) == ("base-1", None)
     assert baseline_or_reason({"run_id": "base-1", "baseline_run_id": "base-1"}, policy, warehouse) == (
-        None, "this run is the baseline")
+        None,
+        "this run is the baseline",
+    )
     assert baseline_or_reason({"run_id": "cand-3", "baseline_run_id": "never-9"}, policy, warehouse) == (
-        None, "baseline run never-9 has not been scored")
-    assert baseline_or_reason({"run_id": "cand-3", "dataset_version": "ds-1", "baseline_run_id": "other-2"}, policy,
-                              warehouse) == (None, "baseline run other-2 is of dataset ds-2, this run of ds-1: runs of "
-                                                   "different datasets are not compared")
-    reason = baseline_or_reason({"run_id": "cand-3", "mode": "exploratory", "baseline_run_id": "base-1"}, policy, warehouse)[1]
+        None,
+        "baseline run never-9 has not been scored",
+    )
+    assert baseline_or_reason(
+        {"run_id": "cand-3", "dataset_version": "ds-1", "baseline_run_id": "other-2"}, policy, warehouse
+    ) == (
+        None,
+        "baseline run other-2 is of dataset ds-2, this run of ds-1: runs of different datasets are not compared",
+    )
+    reason = baseline_or_reason(
+        {"run_id": "cand-3", "mode": "exploratory", "baseline_run_id": "base-1"}, policy, warehouse
+    )[1]
     assert reason.startswith("exploratory run (mode: exploratory): not gated")
-    assert comparable_baseline({"run_id": "cand-3", "dataset_version": "ds-1", "baseline_run_id": "other-2"}, policy,
-                               warehouse) is None
+    assert (
+        comparable_baseline(
+            {"run_id": "cand-3", "dataset_version": "ds-1", "baseline_run_id": "other-2"}, policy, warehouse
+        )
+        is None
+    )
 
 
 def test_compare_without_a_usable_baseline_leaves_every_gate_undecided_with_the_reason(policy, warehouse):

@@ -6,8 +6,12 @@ import sys
 
 
 def test_bench_reports_wall_time_steps_rescore_share_and_zero_judge_calls_on_an_unchanged_rerun(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline.cli", "bench", "--traces", "400", "--out", str(tmp_path),
-                             "--json"], capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.cli", "bench", "--traces", "400", "--out", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     [row] = json.loads(result.stdout)
     assert row["success"] is True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from eval_pipeline.deid.detectors import ENTITY_TYPES
 from eval_pipeline_harness.deid_compare import (
     SHARED_TYPES,
     blank_presidio_analyzer,
@@ -18,7 +19,6 @@ from eval_pipeline_harness.deid_compare import (
     presidio_spans,
     score,
 )
-from eval_pipeline.deid.detectors import ENTITY_TYPES
 
 pytest.importorskip("presidio_analyzer", reason="test extra: presidio-analyzer (with spaCy) compares recall")
 

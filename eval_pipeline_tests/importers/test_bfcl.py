@@ -12,9 +12,16 @@ import polars as pl
 import pytest
 import yaml
 
-from eval_pipeline.importers import IMPORTERS, ImporterError, import_bfcl
-from eval_pipeline.importers.bfcl import DecodeError, decode_prompting, decode_result, expand_accepted, json_schema, reference_call
 from eval_pipeline.cli.importers import register
+from eval_pipeline.importers import IMPORTERS, ImporterError, import_bfcl
+from eval_pipeline.importers.bfcl import (
+    DecodeError,
+    decode_prompting,
+    decode_result,
+    expand_accepted,
+    json_schema,
+    reference_call,
+)
 from eval_pipeline.io import ingest, loaders
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.scoring.tools import score_tools
@@ -26,7 +33,13 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "bfcl"
 CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple")
 STAGES = ("policy", "tool_selection", "tool_arguments", "tool_order", "loop")
 # every tool stage passes; tool_order is not_applicable for unordered cases without dependencies
-PASS = {"policy": "pass", "tool_selection": "pass", "tool_arguments": "pass", "tool_order": "not_applicable", "loop": "pass"}
+PASS = {
+    "policy": "pass",
+    "tool_selection": "pass",
+    "tool_arguments": "pass",
+    "tool_order": "not_applicable",
+    "loop": "pass",
+}
 # the 4 live items whose ground truth contradicts their own function (BFCL's checker can pass no call for them)
 UNSATISFIABLE = {
     "live_simple_106-63-0": "schema: 'auto_loan_payment_start' is a required property",  # required, and no accepted value
@@ -116,53 +129,169 @@ PARALLEL = "live_parallel_0-0-0"  # get_current_weather for Beijing and for Shan
 # kind: (category, item, result, expected stages (PASS with these overridden), a text the failing reason holds)
 PERTURBATIONS: dict[str, tuple[str, str, Any, dict[str, str], str | None]] = {
     "first_answer": ("simple", USER, "[get_user_info(user_id=7890, special='black')]", {}, None),
-    "wrong_value": ("simple", USER, "[get_user_info(user_id=7891, special='black')]", {"tool_arguments": "fail"},
-                    "args match no reference call"),
-    "missing_required": ("simple", USER, "[get_user_info(special='black')]", {"tool_arguments": "fail"},
-                         "'user_id' is a required property"),
-    "string_for_integer": ("simple", USER, "[get_user_info(user_id='7890', special='black')]", {"tool_arguments": "fail"},
-                           "'7890' is not of type 'integer'"),
-    "whole_float_for_integer": ("simple", USER, "[get_user_info(user_id=7890.0, special='black')]", {"tool_arguments": "fail"},
-                                "strict_types"),
-    "extra_argument": ("simple", USER, "[get_user_info(user_id=7890, special='black', verbose=True)]", {"tool_arguments": "fail"},
-                       "'verbose' was unexpected"),
-    "argument_of_the_function_not_in_the_answer": ("simple", WEATHER, "[get_current_weather(location='Tel Aviv, Israel', unit='fahrenheit', days=3)]",
-                                                   {"tool_arguments": "fail"}, "'days' was unexpected"),
-    "another_offered_function": ("multiple", UBER, f"[uber.ride2({UBER_ARGS})]", {"tool_selection": "fail"},
-                                 "path tools never called: uber.ride"),
+    "wrong_value": (
+        "simple",
+        USER,
+        "[get_user_info(user_id=7891, special='black')]",
+        {"tool_arguments": "fail"},
+        "args match no reference call",
+    ),
+    "missing_required": (
+        "simple",
+        USER,
+        "[get_user_info(special='black')]",
+        {"tool_arguments": "fail"},
+        "'user_id' is a required property",
+    ),
+    "string_for_integer": (
+        "simple",
+        USER,
+        "[get_user_info(user_id='7890', special='black')]",
+        {"tool_arguments": "fail"},
+        "'7890' is not of type 'integer'",
+    ),
+    "whole_float_for_integer": (
+        "simple",
+        USER,
+        "[get_user_info(user_id=7890.0, special='black')]",
+        {"tool_arguments": "fail"},
+        "strict_types",
+    ),
+    "extra_argument": (
+        "simple",
+        USER,
+        "[get_user_info(user_id=7890, special='black', verbose=True)]",
+        {"tool_arguments": "fail"},
+        "'verbose' was unexpected",
+    ),
+    "argument_of_the_function_not_in_the_answer": (
+        "simple",
+        WEATHER,
+        "[get_current_weather(location='Tel Aviv, Israel', unit='fahrenheit', days=3)]",
+        {"tool_arguments": "fail"},
+        "'days' was unexpected",
+    ),
+    "another_offered_function": (
+        "multiple",
+        UBER,
+        f"[uber.ride2({UBER_ARGS})]",
+        {"tool_selection": "fail"},
+        "path tools never called: uber.ride",
+    ),
     # a tool missing from the registry fails its schema check too, and is never a policy breach (scoring/tools/)
-    "invented_function": ("simple", USER, "[get_user_details(user_id=7890, special='black')]",
-                          {"tool_selection": "fail", "tool_arguments": "fail"}, "get_user_details"),
-    "duplicate_call": ("simple", USER, "[get_user_info(user_id=7890, special='black'), get_user_info(user_id=7890, special='black')]",
-                       {"tool_selection": "fail"}, "surplus calls"),
-    "dropped_parallel_call": ("parallel", PARALLEL, "[get_current_weather(location='Beijing, China')]", {"tool_selection": "fail"},
-                              "path calls not made"),
-    "parallel_calls_reordered": ("parallel", PARALLEL, "[get_current_weather(location='Shanghai, China', unit='fahrenheit'), "
-                                 "get_current_weather(location='Beijing, China')]", {}, None),
-    "case_change_of_a_string": ("simple", WEATHER, "[get_current_weather(location='TEL AVIV, ISRAEL', unit='Fahrenheit')]", {}, None),
+    "invented_function": (
+        "simple",
+        USER,
+        "[get_user_details(user_id=7890, special='black')]",
+        {"tool_selection": "fail", "tool_arguments": "fail"},
+        "get_user_details",
+    ),
+    "duplicate_call": (
+        "simple",
+        USER,
+        "[get_user_info(user_id=7890, special='black'), get_user_info(user_id=7890, special='black')]",
+        {"tool_selection": "fail"},
+        "surplus calls",
+    ),
+    "dropped_parallel_call": (
+        "parallel",
+        PARALLEL,
+        "[get_current_weather(location='Beijing, China')]",
+        {"tool_selection": "fail"},
+        "path calls not made",
+    ),
+    "parallel_calls_reordered": (
+        "parallel",
+        PARALLEL,
+        "[get_current_weather(location='Shanghai, China', unit='fahrenheit'), "
+        "get_current_weather(location='Beijing, China')]",
+        {},
+        None,
+    ),
+    "case_change_of_a_string": (
+        "simple",
+        WEATHER,
+        "[get_current_weather(location='TEL AVIV, ISRAEL', unit='Fahrenheit')]",
+        {},
+        None,
+    ),
     "punctuation_of_a_string": ("simple", WEATHER, "[get_current_weather(location='Tel-Aviv Israel')]", {}, None),
     "omitted_optional_argument": ("simple", WEATHER, "[get_current_weather(location='Tel Aviv, Israel')]", {}, None),
-    "another_accepted_value": ("simple", "live_simple_7-3-3", "[get_current_weather(location='Riga, Latvia', unit='celsius')]", {}, None),
-    "empty_string_for_an_optional_argument": ("simple", WEATHER, "[get_current_weather(location='Tel Aviv, Israel', unit='')]",
-                                              {}, None),
-    "nested_optional_keys_given": ("simple", NESTED, "[ThinQ_Connect(body={'airConJobMode': 'AIR_CLEAN', 'windStrength': 'HIGH', "
-                                   "'monitoringEnabled': True, 'airCleanOperationMode': 'POWER_ON', 'targetTemperature': 22, "
-                                   "'powerSaveEnabled': False})]", {}, None),
-    "nested_wrong_value": ("simple", NESTED, "[ThinQ_Connect(body={'airConJobMode': 'AIR_CLEAN', 'windStrength': 'LOW', "
-                           "'monitoringEnabled': True, 'airCleanOperationMode': 'POWER_ON'})]", {"tool_arguments": "fail"},
-                           "args match no reference call"),
-    "nested_unexpected_key": ("simple", NESTED, "[ThinQ_Connect(body={'airConJobMode': 'AIR_CLEAN', 'windStrength': 'HIGH', "
-                              "'monitoringEnabled': True, 'airCleanOperationMode': 'POWER_ON', 'fanSpeed': 3})]",
-                              {"tool_arguments": "fail"}, "args match no reference call"),
+    "another_accepted_value": (
+        "simple",
+        "live_simple_7-3-3",
+        "[get_current_weather(location='Riga, Latvia', unit='celsius')]",
+        {},
+        None,
+    ),
+    "empty_string_for_an_optional_argument": (
+        "simple",
+        WEATHER,
+        "[get_current_weather(location='Tel Aviv, Israel', unit='')]",
+        {},
+        None,
+    ),
+    "nested_optional_keys_given": (
+        "simple",
+        NESTED,
+        "[ThinQ_Connect(body={'airConJobMode': 'AIR_CLEAN', 'windStrength': 'HIGH', "
+        "'monitoringEnabled': True, 'airCleanOperationMode': 'POWER_ON', 'targetTemperature': 22, "
+        "'powerSaveEnabled': False})]",
+        {},
+        None,
+    ),
+    "nested_wrong_value": (
+        "simple",
+        NESTED,
+        "[ThinQ_Connect(body={'airConJobMode': 'AIR_CLEAN', 'windStrength': 'LOW', "
+        "'monitoringEnabled': True, 'airCleanOperationMode': 'POWER_ON'})]",
+        {"tool_arguments": "fail"},
+        "args match no reference call",
+    ),
+    "nested_unexpected_key": (
+        "simple",
+        NESTED,
+        "[ThinQ_Connect(body={'airConJobMode': 'AIR_CLEAN', 'windStrength': 'HIGH', "
+        "'monitoringEnabled': True, 'airCleanOperationMode': 'POWER_ON', 'fanSpeed': 3})]",
+        {"tool_arguments": "fail"},
+        "args match no reference call",
+    ),
     "dotted_function_name": ("multiple", UBER, f"[uber.ride({UBER_ARGS})]", {}, None),
-    "function_calling_form": ("multiple", UBER, [{"uber.ride": json.dumps({"loc": "2150 Shattuck Ave, Berkeley, CA", "type": "plus",
-                                                                             "time": 10})}], {}, None),
-    "json_strings_of_calls": ("simple", USER, [json.dumps({"get_user_info": {"user_id": 7890, "special": "black"}})], {}, None),
-    "openai_tool_calls": ("simple", USER, [{"id": "c1", "type": "function", "function": {
-        "name": "get_user_info", "arguments": json.dumps({"user_id": 7890, "special": "black"})}}], {}, None),
+    "function_calling_form": (
+        "multiple",
+        UBER,
+        [{"uber.ride": json.dumps({"loc": "2150 Shattuck Ave, Berkeley, CA", "type": "plus", "time": 10})}],
+        {},
+        None,
+    ),
+    "json_strings_of_calls": (
+        "simple",
+        USER,
+        [json.dumps({"get_user_info": {"user_id": 7890, "special": "black"}})],
+        {},
+        None,
+    ),
+    "openai_tool_calls": (
+        "simple",
+        USER,
+        [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "get_user_info", "arguments": json.dumps({"user_id": 7890, "special": "black"})},
+            }
+        ],
+        {},
+        None,
+    ),
     "no_call": ("simple", USER, "[]", {"tool_selection": "fail"}, "path tools never called: get_user_info"),
-    "undecodable_text": ("simple", USER, "I cannot look up users.", {"tool_selection": "fail"},
-                         "path tools never called: get_user_info"),
+    "undecodable_text": (
+        "simple",
+        USER,
+        "I cannot look up users.",
+        {"tool_selection": "fail"},
+        "path tools never called: get_user_info",
+    ),
 }
 
 
@@ -175,7 +304,9 @@ def perturbed(tmp_path_factory) -> dict[str, dict[str, Any]]:
         kinds = [kind for kind, spec in PERTURBATIONS.items() if spec[0] == category]
         if not kinds:
             continue
-        results = write_results(root / f"{category}_result.json", [(PERTURBATIONS[k][1], PERTURBATIONS[k][2]) for k in kinds])
+        results = write_results(
+            root / f"{category}_result.json", [(PERTURBATIONS[k][1], PERTURBATIONS[k][2]) for k in kinds]
+        )
         summary = import_bfcl(questions(category), f"perturbed-{category}", root / "data", results=results)
         assert summary.rejects == []
         scores = score_run(root / "data", f"perturbed-{category}")
@@ -183,7 +314,9 @@ def perturbed(tmp_path_factory) -> dict[str, dict[str, Any]]:
         for kind in kinds:
             item = PERTURBATIONS[kind][1]
             attempts[item] = attempts.get(item, 0) + 1
-            rows[kind] = scores.filter((pl.col("case_id") == item) & (pl.col("attempt") == attempts[item])).row(0, named=True)
+            rows[kind] = scores.filter((pl.col("case_id") == item) & (pl.col("attempt") == attempts[item])).row(
+                0, named=True
+            )
     return rows
 
 
@@ -199,24 +332,42 @@ def test_each_perturbation_gets_bfcls_verdict(perturbed, kind):
 
 
 def test_a_case_change_passes_under_normalized_strings_and_other_words_do_not(tmp_path):
-    item = {"id": "hotel_0", "question": [[{"role": "user", "content": "Book the Hilton in Paris for 2 nights."}]],
-            "function": [{"name": "book_hotel", "description": "Books a hotel.", "parameters": {"type": "dict", "required": ["hotel", "nights"],
-                          "properties": {"hotel": {"type": "string"}, "nights": {"type": "integer"}}}}]}
+    item = {
+        "id": "hotel_0",
+        "question": [[{"role": "user", "content": "Book the Hilton in Paris for 2 nights."}]],
+        "function": [
+            {
+                "name": "book_hotel",
+                "description": "Books a hotel.",
+                "parameters": {
+                    "type": "dict",
+                    "required": ["hotel", "nights"],
+                    "properties": {"hotel": {"type": "string"}, "nights": {"type": "integer"}},
+                },
+            }
+        ],
+    }
     source = tmp_path / "hotels.json"
     source.write_text(json.dumps(item) + "\n")
     (tmp_path / "possible_answer").mkdir()
-    (tmp_path / "possible_answer" / "hotels.json").write_text(json.dumps(
-        {"id": "hotel_0", "ground_truth": [{"book_hotel": {"hotel": ["Hilton"], "nights": [2]}}]}) + "\n")
-    results = write_results(tmp_path / "results.json", [
-        ("hotel_0", "[book_hotel(hotel='HILTON', nights=2)]"),
-        ("hotel_0", "[book_hotel(hotel='hilton ', nights=2)]"),
-        ("hotel_0", "[book_hotel(hotel='Hilton Inn', nights=2)]"),
-        ("hotel_0", "[book_hotel(hotel='Hilton', nights=2.0)]"),
-    ])
+    (tmp_path / "possible_answer" / "hotels.json").write_text(
+        json.dumps({"id": "hotel_0", "ground_truth": [{"book_hotel": {"hotel": ["Hilton"], "nights": [2]}}]}) + "\n"
+    )
+    results = write_results(
+        tmp_path / "results.json",
+        [
+            ("hotel_0", "[book_hotel(hotel='HILTON', nights=2)]"),
+            ("hotel_0", "[book_hotel(hotel='hilton ', nights=2)]"),
+            ("hotel_0", "[book_hotel(hotel='Hilton Inn', nights=2)]"),
+            ("hotel_0", "[book_hotel(hotel='Hilton', nights=2.0)]"),
+        ],
+    )
     import_bfcl(source, "hotels", tmp_path / "data", results=results)
     scores = score_run(tmp_path / "data", "hotels").sort("attempt")
     assert [stages(r)["tool_arguments"] for r in scores.iter_rows(named=True)] == ["pass", "pass", "fail", "fail"]
-    assert all(stages(r) == {**PASS, "tool_arguments": stages(r)["tool_arguments"]} for r in scores.iter_rows(named=True))
+    assert all(
+        stages(r) == {**PASS, "tool_arguments": stages(r)["tool_arguments"]} for r in scores.iter_rows(named=True)
+    )
 
 
 # ---------------------------------------------------------------- decoding results
@@ -226,27 +377,46 @@ def test_the_prompting_form_parser_reads_tricky_strings():
     assert decode_prompting("[f(a=1, b='x')]") == ([("f", {"a": 1, "b": "x"})], 0)
     assert decode_prompting("f(a=-1, b=-2.5, c=+3)") == ([("f", {"a": -1, "b": -2.5, "c": 3})], 0)
     # strings holding commas, brackets, parentheses and quotes stay whole
-    assert decode_prompting("[f(s='a, b) c[d] \"q\"'), g(t=\"it's]\")]") == (
-        [("f", {"s": 'a, b) c[d] "q"'}), ("g", {"t": "it's]"})], 0)
+    assert decode_prompting('[f(s=\'a, b) c[d] "q"\'), g(t="it\'s]")]') == (
+        [("f", {"s": 'a, b) c[d] "q"'}), ("g", {"t": "it's]"})],
+        0,
+    )
     # nested lists and dicts, None / True / False
     assert decode_prompting("[g(l=[[1, 2], [3, [4]]], d={'x': {'y': None, 'z': [True, False]}})]") == (
-        [("g", {"l": [[1, 2], [3, [4]]], "d": {"x": {"y": None, "z": [True, False]}}})], 0)
+        [("g", {"l": [[1, 2], [3, [4]]], "d": {"x": {"y": None, "z": [True, False]}}})],
+        0,
+    )
     # dotted names, several calls, wrapped in backticks and newlines as models write them
-    assert decode_prompting("```\n[requests.get(url='https://x.io/a?b=1,2', params={'k': 'v'}), a.b.c(x=(1, 2))]\n```") == (
-        [("requests.get", {"url": "https://x.io/a?b=1,2", "params": {"k": "v"}}), ("a.b.c", {"x": [1, 2]})], 0)
+    assert decode_prompting(
+        "```\n[requests.get(url='https://x.io/a?b=1,2', params={'k': 'v'}), a.b.c(x=(1, 2))]\n```"
+    ) == ([("requests.get", {"url": "https://x.io/a?b=1,2", "params": {"k": "v"}}), ("a.b.c", {"x": [1, 2]})], 0)
     # a call without brackets; a call with no arguments; keyword-only calls; arithmetic is computed, never evaluated
     assert decode_prompting("get_time()") == ([("get_time", {})], 0)
     assert decode_prompting("[f(x=2*3, y=1/4, z='a' + 'b')]") == ([("f", {"x": 6, "y": 0.25, "z": "ab"})], 0)
     # BFCL's decoder reads a bare name as its text and a nested call as a {name: args} dict or its source text
     assert decode_prompting("[f(unit=celsius, when=now(), at=point(x=1))]") == (
-        [("f", {"unit": "celsius", "when": "now()", "at": {"point": {"x": 1}}})], 0)
+        [("f", {"unit": "celsius", "when": "now()", "at": {"point": {"x": 1}}})],
+        0,
+    )
     # positional arguments cannot be named: dropped, as BFCL drops them, and counted
     assert decode_prompting("[f(1, 'two', b=2)]") == ([("f", {"b": 2})], 2)
     assert decode_prompting("[]") == ([], 0)
     # nothing is run: a nested call without keywords is kept as text
-    assert decode_prompting("[f(x=__import__('os').system('true'))]") == ([("f", {"x": "__import__('os').system('true')"})], 0)
-    for text in ("I cannot call a function", "[f(x=lambda: 1)]", "[f(a=1), 'text']", "[f(d={1: 'a'})]", "[f(**kw)]",
-                 "[f(x=open('/etc/passwd').read)]", "[f(x=1e999)]", "[f()[0](x=1)]", "[f(x=b'raw')]"):
+    assert decode_prompting("[f(x=__import__('os').system('true'))]") == (
+        [("f", {"x": "__import__('os').system('true')"})],
+        0,
+    )
+    for text in (
+        "I cannot call a function",
+        "[f(x=lambda: 1)]",
+        "[f(a=1), 'text']",
+        "[f(d={1: 'a'})]",
+        "[f(**kw)]",
+        "[f(x=open('/etc/passwd').read)]",
+        "[f(x=1e999)]",
+        "[f()[0](x=1)]",
+        "[f(x=b'raw')]",
+    ):
         with pytest.raises(DecodeError):
             decode_prompting(text)
 
@@ -256,12 +426,29 @@ def test_function_calling_forms_decode_to_the_same_calls():
     assert decode_result([{"get_weather": '{"city": "Paris", "days": 2}'}]) == expected
     assert decode_result([{"get_weather": {"city": "Paris", "days": 2}}]) == expected
     assert decode_result(['{"get_weather": {"city": "Paris", "days": 2}}']) == expected
-    assert decode_result([{"id": "call_1", "type": "function", "function": {"name": "get_weather",
-                                                                            "arguments": '{"city": "Paris", "days": 2}'}}]) == expected
+    assert (
+        decode_result(
+            [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 2}'},
+                }
+            ]
+        )
+        == expected
+    )
     assert decode_result('[{"get_weather": "{\\"city\\": \\"Paris\\", \\"days\\": 2}"}]') == expected
     assert decode_result("[get_weather(city='Paris', days=2)]") == expected
     assert decode_result([]) == ([], 0)
-    for result in ({"get_weather": {}}, [{"get_weather": "{not json"}], [{"a": {}, "b": {}}], [{"f": "[1, 2]"}], 42, None):
+    for result in (
+        {"get_weather": {}},
+        [{"get_weather": "{not json"}],
+        [{"a": {}, "b": {}}],
+        [{"f": "[1, 2]"}],
+        42,
+        None,
+    ):
         with pytest.raises(DecodeError):
             decode_result(result)
 
@@ -272,8 +459,10 @@ def test_an_undecodable_result_is_a_trace_with_the_raw_text_and_no_call(tmp_path
     assert (summary.traces, summary.rejects, summary.incomplete) == (2, [], [])
     assert any(note.startswith("2 results could not be decoded") for note in summary.notes)
     lines = [json.loads(line) for line in (tmp_path / "data/traces/raw/r.jsonl").read_text().splitlines()]
-    assert [line["steps"] for line in lines] == [[{"index": 1, "kind": "finish", "content": "Sorry, I need more details."}],
-                                                 [{"index": 1, "kind": "finish", "content": '{"not": "a list"}'}]]
+    assert [line["steps"] for line in lines] == [
+        [{"index": 1, "kind": "finish", "content": "Sorry, I need more details."}],
+        [{"index": 1, "kind": "finish", "content": '{"not": "a list"}'}],
+    ]
     assert all(line["status"] == "ok" for line in lines)  # an agent failure, not a harness failure
     scores = score_run(tmp_path / "data", "raw")
     assert [stages(r) for r in scores.iter_rows(named=True)] == [{**PASS, "tool_selection": "fail"}] * 2
@@ -281,14 +470,26 @@ def test_an_undecodable_result_is_a_trace_with_the_raw_text_and_no_call(tmp_path
 
 def test_result_lines_of_one_id_are_attempts_and_foreign_lines_are_rejects(tmp_path):
     path = tmp_path / "results.jsonl"
-    path.write_text("\n".join([
-        json.dumps({"id": USER, "result": "[get_user_info(user_id=7890, special='black')]", "input_token_count": 120,
-                    "output_token_count": 9, "latency": 0.5}),
-        json.dumps({"id": USER, "result": "[get_user_info(user_id=1)]"}),
-        json.dumps({"id": "live_simple_999-0-0", "result": "[]"}),
-        json.dumps({"id": WEATHER}),
-        "{broken",
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps(
+                    {
+                        "id": USER,
+                        "result": "[get_user_info(user_id=7890, special='black')]",
+                        "input_token_count": 120,
+                        "output_token_count": 9,
+                        "latency": 0.5,
+                    }
+                ),
+                json.dumps({"id": USER, "result": "[get_user_info(user_id=1)]"}),
+                json.dumps({"id": "live_simple_999-0-0", "result": "[]"}),
+                json.dumps({"id": WEATHER}),
+                "{broken",
+            ]
+        )
+        + "\n"
+    )
     summary = import_bfcl(questions("simple"), "att", tmp_path / "data", results=path)
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (3, "result of live_simple_999-0-0, which is not an imported item"),
@@ -306,8 +507,10 @@ def test_result_lines_of_one_id_are_attempts_and_foreign_lines_are_rejects(tmp_p
 
 
 def test_underscore_to_dot_resolves_names_of_models_that_cannot_write_dots(tmp_path):
-    results = write_results(tmp_path / "r.json", [(UBER, [{"uber_ride": json.dumps({"loc": "2150 Shattuck Ave, Berkeley, CA",
-                                                                                    "type": "plus", "time": 10})}])])
+    results = write_results(
+        tmp_path / "r.json",
+        [(UBER, [{"uber_ride": json.dumps({"loc": "2150 Shattuck Ave, Berkeley, CA", "type": "plus", "time": 10})}])],
+    )
     import_bfcl(questions("multiple"), "dots", tmp_path / "a", results=results, underscore_to_dot=True)
     assert stages(score_run(tmp_path / "a", "dots").row(0, named=True)) == PASS
     import_bfcl(questions("multiple"), "plain", tmp_path / "b", results=results)
@@ -324,13 +527,19 @@ def test_cases_carry_every_accepted_value_and_the_optional_parameters(tmp_path):
     assert summary.dataset_version == summary.environment_version == "bfcl-simple"
     weather = yaml.safe_load((tmp_path / f"cases/bfcl-simple/{WEATHER}.yaml").read_text())
     assert weather == {
-        "case_id": WEATHER, "case_revision": 1, "lanes": ["agent"],
+        "case_id": WEATHER,
+        "case_revision": 1,
+        "lanes": ["agent"],
         "input": "What are the current weather conditions in Tel Aviv, and could you provide that in Fahrenheit, please?",
         "allowed_tools": ["get_current_weather@live_simple_4-3-0"],
-        "reference_tool_calls": [{"name": "get_current_weather@live_simple_4-3-0",
-                                  "args": {"location": "Tel Aviv, Israel", "unit": "fahrenheit"},
-                                  "accepted": {"location": ["Tel Aviv, Israel"], "unit": ["fahrenheit", ""]},
-                                  "optional": ["unit"]}],
+        "reference_tool_calls": [
+            {
+                "name": "get_current_weather@live_simple_4-3-0",
+                "args": {"location": "Tel Aviv, Israel", "unit": "fahrenheit"},
+                "accepted": {"location": ["Tel Aviv, Israel"], "unit": ["fahrenheit", ""]},
+                "optional": ["unit"],
+            }
+        ],
         "tool_match": "unordered",
     }
     # a first accepted value "" leaves the parameter out of the canonical call
@@ -338,7 +547,9 @@ def test_cases_carry_every_accepted_value_and_the_optional_parameters(tmp_path):
     assert parallel.traces == 16
     case = yaml.safe_load((tmp_path / f"p/cases/bfcl-BFCL_v4_live_parallel/{PARALLEL}.yaml").read_text())
     assert [(c["args"], c["optional"]) for c in case["reference_tool_calls"]] == [
-        ({"location": "Beijing, China"}, ["unit"]), ({"location": "Shanghai, China"}, ["unit"])]
+        ({"location": "Beijing, China"}, ["unit"]),
+        ({"location": "Shanghai, China"}, ["unit"]),
+    ]
 
 
 def test_the_registry_states_bfcls_types_and_checks_every_call(tmp_path):
@@ -350,9 +561,17 @@ def test_the_registry_states_bfcls_types_and_checks_every_call(tmp_path):
     assert not any(t["read_only"] for t in tools.values())
     assert tools["get_user_info"]["args"] == {
         "type": "object",
-        "properties": {"user_id": {"type": "integer", "description": tools["get_user_info"]["args"]["properties"]["user_id"]["description"]},
-                       "special": {"type": "string", "description": tools["get_user_info"]["args"]["properties"]["special"]["description"],
-                                   "default": "none"}},
+        "properties": {
+            "user_id": {
+                "type": "integer",
+                "description": tools["get_user_info"]["args"]["properties"]["user_id"]["description"],
+            },
+            "special": {
+                "type": "string",
+                "description": tools["get_user_info"]["args"]["properties"]["special"]["description"],
+                "default": "none",
+            },
+        },
         "required": ["user_id"],
         "additionalProperties": False,
     }
@@ -363,17 +582,34 @@ def test_the_registry_states_bfcls_types_and_checks_every_call(tmp_path):
 
 
 def test_bfcl_types_become_json_schema():
-    schema = json_schema({"type": "dict", "required": ["a"], "properties": {
-        "a": {"type": "float"}, "b": {"type": "tuple", "items": {"type": "integer"}}, "c": {"type": "any", "description": "x"},
-        "d": {"type": "array", "items": {"type": "dict", "required": ["k"], "properties": {"k": {"type": "boolean"}}}},
-        "e": {"type": "string", "enum": ["x", "y"], "default": "x"}}})
+    schema = json_schema(
+        {
+            "type": "dict",
+            "required": ["a"],
+            "properties": {
+                "a": {"type": "float"},
+                "b": {"type": "tuple", "items": {"type": "integer"}},
+                "c": {"type": "any", "description": "x"},
+                "d": {
+                    "type": "array",
+                    "items": {"type": "dict", "required": ["k"], "properties": {"k": {"type": "boolean"}}},
+                },
+                "e": {"type": "string", "enum": ["x", "y"], "default": "x"},
+            },
+        }
+    )
     assert schema == {
-        "type": "object", "required": ["a"], "additionalProperties": False,
+        "type": "object",
+        "required": ["a"],
+        "additionalProperties": False,
         "properties": {
             "a": {"type": "number"},
             "b": {"type": "array", "items": {"type": "integer"}},
             "c": {"description": "x"},
-            "d": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "boolean"}}, "x-bfcl-required": ["k"]}},
+            "d": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"k": {"type": "boolean"}}, "x-bfcl-required": ["k"]},
+            },
             "e": {"type": "string", "default": "x", "x-bfcl-enum": ["x", "y"]},
         },
     }
@@ -382,21 +618,40 @@ def test_bfcl_types_become_json_schema():
 
 
 def test_answers_of_another_type_widen_only_their_own_items_definition(tmp_path):
-    function = {"name": "find_hotel", "description": "Finds hotels.", "parameters": {"type": "dict", "required": ["city"],
-                "properties": {"city": {"type": "string"}, "rooms": {"type": "integer"}}}}
-    items = [{"id": f"hotel_{i}", "question": [[{"role": "user", "content": "?"}]], "function": [function]} for i in range(2)]
+    function = {
+        "name": "find_hotel",
+        "description": "Finds hotels.",
+        "parameters": {
+            "type": "dict",
+            "required": ["city"],
+            "properties": {"city": {"type": "string"}, "rooms": {"type": "integer"}},
+        },
+    }
+    items = [
+        {"id": f"hotel_{i}", "question": [[{"role": "user", "content": "?"}]], "function": [function]} for i in range(2)
+    ]
     source = tmp_path / "hotels.json"
     source.write_text("".join(json.dumps(i) + "\n" for i in items))
     (tmp_path / "possible_answer").mkdir()
     (tmp_path / "possible_answer/hotels.json").write_text(
-        json.dumps({"id": "hotel_0", "ground_truth": [{"find_hotel": {"city": ["Paris"], "rooms": ["dontcare"]}}]}) + "\n"
-        + json.dumps({"id": "hotel_1", "ground_truth": [{"find_hotel": {"city": ["Rome"], "rooms": [2]}}]}) + "\n")
-    results = write_results(tmp_path / "r.json", [("hotel_0", "[find_hotel(city='Paris', rooms='dontcare')]"),
-                                                   ("hotel_1", "[find_hotel(city='Rome', rooms='2')]")])
+        json.dumps({"id": "hotel_0", "ground_truth": [{"find_hotel": {"city": ["Paris"], "rooms": ["dontcare"]}}]})
+        + "\n"
+        + json.dumps({"id": "hotel_1", "ground_truth": [{"find_hotel": {"city": ["Rome"], "rooms": [2]}}]})
+        + "\n"
+    )
+    results = write_results(
+        tmp_path / "r.json",
+        [
+            ("hotel_0", "[find_hotel(city='Paris', rooms='dontcare')]"),
+            ("hotel_1", "[find_hotel(city='Rome', rooms='2')]"),
+        ],
+    )
     summary = import_bfcl(source, "h", tmp_path / "data", results=results)
     registry = yaml.safe_load((tmp_path / "data/tools/bfcl-hotels/tools.yaml").read_text())
     assert {t["name"]: t["args"]["properties"]["rooms"]["type"] for t in registry["tools"]} == {
-        "find_hotel@hotel_0": ["integer", "string"], "find_hotel@hotel_1": "integer"}
+        "find_hotel@hotel_0": ["integer", "string"],
+        "find_hotel@hotel_1": "integer",
+    }
     assert any("1 function names are defined differently" in note for note in summary.notes)
     scores = score_run(tmp_path / "data", "h").sort("case_id")
     assert [stages(r)["tool_arguments"] for r in scores.iter_rows(named=True)] == ["pass", "fail"]
@@ -404,13 +659,18 @@ def test_answers_of_another_type_widen_only_their_own_items_definition(tmp_path)
 
 def test_names_defined_twice_are_qualified_or_refused(tmp_path):
     summary = import_bfcl(questions("parallel"), "p", tmp_path / "a", self_check=True)
-    assert any(note.startswith("3 function names are defined differently by different items: registered as 14 tools")
-               for note in summary.notes)
+    assert any(
+        note.startswith("3 function names are defined differently by different items: registered as 14 tools")
+        for note in summary.notes
+    )
     lines = [json.loads(line) for line in (tmp_path / "a/traces/p/self-check.jsonl").read_text().splitlines()]
     first = next(line for line in lines if line["case_id"] == PARALLEL)
     assert [s["tool"] for s in first["steps"]] == ["get_current_weather@live_parallel_0-0-0"] * 2
-    with pytest.raises(ImporterError, match="function get_current_weather is defined differently by items "
-                                            "live_parallel_0-0-0 and live_parallel_1-0-1"):
+    with pytest.raises(
+        ImporterError,
+        match="function get_current_weather is defined differently by items "
+        "live_parallel_0-0-0 and live_parallel_1-0-1",
+    ):
         import_bfcl(questions("parallel"), "p", tmp_path / "b", self_check=True, collisions="error")
     # a second file into the environment version of the first is refused: one environment version per file
     import_bfcl(questions("simple"), "s", tmp_path / "c", self_check=True, environment_version="bfcl")
@@ -428,32 +688,70 @@ def test_nested_answers_expand_into_concrete_values_under_a_cap():
     call = reference_call("ThinQ_Connect", answer, function, NESTED)
     # four keys with one value, three with ['', value]: each of those absent, given, or given as "" → 3^3
     assert len(call["accepted"]["body"]) == 27
-    assert call["args"]["body"] == {"airConJobMode": "AIR_CLEAN", "windStrength": "HIGH", "monitoringEnabled": True,
-                                    "airCleanOperationMode": "POWER_ON"}
-    assert {"airConJobMode": "AIR_CLEAN", "windStrength": "HIGH", "monitoringEnabled": True, "airCleanOperationMode": "POWER_ON",
-            "powerSaveEnabled": False, "coolTargetTemperature": 24, "targetTemperature": 22} in call["accepted"]["body"]
+    assert call["args"]["body"] == {
+        "airConJobMode": "AIR_CLEAN",
+        "windStrength": "HIGH",
+        "monitoringEnabled": True,
+        "airCleanOperationMode": "POWER_ON",
+    }
+    assert {
+        "airConJobMode": "AIR_CLEAN",
+        "windStrength": "HIGH",
+        "monitoringEnabled": True,
+        "airCleanOperationMode": "POWER_ON",
+        "powerSaveEnabled": False,
+        "coolTargetTemperature": 24,
+        "targetTemperature": 22,
+    } in call["accepted"]["body"]
     # a list of dicts: each element expanded, the product of the elements
     spec = {"type": "array", "items": {"type": "dict"}}
     assert expand_accepted([[{"n": ["a", "b"]}, {"n": ["c"], "m": ["", 1]}]], spec, "x") == [
-        [{"n": "a"}, {"n": "c"}], [{"n": "a"}, {"n": "c", "m": 1}], [{"n": "a"}, {"n": "c", "m": ""}],
-        [{"n": "b"}, {"n": "c"}], [{"n": "b"}, {"n": "c", "m": 1}], [{"n": "b"}, {"n": "c", "m": ""}]]
+        [{"n": "a"}, {"n": "c"}],
+        [{"n": "a"}, {"n": "c", "m": 1}],
+        [{"n": "a"}, {"n": "c", "m": ""}],
+        [{"n": "b"}, {"n": "c"}],
+        [{"n": "b"}, {"n": "c", "m": 1}],
+        [{"n": "b"}, {"n": "c", "m": ""}],
+    ]
     # deeper values are concrete, as BFCL's checker reads them
-    assert expand_accepted([{"position": [{"lateral": 10.5}]}], {"type": "dict"}, "x") == [{"position": {"lateral": 10.5}}]
-    with pytest.raises(ImporterError, match=f"{NESTED}: ThinQ_Connect.body: the nested accepted values expand to 27 combinations, "
-                                            "more than the cap of 20"):
+    assert expand_accepted([{"position": [{"lateral": 10.5}]}], {"type": "dict"}, "x") == [
+        {"position": {"lateral": 10.5}}
+    ]
+    with pytest.raises(
+        ImporterError,
+        match=f"{NESTED}: ThinQ_Connect.body: the nested accepted values expand to 27 combinations, "
+        "more than the cap of 20",
+    ):
         reference_call("ThinQ_Connect", answer, function, NESTED, cap=20)
 
 
 def test_items_bfcl_can_never_pass_are_named(tmp_path):
-    function = {"name": "record", "description": "", "parameters": {"type": "dict", "required": ["a", "b"],
-                "properties": {"a": {"type": "array", "items": {"type": "string"}}, "b": {"type": "array", "items": {"type": "string"}}}}}
+    function = {
+        "name": "record",
+        "description": "",
+        "parameters": {
+            "type": "dict",
+            "required": ["a", "b"],
+            "properties": {
+                "a": {"type": "array", "items": {"type": "string"}},
+                "b": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    }
     source = tmp_path / "odd.json"
-    source.write_text(json.dumps({"id": "odd_0", "question": [[{"role": "user", "content": "?"}]], "function": [function]}) + "\n")
+    source.write_text(
+        json.dumps({"id": "odd_0", "question": [[{"role": "user", "content": "?"}]], "function": [function]}) + "\n"
+    )
     (tmp_path / "possible_answer").mkdir()
     # BFCL's data writes [] (no accepted value) where [[]] was meant: no call passes BFCL's checker
-    (tmp_path / "possible_answer/odd.json").write_text(json.dumps({"id": "odd_0", "ground_truth": [{"record": {"a": [["x"]], "b": []}}]}) + "\n")
+    (tmp_path / "possible_answer/odd.json").write_text(
+        json.dumps({"id": "odd_0", "ground_truth": [{"record": {"a": [["x"]], "b": []}}]}) + "\n"
+    )
     summary = import_bfcl(source, "odd", tmp_path / "data", self_check=True)
-    assert "1 items whose ground truth breaks their own function's schema (BFCL can pass no call for them): odd_0" in summary.notes
+    assert (
+        "1 items whose ground truth breaks their own function's schema (BFCL can pass no call for them): odd_0"
+        in summary.notes
+    )
     results = write_results(tmp_path / "r.json", [("odd_0", "[record(a=['x'], b=[])]")])
     import_bfcl(source, "odd-r", tmp_path / "data", results=results)
     for run in ("odd", "odd-r"):
@@ -463,12 +761,24 @@ def test_items_bfcl_can_never_pass_are_named(tmp_path):
 def test_bad_items_are_rejects(tmp_path):
     good = read_lines(questions("simple"))[USER]
     source = tmp_path / "mixed.json"
-    source.write_text("\n".join([json.dumps(good), json.dumps(good), json.dumps({**good, "id": "live_simple_x"}),
-                                 json.dumps({**good, "id": "a/b"}), json.dumps({"id": "q", "question": []}),
-                                 json.dumps({**good, "id": "other"})]) + "\n")
+    source.write_text(
+        "\n".join(
+            [
+                json.dumps(good),
+                json.dumps(good),
+                json.dumps({**good, "id": "live_simple_x"}),
+                json.dumps({**good, "id": "a/b"}),
+                json.dumps({"id": "q", "question": []}),
+                json.dumps({**good, "id": "other"}),
+            ]
+        )
+        + "\n"
+    )
     answers = tmp_path / "answers.json"
     gold = read_lines(REFERENCE / "possible_answer" / "BFCL_v4_live_simple.json")[USER]
-    answers.write_text(json.dumps(gold) + "\n" + json.dumps({"id": "other", "ground_truth": [{"get_user": {"user_id": [1]}}]}) + "\n")
+    answers.write_text(
+        json.dumps(gold) + "\n" + json.dumps({"id": "other", "ground_truth": [{"get_user": {"user_id": [1]}}]}) + "\n"
+    )
     summary = import_bfcl(source, "mixed", tmp_path / "data", answers=answers, self_check=True)
     assert summary.traces == 1
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
@@ -493,22 +803,59 @@ def cli(argv: list[str]) -> int:
 def test_the_import_command(tmp_path, capsys):
     assert "bfcl" in IMPORTERS
     data = str(tmp_path / "data")
-    assert cli(["import", "bfcl", "--questions", str(questions("parallel")), "--self-check", "--run", "a", "--data", data]) == 0
+    assert (
+        cli(["import", "bfcl", "--questions", str(questions("parallel")), "--self-check", "--run", "a", "--data", data])
+        == 0
+    )
     assert "records 16, cases 16, traces 16 (0 incomplete), rejected 0" in capsys.readouterr().out
     # SOURCE works as the question file; the answers default to possible_answer/<same name> beside it
     results = write_results(tmp_path / "r.json", [(PARALLEL, "[get_current_weather(location='Beijing, China')]")])
-    assert cli(["import", "bfcl", str(questions("parallel")), "--results", str(results), "--run", "b", "--data", data]) == 0
+    assert (
+        cli(["import", "bfcl", str(questions("parallel")), "--results", str(results), "--run", "b", "--data", data])
+        == 0
+    )
     assert score_run(tmp_path / "data", "b").row(0, named=True)["tool_selection_stage"] == "fail"
     capsys.readouterr()
     assert cli(["import", "bfcl", str(questions("parallel")), "--run", "c", "--data", data]) == 2
     assert "give exactly one of --results FILE" in capsys.readouterr().err
-    assert cli(["import", "bfcl", "--questions", str(questions("parallel")), "--self-check", "--collisions", "error",
-                "--run", "c", "--data", data]) == 2
+    assert (
+        cli(
+            [
+                "import",
+                "bfcl",
+                "--questions",
+                str(questions("parallel")),
+                "--self-check",
+                "--collisions",
+                "error",
+                "--run",
+                "c",
+                "--data",
+                data,
+            ]
+        )
+        == 2
+    )
     assert "is defined differently by items live_parallel_0-0-0 and live_parallel_1-0-1" in capsys.readouterr().err
     assert cli(["import", "bfcl", "--self-check", "--run", "c", "--data", data]) == 2
     assert "bfcl needs a SOURCE file" in capsys.readouterr().err
-    assert cli(["import", "bfcl", str(questions("parallel")), "--answers", str(tmp_path / "none.json"), "--self-check",
-                "--run", "c", "--data", data]) == 2
+    assert (
+        cli(
+            [
+                "import",
+                "bfcl",
+                str(questions("parallel")),
+                "--answers",
+                str(tmp_path / "none.json"),
+                "--self-check",
+                "--run",
+                "c",
+                "--data",
+                data,
+            ]
+        )
+        == 2
+    )
     assert "no possible-answer file" in capsys.readouterr().err
     # the other formats keep their command line
     assert cli(["import", "tau-bench", "--run", "c", "--data", data]) == 2

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from eval_pipeline.importers.attempts import ImportRun, Matching
-from eval_pipeline.importers.doc_ids import digest_id
 from eval_pipeline.importers.common import ImporterError
+from eval_pipeline.importers.doc_ids import digest_id
 from eval_pipeline.importers.flat_rows import (
     import_deepeval,
     import_ragas,
@@ -30,7 +30,10 @@ from eval_pipeline.runner import run_pipeline
 REFUNDS = "Refunds of annual plans are possible within 30 days of purchase."
 SHIPPING = "Orders ship within 5 business days."
 WARRANTY = "Hardware carries a two-year warranty."
-ORDER_CALLS = [{"name": "get_order", "args": {"order_id": "7"}}, {"name": "issue_refund", "args": {"order_id": "7", "amount": 49.0}}]
+ORDER_CALLS = [
+    {"name": "get_order", "args": {"order_id": "7"}},
+    {"name": "issue_refund", "args": {"order_id": "7", "amount": 49.0}},
+]
 
 
 # ---------------------------------------------------------------- the libraries' writers
@@ -62,8 +65,20 @@ def deepeval_tool(name: str, params: dict | None = None, output=None) -> dict:
     return dumped
 
 
-DEEPEVAL_COLUMNS = ("input", "actual_output", "expected_output", "retrieval_context", "context", "name", "comments",
-                    "source_file", "tools_called", "expected_tools", "additional_metadata", "custom_column_key_values")
+DEEPEVAL_COLUMNS = (
+    "input",
+    "actual_output",
+    "expected_output",
+    "retrieval_context",
+    "context",
+    "name",
+    "comments",
+    "source_file",
+    "tools_called",
+    "expected_tools",
+    "additional_metadata",
+    "custom_column_key_values",
+)
 
 
 def deepeval_golden(**fields) -> dict:
@@ -82,14 +97,20 @@ def _joined(value: list[str] | None) -> str | None:
 
 def deepeval_save_as_jsonl(path: Path, goldens: list[dict]) -> Path:
     """save_as(file_type="jsonl"): one golden a line, context and retrieval_context joined with `|`."""
-    lines = [json.dumps({**g, "retrieval_context": _joined(g["retrieval_context"]), "context": _joined(g["context"])},
-                        ensure_ascii=False) for g in goldens]
+    lines = [
+        json.dumps(
+            {**g, "retrieval_context": _joined(g["retrieval_context"]), "context": _joined(g["context"])},
+            ensure_ascii=False,
+        )
+        for g in goldens
+    ]
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
 
 
 def deepeval_save_as_csv(path: Path, goldens: list[dict]) -> Path:
     """save_as(file_type="csv"): contexts joined with `|`, tools and metadata as JSON text, None as an empty cell."""
+
     def dumped(value):
         return None if value is None else json.dumps(value, ensure_ascii=False)
 
@@ -97,11 +118,22 @@ def deepeval_save_as_csv(path: Path, goldens: list[dict]) -> Path:
         writer = csv.writer(handle)
         writer.writerow(DEEPEVAL_COLUMNS)
         for g in goldens:
-            writer.writerow([g["input"], g["actual_output"], g["expected_output"], _joined(g["retrieval_context"]),
-                             _joined(g["context"]), g["name"], g["comments"], g["source_file"],
-                             dumped(g["tools_called"]) if g["tools_called"] else None,
-                             dumped(g["expected_tools"]) if g["expected_tools"] else None,
-                             dumped(g["additional_metadata"]), dumped(g["custom_column_key_values"])])
+            writer.writerow(
+                [
+                    g["input"],
+                    g["actual_output"],
+                    g["expected_output"],
+                    _joined(g["retrieval_context"]),
+                    _joined(g["context"]),
+                    g["name"],
+                    g["comments"],
+                    g["source_file"],
+                    dumped(g["tools_called"]) if g["tools_called"] else None,
+                    dumped(g["expected_tools"]) if g["expected_tools"] else None,
+                    dumped(g["additional_metadata"]),
+                    dumped(g["custom_column_key_values"]),
+                ]
+            )
     return path
 
 
@@ -127,9 +159,16 @@ def assert_same_attempts(got: list, want: list) -> None:
 
 
 RAGAS_SINGLE = single_turn(
-    "How long can I get a refund?", retrieved_contexts=[SHIPPING, REFUNDS], reference_contexts=[REFUNDS],
-    retrieved_context_ids=["kb/shipping", 12], reference_context_ids=[12], response="Within 30 days.",
-    multi_responses=["Within 30 days.", "30 days."], reference="30 days from purchase.", rubrics={"score1": "wrong"})
+    "How long can I get a refund?",
+    retrieved_contexts=[SHIPPING, REFUNDS],
+    reference_contexts=[REFUNDS],
+    retrieved_context_ids=["kb/shipping", 12],
+    reference_context_ids=[12],
+    response="Within 30 days.",
+    multi_responses=["Within 30 days.", "30 days."],
+    reference="30 days from purchase.",
+    rubrics={"score1": "wrong"},
+)
 
 
 def test_ragas_single_turn_row_field_by_field(tmp_path):
@@ -141,7 +180,12 @@ def test_ragas_single_turn_row_field_by_field(tmp_path):
     assert attempt.context == hits
     assert (attempt.answer, attempt.reference_answer) == ("Within 30 days.", "30 days from purchase.")
     assert attempt.reference_docs == [SourceDoc(id="12", text=REFUNDS)]
-    assert (attempt.messages, attempt.reference_tool_calls, attempt.tool_match, attempt.defects) == (None, None, None, [])
+    assert (attempt.messages, attempt.reference_tool_calls, attempt.tool_match, attempt.defects) == (
+        None,
+        None,
+        None,
+        [],
+    )
 
 
 def test_ragas_texts_without_ids_and_the_case_key_field(tmp_path):
@@ -155,15 +199,30 @@ def test_ragas_texts_without_ids_and_the_case_key_field(tmp_path):
 
 
 def test_ragas_multi_turn_row_becomes_openai_messages(tmp_path):
-    row = multi_turn("Refund order 7", ORDER_CALLS, ['{"order_id": "7"}', "refunded"], "Done.",
-                     reference="Refund issued.", reference_tool_calls=ORDER_CALLS, reference_topics=["billing"])
+    row = multi_turn(
+        "Refund order 7",
+        ORDER_CALLS,
+        ['{"order_id": "7"}', "refunded"],
+        "Done.",
+        reference="Refund issued.",
+        reference_tool_calls=ORDER_CALLS,
+        reference_topics=["billing"],
+    )
     (attempt,) = read_ragas(ragas_to_jsonl(tmp_path / "mt.jsonl", [row]))
     assert attempt.messages == [
         {"role": "user", "content": "Refund order 7"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": {"order_id": "7"}}},
-            {"id": "call_2", "type": "function",
-             "function": {"name": "issue_refund", "arguments": {"order_id": "7", "amount": 49.0}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": {"order_id": "7"}}},
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "issue_refund", "arguments": {"order_id": "7", "amount": 49.0}},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": '{"order_id": "7"}'},
         {"role": "tool", "tool_call_id": "call_2", "content": "refunded"},
         {"role": "assistant", "content": "Done."},
@@ -184,17 +243,27 @@ def test_ragas_tool_message_without_an_open_call_is_a_defect(tmp_path):
 
 def test_ragas_csv_reads_like_jsonl(tmp_path):
     """to_csv writes str() of lists and dicts (Python literals); a cell with a line break spans two lines."""
-    rows = [{**RAGAS_SINGLE, "response": "Within 30 days.\nSee the policy."},
-            single_turn("Second?", retrieved_contexts=["It's 5 days."], response="5")]
+    rows = [
+        {**RAGAS_SINGLE, "response": "Within 30 days.\nSee the policy."},
+        single_turn("Second?", retrieved_contexts=["It's 5 days."], response="5"),
+    ]
     from_csv = list(read_ragas(ragas_to_csv(tmp_path / "ds.csv", rows)))
     from_jsonl = list(read_ragas(ragas_to_jsonl(tmp_path / "ds.jsonl", rows)))
     assert [a.record for a in from_csv] == [2, 4]  # the line each row starts on; the header is line 1
     assert_same_attempts(from_csv, from_jsonl)
     assert from_csv[1].reference_docs is None and from_csv[1].reference_answer is None  # empty cells: absent fields
-    turns = [multi_turn("Refund order 7", ORDER_CALLS, ["{'order_id': '7'}", "ok"], "Done.", reference_tool_calls=ORDER_CALLS)]
+    turns = [
+        multi_turn(
+            "Refund order 7", ORDER_CALLS, ["{'order_id': '7'}", "ok"], "Done.", reference_tool_calls=ORDER_CALLS
+        )
+    ]
     (multi,) = read_ragas(ragas_to_csv(tmp_path / "mt.csv", turns))
     (same,) = read_ragas(ragas_to_jsonl(tmp_path / "mt.jsonl", turns))
-    assert (multi.messages, multi.reference_tool_calls, multi.tool_match) == (same.messages, ORDER_CALLS, "strict_order")
+    assert (multi.messages, multi.reference_tool_calls, multi.tool_match) == (
+        same.messages,
+        ORDER_CALLS,
+        "strict_order",
+    )
 
 
 def test_ragas_csv_row_with_more_cells_than_the_header_is_a_reject(tmp_path):
@@ -254,14 +323,26 @@ def test_a_missing_file_is_refused_before_any_row(tmp_path):
 
 
 DEEPEVAL_RAG = deepeval_golden(
-    input="How long can I get a refund?", actual_output="Within 30 days.", expected_output="30 days from purchase.",
-    retrieval_context=[SHIPPING, f"deepeval_source=kb/refunds,deepeval_context={REFUNDS}"], context=[REFUNDS],
-    name="refund-window", additional_metadata={"case_id": "case-1", "team": "billing"})
+    input="How long can I get a refund?",
+    actual_output="Within 30 days.",
+    expected_output="30 days from purchase.",
+    retrieval_context=[SHIPPING, f"deepeval_source=kb/refunds,deepeval_context={REFUNDS}"],
+    context=[REFUNDS],
+    name="refund-window",
+    additional_metadata={"case_id": "case-1", "team": "billing"},
+)
 DEEPEVAL_TOOLS = deepeval_golden(
-    input="Refund order 7", actual_output="Refunded.",
-    tools_called=[deepeval_tool("get_order", {"order_id": "7"}, {"order_id": "7", "amount": 49.0}),
-                  deepeval_tool("issue_refund", {"order_id": "7", "amount": 49.0}, "ok")],
-    expected_tools=[deepeval_tool("issue_refund", {"order_id": "7", "amount": 49.0}), deepeval_tool("get_order", {"order_id": "7"})])
+    input="Refund order 7",
+    actual_output="Refunded.",
+    tools_called=[
+        deepeval_tool("get_order", {"order_id": "7"}, {"order_id": "7", "amount": 49.0}),
+        deepeval_tool("issue_refund", {"order_id": "7", "amount": 49.0}, "ok"),
+    ],
+    expected_tools=[
+        deepeval_tool("issue_refund", {"order_id": "7", "amount": 49.0}),
+        deepeval_tool("get_order", {"order_id": "7"}),
+    ],
+)
 
 
 def test_deepeval_json_rag_row_field_by_field(tmp_path):
@@ -272,17 +353,30 @@ def test_deepeval_json_rag_row_field_by_field(tmp_path):
     assert attempt.rounds == [SourceRound(hits=hits)] and attempt.context == hits
     assert (attempt.answer, attempt.reference_answer) == ("Within 30 days.", "30 days from purchase.")
     assert attempt.reference_docs == [SourceDoc(text=REFUNDS)]
-    assert (attempt.messages, attempt.reference_tool_calls, attempt.tool_match, attempt.usage) == (None, None, None, None)
+    assert (attempt.messages, attempt.reference_tool_calls, attempt.tool_match, attempt.usage) == (
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 def test_deepeval_tool_calls_become_messages_with_results(tmp_path):
     (attempt,) = read_deepeval(deepeval_save_as_json(tmp_path / "cases.json", [DEEPEVAL_TOOLS]))
     assert attempt.messages == [
         {"role": "user", "content": "Refund order 7"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": {"order_id": "7"}}},
-            {"id": "call_2", "type": "function",
-             "function": {"name": "issue_refund", "arguments": {"order_id": "7", "amount": 49.0}}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": {"order_id": "7"}}},
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "issue_refund", "arguments": {"order_id": "7", "amount": 49.0}},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": '{"order_id": "7", "amount": 49.0}'},
         {"role": "tool", "tool_call_id": "call_2", "content": "ok"},
         {"role": "assistant", "content": "Refunded."},
@@ -297,8 +391,11 @@ def test_deepeval_jsonl_csv_and_test_case_containers_read_like_json(tmp_path):
     expected = list(read_deepeval(deepeval_save_as_json(tmp_path / "cases.json", goldens)))
     wrapped = tmp_path / "wrapped.json"
     wrapped.write_text(json.dumps({"test_cases": goldens}))
-    for path, records in ((deepeval_save_as_jsonl(tmp_path / "cases.jsonl", goldens), [1, 2]),
-                          (deepeval_save_as_csv(tmp_path / "cases.csv", goldens), [2, 3]), (wrapped, [1, 2])):
+    for path, records in (
+        (deepeval_save_as_jsonl(tmp_path / "cases.jsonl", goldens), [1, 2]),
+        (deepeval_save_as_csv(tmp_path / "cases.csv", goldens), [2, 3]),
+        (wrapped, [1, 2]),
+    ):
         attempts = list(read_deepeval(path))
         assert [a.record for a in attempts] == records
         assert_same_attempts(attempts, expected)
@@ -306,10 +403,19 @@ def test_deepeval_jsonl_csv_and_test_case_containers_read_like_json(tmp_path):
 
 def test_deepeval_camel_case_test_run_fields_and_usage(tmp_path):
     """A test run's test cases (deepeval.test_run) use the camelCase aliases that LLMTestCase also accepts."""
-    case = {"name": "t1", "input": "Q?", "actualOutput": "A", "expectedOutput": "B", "retrievalContext": [SHIPPING],
-            "context": [SHIPPING], "toolsCalled": [deepeval_tool("get_order", {"order_id": "7"})],
-            "expectedTools": [deepeval_tool("get_order", {"order_id": "7"})], "additionalMetadata": {"case_id": "c-2"},
-            "tokenCost": 0.002, "completionTime": 1.5}
+    case = {
+        "name": "t1",
+        "input": "Q?",
+        "actualOutput": "A",
+        "expectedOutput": "B",
+        "retrievalContext": [SHIPPING],
+        "context": [SHIPPING],
+        "toolsCalled": [deepeval_tool("get_order", {"order_id": "7"})],
+        "expectedTools": [deepeval_tool("get_order", {"order_id": "7"})],
+        "additionalMetadata": {"case_id": "c-2"},
+        "tokenCost": 0.002,
+        "completionTime": 1.5,
+    }
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"testCases": [case]}))
     (attempt,) = read_deepeval(path)
@@ -354,15 +460,31 @@ def test_deepeval_rows_it_cannot_read_are_rejects_with_reasons(tmp_path):
 def rag_and_agent_rows() -> list[dict]:
     return [
         # retrieved ids include the reference id at rank 2
-        single_turn("How long can I get a refund?", retrieved_contexts=[SHIPPING, REFUNDS],
-                    retrieved_context_ids=["kb/shipping", "kb/refunds"], reference_contexts=[REFUNDS],
-                    reference_context_ids=["kb/refunds"], response="Within 30 days.", reference="30 days."),
+        single_turn(
+            "How long can I get a refund?",
+            retrieved_contexts=[SHIPPING, REFUNDS],
+            retrieved_context_ids=["kb/shipping", "kb/refunds"],
+            reference_contexts=[REFUNDS],
+            reference_context_ids=["kb/refunds"],
+            response="Within 30 days.",
+            reference="30 days.",
+        ),
         # texts only: the reference text meets the identical retrieved text by its content digest, at rank 1
-        single_turn("Is there a warranty?", retrieved_contexts=[WARRANTY, SHIPPING], reference_contexts=[WARRANTY],
-                    response="Two years.", reference="A two-year warranty."),
+        single_turn(
+            "Is there a warranty?",
+            retrieved_contexts=[WARRANTY, SHIPPING],
+            reference_contexts=[WARRANTY],
+            response="Two years.",
+            reference="A two-year warranty.",
+        ),
         # the retrieval misses the reference
-        single_turn("When does my order ship?", retrieved_contexts=[WARRANTY], reference_contexts=[SHIPPING],
-                    response="I cannot tell.", reference="Within 5 business days."),
+        single_turn(
+            "When does my order ship?",
+            retrieved_contexts=[WARRANTY],
+            reference_contexts=[SHIPPING],
+            response="I cannot tell.",
+            reference="Within 5 business days.",
+        ),
         # the same case twice: in order, then the calls reversed
         multi_turn("Refund order 7", ORDER_CALLS, ["{}", "ok"], "Done.", reference_tool_calls=ORDER_CALLS),
         multi_turn("Refund order 7", ORDER_CALLS[::-1], ["ok", "{}"], "Done.", reference_tool_calls=ORDER_CALLS),
@@ -375,10 +497,15 @@ def deepeval_rows() -> list[dict]:
     return [
         DEEPEVAL_RAG,  # the reference context is the text of the retrieved source kb/refunds, at rank 2
         DEEPEVAL_TOOLS,  # both expected tools, in another order: unordered matches
-        deepeval_golden(input="Refund order 8", actual_output="Looked it up.",
-                        tools_called=[deepeval_tool("get_order", {"order_id": "8"}, {"order_id": "8"})],
-                        expected_tools=[deepeval_tool("get_order", {"order_id": "8"}),
-                                        deepeval_tool("issue_refund", {"order_id": "8", "amount": 10.0})]),
+        deepeval_golden(
+            input="Refund order 8",
+            actual_output="Looked it up.",
+            tools_called=[deepeval_tool("get_order", {"order_id": "8"}, {"order_id": "8"})],
+            expected_tools=[
+                deepeval_tool("get_order", {"order_id": "8"}),
+                deepeval_tool("issue_refund", {"order_id": "8", "amount": 10.0}),
+            ],
+        ),
     ]
 
 
@@ -386,12 +513,30 @@ def write_golden(root: Path) -> None:
     """Golden cases golden-1 (one RAG, one agent) over corpus kb-1, the data a team keeps before importing."""
     cases = root / "cases" / "golden-1"
     cases.mkdir(parents=True)
-    (cases / "rag-1.yaml").write_text(yaml.safe_dump({
-        "case_id": "rag-1", "case_revision": 2, "lanes": ["rag"], "input": "What is the refund window?",
-        "required_doc_ids": ["policy/refunds"], "reference_answer": "30 days."}))
-    (cases / "agent-1.yaml").write_text(yaml.safe_dump({
-        "case_id": "agent-1", "case_revision": 1, "lanes": ["agent"], "input": "Please refund order 7",
-        "reference_tool_calls": ORDER_CALLS, "tool_match": "strict_order"}))
+    (cases / "rag-1.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "case_id": "rag-1",
+                "case_revision": 2,
+                "lanes": ["rag"],
+                "input": "What is the refund window?",
+                "required_doc_ids": ["policy/refunds"],
+                "reference_answer": "30 days.",
+            }
+        )
+    )
+    (cases / "agent-1.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "case_id": "agent-1",
+                "case_revision": 1,
+                "lanes": ["agent"],
+                "input": "Please refund order 7",
+                "reference_tool_calls": ORDER_CALLS,
+                "tool_match": "strict_order",
+            }
+        )
+    )
     corpus = root / "corpus" / "kb-1"
     corpus.mkdir(parents=True)
     docs = [{"doc_id": "policy/refunds", "text": REFUNDS}, {"doc_id": "policy/shipping", "text": SHIPPING}]
@@ -420,13 +565,23 @@ def imported(tmp_path_factory):
     summaries = {
         "ragas-1": import_ragas(ragas, ImportRun(run_id="ragas-1", data_root=root)),
         "deepeval-1": import_deepeval(deepeval, ImportRun(run_id="deepeval-1", data_root=root)),
-        "golden-ragas": import_ragas(golden, ImportRun(run_id="golden-ragas", data_root=root, dataset_version="golden-1",
-                                                       corpus_version="kb-1"), Matching()),
+        "golden-ragas": import_ragas(
+            golden,
+            ImportRun(run_id="golden-ragas", data_root=root, dataset_version="golden-1", corpus_version="kb-1"),
+            Matching(),
+        ),
     }
     out = io.StringIO()
-    code = run_pipeline(data=str(root), run_ids=list(summaries), warehouse=str(root / "warehouse"),
-                        reports=str(root / "reports"), deid_demo=True, quiet=True,
-                        instance=dg.DagsterInstance.ephemeral(), stream=out)
+    code = run_pipeline(
+        data=str(root),
+        run_ids=list(summaries),
+        warehouse=str(root / "warehouse"),
+        reports=str(root / "reports"),
+        deid_demo=True,
+        quiet=True,
+        instance=dg.DagsterInstance.ephemeral(),
+        stream=out,
+    )
     return root, summaries, code, Warehouse.at(root / "warehouse"), out.getvalue()
 
 
@@ -449,27 +604,47 @@ def test_ragas_rows_write_cases_from_their_gold(imported):
     # SHIPPING was first seen with id kb/shipping (row 1): the later text-only reference takes that id
     assert by_input["When does my order ship?"]["required_doc_ids"] == ["kb/shipping"]
     agent = by_input["Refund order 7"]
-    assert (agent["lanes"], agent["tool_match"], agent["reference_tool_calls"]) == (["agent"], "strict_order", ORDER_CALLS)
+    assert (agent["lanes"], agent["tool_match"], agent["reference_tool_calls"]) == (
+        ["agent"],
+        "strict_order",
+        ORDER_CALLS,
+    )
     traces = [json.loads(line) for line in (root / "traces" / "ragas-1" / "ragas.jsonl").read_text().splitlines()]
     warranty_trace = next(t for t in traces if t["input"] == "Is there a warranty?")
     assert [h["doc_id"] for h in warranty_trace["retrieval"][0]["hits"]] == [warranty, "kb/shipping"]
     assert [c["doc_id"] for c in warranty_trace["context"]] == [warranty, "kb/shipping"]
     corpus = [json.loads(line) for line in (root / "corpus" / "ragas-1-docs" / "docs.jsonl").read_text().splitlines()]
-    assert {d["doc_id"]: d["text"] for d in corpus} == {"kb/shipping": SHIPPING, "kb/refunds": REFUNDS, warranty: WARRANTY}
+    assert {d["doc_id"]: d["text"] for d in corpus} == {
+        "kb/shipping": SHIPPING,
+        "kb/refunds": REFUNDS,
+        warranty: WARRANTY,
+    }
     assert {shipping} & {d["doc_id"] for d in corpus} == set()
 
 
 def test_ragas_rows_scored(imported):
     _, _, _, warehouse, _ = imported
-    case_of = {row["trace_id"]: row["case_id"] for row in warehouse.read("retrieval_scores", "ragas-1").iter_rows(named=True)}
-    scores = rows_of(warehouse, "retrieval_scores", "ragas-1", "input", "recall_at_1", "recall_at_3", "first_hit_rank",
-                     "retrieval_stage")
+    case_of = {
+        row["trace_id"]: row["case_id"] for row in warehouse.read("retrieval_scores", "ragas-1").iter_rows(named=True)
+    }
+    scores = rows_of(
+        warehouse,
+        "retrieval_scores",
+        "ragas-1",
+        "input",
+        "recall_at_1",
+        "recall_at_3",
+        "first_hit_rank",
+        "retrieval_stage",
+    )
     assert sorted(scores.values()) == [
         ("How long can I get a refund?", 0.0, 1.0, 2, "pass"),
         ("Is there a warranty?", 1.0, 1.0, 1, "pass"),
         ("When does my order ship?", 0.0, 0.0, None, "fail"),
     ]
-    tools = rows_of(warehouse, "tool_scores", "ragas-1", "attempt", "tool_call_f1", "strict_order_accuracy", "tool_order_stage")
+    tools = rows_of(
+        warehouse, "tool_scores", "ragas-1", "attempt", "tool_call_f1", "strict_order_accuracy", "tool_order_stage"
+    )
     assert sorted(tools.values()) == [(1, 1.0, 1.0, "pass"), (2, 1.0, 0.0, "fail")]
     failing = rows_of(warehouse, "attribution", "ragas-1", "lane", "first_failing_stage")
     miss = next(t for t, (i, *_) in scores.items() if i == "When does my order ship?")
@@ -486,11 +661,21 @@ def test_deepeval_rows_scored(imported):
     case = yaml.safe_load((root / "cases" / "deepeval-deepeval_cases" / "case-1.yaml").read_text())
     assert case["required_doc_ids"] == ["kb/refunds"]  # the ideal context's text is the retrieved source's text
     assert case["reference_answer"] == "30 days from purchase."
-    (rag,) = rows_of(warehouse, "retrieval_scores", "deepeval-1", "case_id", "recall_at_1", "recall_at_3",
-                     "first_hit_rank").values()
+    (rag,) = rows_of(
+        warehouse, "retrieval_scores", "deepeval-1", "case_id", "recall_at_1", "recall_at_3", "first_hit_rank"
+    ).values()
     assert rag == ("case-1", 0.0, 1.0, 2)
-    tools = rows_of(warehouse, "tool_scores", "deepeval-1", "tool_match", "tool_call_precision", "tool_call_recall",
-                    "tool_call_f1", "missing_calls", "tool_order_stage")
+    tools = rows_of(
+        warehouse,
+        "tool_scores",
+        "deepeval-1",
+        "tool_match",
+        "tool_call_precision",
+        "tool_call_recall",
+        "tool_call_f1",
+        "missing_calls",
+        "tool_order_stage",
+    )
     assert sorted(tools.values()) == [
         ("unordered", 1.0, 0.5, pytest.approx(2 / 3), ['issue_refund({"amount":10,"order_id":"8"})'], "not_applicable"),
         ("unordered", 1.0, 1.0, 1.0, [], "not_applicable"),
@@ -505,9 +690,11 @@ def test_rows_meet_golden_cases_and_write_none(imported):
     assert (summary.cases, summary.traces) == (0, 2)
     assert sorted(p.name for p in (root / "cases" / "golden-1").iterdir()) == ["agent-1.yaml", "rag-1.yaml"]
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
-        (3, "its case_id 'rag-404' is no case of the dataset, and no case has its input text (23 characters)")]
-    (rag,) = rows_of(warehouse, "retrieval_scores", "golden-ragas", "case_id", "recall_at_1", "first_hit_rank",
-                     "n_retrieved").values()
+        (3, "its case_id 'rag-404' is no case of the dataset, and no case has its input text (23 characters)")
+    ]
+    (rag,) = rows_of(
+        warehouse, "retrieval_scores", "golden-ragas", "case_id", "recall_at_1", "first_hit_rank", "n_retrieved"
+    ).values()
     assert rag == ("rag-1", 0.0, 2, 2)
     (agent,) = rows_of(warehouse, "tool_scores", "golden-ragas", "case_id", "tool_call_f1", "tool_order_stage").values()
     assert agent == ("agent-1", 1.0, "pass")

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from eval_pipeline.importers import ImporterError, import_openai_messages, import_tau_bench
 from eval_pipeline.cli.importers import register
+from eval_pipeline.importers import ImporterError, import_openai_messages, import_tau_bench
 from eval_pipeline.importers.common import load_registry_file, slug
 from eval_pipeline_tests.importers.fixtures.importing import SAMPLE, write_jsonl
 
@@ -30,7 +30,10 @@ def test_import_with_a_path_as_run_id_is_a_usage_error_and_writes_nothing(tmp_pa
     with pytest.raises(SystemExit) as exit_info:
         cli(["import", "tau-bench", str(SAMPLE), "--run", "../../x", "--data", str(data)])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"eval-pipeline import: error: argument --run: run id '../../x' {SLASH}"
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1]
+        == f"eval-pipeline import: error: argument --run: run id '../../x' {SLASH}"
+    )
     assert files_under(tmp_path) == []
 
 
@@ -52,19 +55,25 @@ def test_the_importer_api_refuses_paths_before_reading_anything(tmp_path, option
 
 
 def test_a_source_file_name_never_makes_a_dotted_dataset_version(tmp_path):
-    source = write_jsonl(tmp_path / "a..b.jsonl", [{"messages": [{"role": "user", "content": "hi"},
-                                                                 {"role": "assistant", "content": "hello"}]}])
+    source = write_jsonl(
+        tmp_path / "a..b.jsonl",
+        [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}],
+    )
     summary = import_openai_messages(source, "chat", tmp_path / "data")
     assert summary.dataset_version == "openai-messages-a.b"
     assert slug("../../etc/passwd") == "etc-passwd" and slug("x..y") == "x.y" and slug("..") == "import"
 
 
 def test_two_case_ids_with_one_file_name_are_refused(tmp_path):
-    records = [{"case_id": case_id, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
-               for case_id in ("a/b", "a b")]
+    records = [
+        {"case_id": case_id, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
+        for case_id in ("a/b", "a b")
+    ]
     with pytest.raises(ImporterError) as error:
         import_openai_messages(write_jsonl(tmp_path / "two.jsonl", records), "chat", tmp_path / "data")
-    assert str(error.value) == "cases 'a/b' and 'a b' would both be written to a-b.yaml; rename one of them in the source"
+    assert (
+        str(error.value) == "cases 'a/b' and 'a b' would both be written to a-b.yaml; rename one of them in the source"
+    )
     assert not (tmp_path / "data").exists()
 
 
@@ -73,8 +82,9 @@ def test_a_registry_given_on_the_command_line_is_read_strictly(tmp_path):
     path.write_text("environment_version: e\ntools:\n- name: get_x\n  read_only: true\n  read_only: false\n")
     with pytest.raises(ImporterError) as error:
         load_registry_file(path)
-    assert str(error.value) == (f"{path}:5:3: duplicate key 'read_only' (first given at line 4, column 3); "
-                                "a key may appear once in a mapping")
+    assert str(error.value) == (
+        f"{path}:5:3: duplicate key 'read_only' (first given at line 4, column 3); a key may appear once in a mapping"
+    )
     path.write_text("environment_version: e\ntools:\n- name: get_x\n  readonly: true\n")
     with pytest.raises(ImporterError) as error:
         load_registry_file(path)

@@ -24,7 +24,9 @@ def test_what_the_child_reads_arrives_in_order_across_batches(tmp_path: Path) ->
     path = write_otlp_jsonl(tmp_path / "spans.jsonl", [spans])
     here = [(u.record, u.reason) for u in converted([path], "case_id")]
     there = [(u.record, u.reason) for u in read_in_child(converted, [path], "case_id")]
-    assert there == here and len(there) == BATCH + 3  # plain spans speak no dialect: each trace is a reject with its reason
+    assert (
+        there == here and len(there) == BATCH + 3
+    )  # plain spans speak no dialect: each trace is a reject with its reason
     assert there[0][1].endswith("none in OpenInference (openinference.span.kind) or GenAI (gen_ai.*) form")
 
 
@@ -47,5 +49,9 @@ def _readers() -> list[int]:
     """This process's children that serve a reader (Linux /proc)."""
     me = os.getpid()
     children = Path(f"/proc/{me}/task/{me}/children").read_text().split()
-    return [int(pid) for pid in children
-            if Path(f"/proc/{pid}/cmdline").exists() and b"reader_process import serve" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [
+        int(pid)
+        for pid in children
+        if Path(f"/proc/{pid}/cmdline").exists()
+        and b"reader_process import serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]

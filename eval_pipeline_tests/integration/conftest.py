@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from eval_pipeline_harness.loopback_services import (
     Missing,
     PostgresServer,
@@ -60,16 +61,26 @@ class S3Server:
 
     def env(self) -> dict[str, str]:
         """The standard AWS variables that point clients (deltalake, pyarrow, boto3) at this server."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "integration", "AWS_SECRET_ACCESS_KEY": "integration",
-                "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "integration",
+            "AWS_SECRET_ACCESS_KEY": "integration",
+            "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+        }
 
     def client(self):
         """A boto3 S3 client for this server."""
         import boto3
 
         env = self.env()
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name=env["AWS_REGION"])
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name=env["AWS_REGION"],
+        )
 
 
 @pytest.fixture(scope="session")
@@ -84,8 +95,11 @@ def s3_server(tmp_path_factory) -> S3Server:
     for _ in range(3):
         port = free_port()
         with log.open("ab") as sink:
-            process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                       stdout=sink, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
         if listening(port, process):
             break
         process.kill()

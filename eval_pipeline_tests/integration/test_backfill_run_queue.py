@@ -10,9 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from eval_pipeline_harness.loopback_services import background, free_port
 
 from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline_harness.loopback_services import background, free_port
 from eval_pipeline_tests.integration.conftest import started
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,9 +49,12 @@ query ($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename ..
 
 def graphql(port: int, query: str, variables: dict) -> dict:
     """POST one GraphQL operation to the webserver; its data (errors fail the test)."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", method="POST",
-                                     data=json.dumps({"query": query, "variables": variables}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        method="POST",
+        data=json.dumps({"query": query, "variables": variables}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         body = json.loads(response.read())
     assert "errors" not in body, body["errors"]
@@ -76,7 +79,9 @@ def batches(sample_inputs: Path, root: Path) -> Path:
 
 def most_at_once(records: list) -> int:
     """The largest number of runs that were running at the same moment, from their start and end times."""
-    edges = sorted([(r.start_time, 1) for r in records] + [(r.end_time, -1) for r in records], key=lambda e: (e[0], e[1]))
+    edges = sorted(
+        [(r.start_time, 1) for r in records] + [(r.end_time, -1) for r in records], key=lambda e: (e[0], e[1])
+    )
     running = most = 0
     for _, step in edges:
         running += step
@@ -84,8 +89,9 @@ def most_at_once(records: list) -> int:
     return most
 
 
-def test_a_backfill_of_four_batches_runs_two_at_a_time_and_survives_a_failing_partition(postgres_server, sample_inputs,
-                                                                                       tmp_path, monkeypatch):
+def test_a_backfill_of_four_batches_runs_two_at_a_time_and_survives_a_failing_partition(
+    postgres_server, sample_inputs, tmp_path, monkeypatch
+):
     database = postgres_server.new_database("backfill_run_queue")
     for name, value in database.env().items():
         monkeypatch.setenv(name, value)
@@ -95,9 +101,14 @@ def test_a_backfill_of_four_batches_runs_two_at_a_time_and_survives_a_failing_pa
     instance_config["concurrency"]["runs"]["max_concurrent_runs"] = LIMIT
     (home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
     data = batches(sample_inputs, tmp_path)
-    env = {"DAGSTER_HOME": str(home), **database.env(), "EVAL_PIPELINE_DATA": str(data),
-           "EVAL_PIPELINE_WAREHOUSE": str(tmp_path / "warehouse"), "EVAL_PIPELINE_REPORTS": str(tmp_path / "reports"),
-           "EVAL_PIPELINE_DEID_DEMO": "1"}
+    env = {
+        "DAGSTER_HOME": str(home),
+        **database.env(),
+        "EVAL_PIPELINE_DATA": str(data),
+        "EVAL_PIPELINE_WAREHOUSE": str(tmp_path / "warehouse"),
+        "EVAL_PIPELINE_REPORTS": str(tmp_path / "reports"),
+        "EVAL_PIPELINE_DEID_DEMO": "1",
+    }
     port = free_port()
     webserver = ["dagster-webserver", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
     with started(background(webserver, env, REPO_ROOT, tmp_path / "webserver.log", port=port)):
@@ -111,36 +122,50 @@ def test_a_backfill_of_four_batches_runs_two_at_a_time_and_survives_a_failing_pa
         for run_id in [*HEALTHY, BROKEN]:
             added = graphql(port, ADD_PARTITION, {"name": "evaluation_runs", "key": run_id, "repo": LOCATION})
             assert added["addDynamicPartition"] == {"__typename": "AddDynamicPartitionSuccess", "partitionKey": run_id}
-        params = {"selector": {"partitionSetName": "evaluate_run_partition_set", "repositorySelector": LOCATION},
-                  "partitionNames": [*HEALTHY, BROKEN]}
+        params = {
+            "selector": {"partitionSetName": "evaluate_run_partition_set", "repositorySelector": LOCATION},
+            "partitionNames": [*HEALTHY, BROKEN],
+        }
         launched = graphql(port, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
         assert launched["__typename"] == "LaunchBackfillSuccess", launched
         backfill_id = launched["backfillId"]
 
-        with started(background(["dagster-daemon", "run", "-w", "workspace.yaml"], env, REPO_ROOT, tmp_path / "daemon.log")):
+        with started(
+            background(["dagster-daemon", "run", "-w", "workspace.yaml"], env, REPO_ROOT, tmp_path / "daemon.log")
+        ):
             instance = dg.DagsterInstance.from_config(str(home))
             deadline = time.monotonic() + 540
             while True:
                 records = instance.get_run_records(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
                 status = graphql(port, BACKFILL_STATUS, {"id": backfill_id})["partitionBackfillOrError"]
                 # the backfill daemon closes the backfill on its next pass after the last run ended
-                if (len(records) == 4 and all(r.dagster_run.is_finished for r in records)
-                        and status["status"] not in ("REQUESTED", "FAILING", "CANCELING")):
+                if (
+                    len(records) == 4
+                    and all(r.dagster_run.is_finished for r in records)
+                    and status["status"] not in ("REQUESTED", "FAILING", "CANCELING")
+                ):
                     break
                 assert time.monotonic() < deadline, (
                     f"backfill not finished: {[(r.dagster_run.tags.get('dagster/partition'), r.dagster_run.status) for r in records]}\n"
-                    + (tmp_path / "daemon.log").read_text(errors="replace")[-3000:])
+                    + (tmp_path / "daemon.log").read_text(errors="replace")[-3000:]
+                )
                 time.sleep(2)
 
     by_partition = {r.dagster_run.tags["dagster/partition"]: r for r in records}
     assert {key: r.dagster_run.status for key, r in by_partition.items()} == {
-        **{run_id: dg.DagsterRunStatus.SUCCESS for run_id in HEALTHY}, BROKEN: dg.DagsterRunStatus.FAILURE}
+        **{run_id: dg.DagsterRunStatus.SUCCESS for run_id in HEALTHY},
+        BROKEN: dg.DagsterRunStatus.FAILURE,
+    }
     assert status == {"__typename": "PartitionBackfill", "status": "COMPLETED_FAILED", "numPartitions": 4}
     # Every run went through the queue, and never more than the limit ran at once; the limit was reached.
     launched_at = {}
     for record in records:
-        events = {e.dagster_event.event_type: e.timestamp for e in instance.all_logs(
-            record.dagster_run.run_id, of_type={dg.DagsterEventType.RUN_ENQUEUED, dg.DagsterEventType.RUN_STARTING})}
+        events = {
+            e.dagster_event.event_type: e.timestamp
+            for e in instance.all_logs(
+                record.dagster_run.run_id, of_type={dg.DagsterEventType.RUN_ENQUEUED, dg.DagsterEventType.RUN_STARTING}
+            )
+        }
         assert set(events) == {dg.DagsterEventType.RUN_ENQUEUED, dg.DagsterEventType.RUN_STARTING}
         launched_at[record.dagster_run.run_id] = events[dg.DagsterEventType.RUN_STARTING]
     assert most_at_once(records) == LIMIT

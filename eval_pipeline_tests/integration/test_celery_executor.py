@@ -8,10 +8,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from eval_pipeline_harness.loopback_services import celery_workers
 
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import CELERY_CONFIG_SOURCE, celery_execution, run_pipeline
+from eval_pipeline_harness.loopback_services import celery_workers
 from eval_pipeline_tests.fixtures.warehouse_compare import local_tables, table_differences
 from eval_pipeline_tests.integration.conftest import started
 from eval_pipeline_tests.integration.test_s3_warehouse import keys, upload
@@ -38,7 +38,9 @@ def celery_steps(instance: dg.DagsterInstance, dagster_run_id: str) -> dict[str,
 @pytest.fixture
 def celery_cluster(postgres_server, redis_server, s3_env, tmp_path, monkeypatch):
     """DAGSTER_HOME on the PostgreSQL instance, the broker variables set, and two workers listening on Redis."""
-    pytest.importorskip("dagster_celery", reason="dagster-celery is not installed (pip install 'eval-pipeline[celery]')")
+    pytest.importorskip(
+        "dagster_celery", reason="dagster-celery is not installed (pip install 'eval-pipeline[celery]')"
+    )
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(REPO_ROOT / "deploy" / "postgres" / "dagster.yaml", home / "dagster.yaml")
@@ -55,7 +57,9 @@ def celery_cluster(postgres_server, redis_server, s3_env, tmp_path, monkeypatch)
 
 
 def test_the_celery_run_config_is_the_workers_configuration(monkeypatch):
-    pytest.importorskip("dagster_celery", reason="dagster-celery is not installed (pip install 'eval-pipeline[celery]')")
+    pytest.importorskip(
+        "dagster_celery", reason="dagster-celery is not installed (pip install 'eval-pipeline[celery]')"
+    )
     import yaml
 
     monkeypatch.setenv("DAGSTER_CELERY_BROKER_URL", "redis://broker:6379/0")
@@ -65,27 +69,44 @@ def test_the_celery_run_config_is_the_workers_configuration(monkeypatch):
     assert celery_execution()["config"]["config_source"] == CELERY_CONFIG_SOURCE
 
 
-def test_the_sample_suite_runs_on_two_celery_workers_and_writes_the_in_process_tables(celery_cluster, scored, bucket,
-                                                                                     s3_env, sample_inputs):
+def test_the_sample_suite_runs_on_two_celery_workers_and_writes_the_in_process_tables(
+    celery_cluster, scored, bucket, s3_env, sample_inputs
+):
     instance, workers = celery_cluster
     client = s3_env.client()
     assert upload(client, sample_inputs, bucket, "data") > 0
     summary = io.StringIO()
-    code = run_pipeline(data=f"s3://{bucket}/data", warehouse=f"s3://{bucket}/warehouse", reports=f"s3://{bucket}/reports",
-                        deid_demo=True, quiet=True, instance=instance, stream=summary, executor="celery")
+    code = run_pipeline(
+        data=f"s3://{bucket}/data",
+        warehouse=f"s3://{bucket}/warehouse",
+        reports=f"s3://{bucket}/reports",
+        deid_demo=True,
+        quiet=True,
+        instance=instance,
+        stream=summary,
+        executor="celery",
+    )
     assert code == 0, summary.getvalue()
     assert "release blocked for cand-42" in summary.getvalue()
 
-    runs = {run.tags["dagster/partition"]: run for run in instance.get_runs(filters=dg.RunsFilter(job_name="evaluate_run"))}
+    runs = {
+        run.tags["dagster/partition"]: run for run in instance.get_runs(filters=dg.RunsFilter(job_name="evaluate_run"))
+    }
     assert {key: run.status for key, run in runs.items()} == {
-        "base-41": dg.DagsterRunStatus.SUCCESS, "cand-42": dg.DagsterRunStatus.SUCCESS}
+        "base-41": dg.DagsterRunStatus.SUCCESS,
+        "cand-42": dg.DagsterRunStatus.SUCCESS,
+    }
     hostnames = {worker.hostname for worker in workers}
     load = collections.Counter()
     for run in runs.values():
         assert run.run_config["execution"]["config"]["broker"] == {"env": "DAGSTER_CELERY_BROKER_URL"}
         placed = celery_steps(instance, run.run_id)
-        ended = {entry.step_key for entry in instance.all_logs(
-            run.run_id, of_type={dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE})}
+        ended = {
+            entry.step_key
+            for entry in instance.all_logs(
+                run.run_id, of_type={dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
+            )
+        }
         # every step of the run went through a worker, none ran in this process
         assert set(placed) == ended and len(ended) > 25, run.tags["dagster/partition"]
         assert set(placed.values()) <= hostnames
@@ -101,6 +122,10 @@ def test_the_sample_suite_runs_on_two_celery_workers_and_writes_the_in_process_t
     on_s3 = Warehouse.at(f"s3://{bucket}/warehouse")
     assert table_differences(scored["warehouse"], on_s3, tables, RUNS, ordered=False) == []
     # and no table exists only on the Celery side
-    written = {key.split("/_delta_log/")[0].split("/")[-1] for key in keys(client, bucket, "warehouse/") if "/_delta_log/" in key}
+    written = {
+        key.split("/_delta_log/")[0].split("/")[-1]
+        for key in keys(client, bucket, "warehouse/")
+        if "/_delta_log/" in key
+    }
     assert written == {table for table, _ in tables}
     assert keys(client, bucket, "reports/cand-42/gate.md")

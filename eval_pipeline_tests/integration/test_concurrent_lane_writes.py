@@ -33,8 +33,16 @@ for i in range({WRITES}):
 
 def race(root: str) -> list[subprocess.CompletedProcess]:
     """Start both writers, release them together once both have imported everything, wait for both."""
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, root, lane], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for lane in ("rag", "agent")]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, root, lane],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for lane in ("rag", "agent")
+    ]
     for writer in writers:
         assert writer.stdout.readline().strip() == "ready"
     for writer in writers:
@@ -80,7 +88,11 @@ def test_a_lane_write_replaces_only_its_own_rows_of_its_run(tmp_path):
         warehouse.write_partition("stage_results", frame, run_id, within={"lane": lane})
     # r1/rag rewritten from 2 rows to 1; r1/agent (2 rows) and r2/rag (1 row) untouched: 4 rows.
     assert warehouse.read("stage_results").sort("run_id", "trace_id").select("run_id", "trace_id").rows() == [
-        ("r1", "r1-agent-0"), ("r1", "r1-agent-1"), ("r1", "r1-rag-0"), ("r2", "r2-rag-0")]
+        ("r1", "r1-agent-0"),
+        ("r1", "r1-agent-1"),
+        ("r1", "r1-rag-0"),
+        ("r2", "r2-rag-0"),
+    ]
 
 
 def test_a_first_write_merges_into_a_table_the_other_lane_created_meanwhile(tmp_path, monkeypatch):
@@ -100,5 +112,7 @@ def test_a_first_write_merges_into_a_table_the_other_lane_created_meanwhile(tmp_
     rag = pl.DataFrame({"trace_id": ["r1"], "lane": ["rag"], "only_rag": ["y"]})
     warehouse.write_partition("stage_results", rag, "r1", within={"lane": "rag"})
     monkeypatch.undo()
-    rows = warehouse.read("stage_results", "r1").sort("lane").select("lane", "trace_id", "only_agent", "only_rag").rows()
+    rows = (
+        warehouse.read("stage_results", "r1").sort("lane").select("lane", "trace_id", "only_agent", "only_rag").rows()
+    )
     assert rows == [("agent", "a1", "x", None), ("rag", "r1", None, "y")]

@@ -47,7 +47,9 @@ def test_kubernetes_code_location_runs_each_step_as_a_kubernetes_job():
 
 
 def test_celery_code_location_and_worker_config(monkeypatch):
-    dagster_celery = pytest.importorskip("dagster_celery", reason="dagster-celery is not installed (pip install 'dagster-celery')")
+    dagster_celery = pytest.importorskip(
+        "dagster_celery", reason="dagster-celery is not installed (pip install 'dagster-celery')"
+    )
     monkeypatch.setenv("DAGSTER_CELERY_BROKER_URL", "pyamqp://guest@rabbitmq:5672//")
     monkeypatch.setenv("DAGSTER_CELERY_BACKEND_URL", "rpc://")
     run_config = yaml.safe_load((DEPLOY / "celery" / "celery.yaml").read_text())

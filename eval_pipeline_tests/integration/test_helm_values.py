@@ -20,14 +20,19 @@ CHART_VERSION = "1.13.27"
 CHART_ENV = "EVAL_PIPELINE_DAGSTER_CHART"
 # The chart defaults the launcher mapping reads (global.dagsterHome, global.postgresqlSecretName of the chart's
 # values.yaml); checked against the chart's own values.yaml when it is there.
-CHART_DEFAULTS = {"global": {"dagsterHome": "/opt/dagster/dagster_home", "postgresqlSecretName": "dagster-postgresql-secret"},
-                  "serviceAccount": {"name": ""}, "concurrency": {"enabled": False}}
+CHART_DEFAULTS = {
+    "global": {"dagsterHome": "/opt/dagster/dagster_home", "postgresqlSecretName": "dagster-postgresql-secret"},
+    "serviceAccount": {"name": ""},
+    "concurrency": {"enabled": False},
+}
 # The release name and namespace deploy/kubernetes/README.md installs with: the chart names the instance ConfigMap
 # "<release>-instance" and runs jobs where the release is unless told otherwise.
 RELEASE = "dagster"
 NAMESPACE = "evals"
 # The Kubernetes definitions the chart's schema points into; fetched by Helm at install time, never here.
-KUBERNETES_DEFINITIONS = "https://raw.githubusercontent.com/yannh/kubernetes-json-schema/master/v1.19.0/_definitions.json"
+KUBERNETES_DEFINITIONS = (
+    "https://raw.githubusercontent.com/yannh/kubernetes-json-schema/master/v1.19.0/_definitions.json"
+)
 
 pytestmark = pytest.mark.integration
 
@@ -54,10 +59,16 @@ def helm_merge(defaults: dict, values: dict) -> dict:
 def chart() -> Path:
     """The Dagster chart folder named by EVAL_PIPELINE_DAGSTER_CHART; skipped, naming it, when it is not there."""
     folder = os.environ.get(CHART_ENV)
-    if not folder or not (Path(folder) / "values.schema.json").is_file() or not (Path(folder) / "values.yaml").is_file():
-        pytest.skip(f"the Dagster Helm chart is not available: set {CHART_ENV} to the folder of "
-                    f"`helm pull dagster/dagster --version {CHART_VERSION} --untar` (values.yaml, values.schema.json); "
-                    "files of public repositories are not committed to this project")
+    if (
+        not folder
+        or not (Path(folder) / "values.schema.json").is_file()
+        or not (Path(folder) / "values.yaml").is_file()
+    ):
+        pytest.skip(
+            f"the Dagster Helm chart is not available: set {CHART_ENV} to the folder of "
+            f"`helm pull dagster/dagster --version {CHART_VERSION} --untar` (values.yaml, values.schema.json); "
+            "files of public repositories are not committed to this project"
+        )
     return Path(folder)
 
 
@@ -86,7 +97,9 @@ def permissive_kubernetes_definitions(schema: dict) -> dict:
     document: dict = {}
     for ref in remote_refs(schema, set()):
         uri, _, pointer = ref.partition("#")
-        assert uri == KUBERNETES_DEFINITIONS, f"the chart schema points at {uri}, not the definitions this test stands in for"
+        assert uri == KUBERNETES_DEFINITIONS, (
+            f"the chart schema points at {uri}, not the definitions this test stands in for"
+        )
         node = document
         for segment in pointer.strip("/").split("/"):
             node = node.setdefault(segment, {})
@@ -96,7 +109,9 @@ def permissive_kubernetes_definitions(schema: dict) -> dict:
 def chart_validator(chart: Path, kubernetes_definitions: dict | None = None) -> jsonschema.protocols.Validator:
     """A validator for the chart's schema, its Kubernetes refs served from memory instead of the network."""
     schema = json.loads((chart / "values.schema.json").read_text())
-    definitions = kubernetes_definitions if kubernetes_definitions is not None else permissive_kubernetes_definitions(schema)
+    definitions = (
+        kubernetes_definitions if kubernetes_definitions is not None else permissive_kubernetes_definitions(schema)
+    )
 
     def retrieve(uri: str) -> Resource:
         if uri != KUBERNETES_DEFINITIONS:
@@ -123,7 +138,9 @@ def launcher_config_from_values(values: dict) -> dict:
         "load_incluster_config": launcher["loadInclusterConfig"],
         "job_namespace": launcher.get("jobNamespace") or NAMESPACE,
         "image_pull_policy": launcher["imagePullPolicy"],
-        "service_account_name": values["global"].get("serviceAccountName") or values["serviceAccount"].get("name") or RELEASE,
+        "service_account_name": values["global"].get("serviceAccountName")
+        or values["serviceAccount"].get("name")
+        or RELEASE,
         "dagster_home": values["global"]["dagsterHome"],
         "instance_config_map": f"{RELEASE}-instance",
         "postgres_password_secret": values["global"]["postgresqlSecretName"],
@@ -131,9 +148,13 @@ def launcher_config_from_values(values: dict) -> dict:
         "env_secrets": [source["name"] for source in launcher["envSecrets"] if "name" in source],
         "run_k8s_config": {
             snake: run_k8s_config[camel]
-            for camel, snake in [("containerConfig", "container_config"), ("podSpecConfig", "pod_spec_config"),
-                                 ("podTemplateSpecMetadata", "pod_template_spec_metadata"),
-                                 ("jobSpecConfig", "job_spec_config"), ("jobMetadata", "job_metadata")]
+            for camel, snake in [
+                ("containerConfig", "container_config"),
+                ("podSpecConfig", "pod_spec_config"),
+                ("podTemplateSpecMetadata", "pod_template_spec_metadata"),
+                ("jobSpecConfig", "job_spec_config"),
+                ("jobMetadata", "job_metadata"),
+            ]
             if run_k8s_config.get(camel)
         },
     }
@@ -156,7 +177,7 @@ def test_merged_values_validate_against_chart_schema(chart):
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     assert values["postgresql"]["enabled"] is False
     assert values["telemetry"]["enabled"] is False
-    deployment, = values["dagster-user-deployments"]["deployments"]
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
     assert deployment["dagsterApiGrpcArgs"] == ["--python-file", "deploy/kubernetes/definitions.py"]
 
 
@@ -217,13 +238,25 @@ def test_run_launcher_agrees_with_dagster_yaml():
     from_values = launcher_config_from_values(values)
     stated = instance["run_launcher"]["config"]
     assert instance["run_launcher"]["class"] == values["runLauncher"]["type"]
-    for key in ("job_namespace", "env_config_maps", "env_secrets", "service_account_name", "image_pull_policy",
-                "load_incluster_config", "dagster_home", "instance_config_map", "postgres_password_secret",
-                "run_k8s_config"):
+    for key in (
+        "job_namespace",
+        "env_config_maps",
+        "env_secrets",
+        "service_account_name",
+        "image_pull_policy",
+        "load_incluster_config",
+        "dagster_home",
+        "instance_config_map",
+        "postgres_password_secret",
+        "run_k8s_config",
+    ):
         assert from_values.get(key) == stated.get(key), key
     queue = values["dagsterDaemon"]["runCoordinator"]
     assert queue["enabled"] and queue["type"] == "QueuedRunCoordinator"
-    assert queue["config"]["queuedRunCoordinator"]["maxConcurrentRuns"] == instance["concurrency"]["runs"]["max_concurrent_runs"]
+    assert (
+        queue["config"]["queuedRunCoordinator"]["maxConcurrentRuns"]
+        == instance["concurrency"]["runs"]["max_concurrent_runs"]
+    )
     # The chart's own concurrency block would put a second run limit into the instance, which Dagster rejects.
     assert not values["concurrency"]["enabled"]
     assert values["postgresql"]["postgresqlScheme"] == instance["storage"]["postgres"]["postgres_db"]["scheme"]
@@ -242,7 +275,9 @@ def test_helm_renders_the_same_instance(chart, tmp_path):
     assert lint.returncode == 0, lint.stdout + lint.stderr
     rendered = subprocess.run(
         [helm, "template", RELEASE, str(chart), "--namespace", NAMESPACE, "-f", values_file],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert rendered.returncode == 0, rendered.stdout + rendered.stderr
     config_maps = {
@@ -259,7 +294,10 @@ def test_helm_renders_the_same_instance(chart, tmp_path):
     # The chart may add its own ConfigMaps and Secrets to the lists; ours must be among them.
     for key in ("env_config_maps", "env_secrets"):
         assert set(stated_launcher[key]) <= set(launcher.get(key) or []), key
-    assert instance["run_coordinator"]["config"]["max_concurrent_runs"] == stated["concurrency"]["runs"]["max_concurrent_runs"]
+    assert (
+        instance["run_coordinator"]["config"]["max_concurrent_runs"]
+        == stated["concurrency"]["runs"]["max_concurrent_runs"]
+    )
     schemes = {found["scheme"] for found in postgres_connections(instance)}
     assert schemes == {stated["storage"]["postgres"]["postgres_db"]["scheme"]}
 

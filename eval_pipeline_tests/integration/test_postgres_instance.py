@@ -30,38 +30,61 @@ def postgres_instance(postgres_server, tmp_path, monkeypatch):
     instance.dispose()
 
 
-def test_sample_suite_on_postgres_with_the_multiprocess_executor(postgres_server, postgres_instance, sample_inputs, tmp_path):
+def test_sample_suite_on_postgres_with_the_multiprocess_executor(
+    postgres_server, postgres_instance, sample_inputs, tmp_path
+):
     instance = postgres_instance
     storages = {type(s).__name__ for s in (instance.run_storage, instance.event_log_storage, instance.schedule_storage)}
     assert storages == {"PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"}
 
     summary = io.StringIO()
-    code = run_pipeline(data=str(sample_inputs), warehouse=str(tmp_path / "warehouse"), reports=str(tmp_path / "reports"),
-                        deid_demo=True, quiet=True, instance=instance, stream=summary, executor="multiprocess",
-                        max_concurrent=2)
+    code = run_pipeline(
+        data=str(sample_inputs),
+        warehouse=str(tmp_path / "warehouse"),
+        reports=str(tmp_path / "reports"),
+        deid_demo=True,
+        quiet=True,
+        instance=instance,
+        stream=summary,
+        executor="multiprocess",
+        max_concurrent=2,
+    )
     assert code == 0, summary.getvalue()
 
     runs = instance.get_runs(filters=dg.RunsFilter(job_name="evaluate_run"))
     assert sorted(run.tags["dagster/partition"] for run in runs) == RUNS
     # the candidate's release is blocked, as planted: a result of a completed evaluation, so both runs succeed
     assert {run.tags["dagster/partition"]: run.status for run in runs} == {
-        "base-41": dg.DagsterRunStatus.SUCCESS, "cand-42": dg.DagsterRunStatus.SUCCESS}
+        "base-41": dg.DagsterRunStatus.SUCCESS,
+        "cand-42": dg.DagsterRunStatus.SUCCESS,
+    }
     assert "release blocked for cand-42" in summary.getvalue()
     assert sorted(instance.get_dynamic_partitions("evaluation_runs")) == RUNS
-    for key in (dg.AssetKey("retrieval_scores"), dg.AssetKey("deid_traces"), dg.AssetKey(["agent", "agent_report"]),
-                dg.AssetKey(["rag", "rag_stage_results"])):
+    for key in (
+        dg.AssetKey("retrieval_scores"),
+        dg.AssetKey("deid_traces"),
+        dg.AssetKey(["agent", "agent_report"]),
+        dg.AssetKey(["rag", "rag_stage_results"]),
+    ):
         records = instance.fetch_materializations(key, limit=10).records
         assert sorted(record.partition_key for record in records) == RUNS, key
 
     # The same facts read straight from PostgreSQL: the instance really lives there.
     with postgres_server.connect() as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT status, count(*) FROM runs WHERE pipeline_name = 'evaluate_run' GROUP BY status ORDER BY status")
+        cursor.execute(
+            "SELECT status, count(*) FROM runs WHERE pipeline_name = 'evaluate_run' GROUP BY status ORDER BY status"
+        )
         assert cursor.fetchall() == [("SUCCESS", 2)]
-        cursor.execute("SELECT partition, count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' "
-                       "AND asset_key = %s GROUP BY partition ORDER BY partition", ('["retrieval_scores"]',))
+        cursor.execute(
+            "SELECT partition, count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' "
+            "AND asset_key = %s GROUP BY partition ORDER BY partition",
+            ('["retrieval_scores"]',),
+        )
         assert cursor.fetchall() == [("base-41", 1), ("cand-42", 1)]
         # Only the multiprocess executor launches a worker per step; every step of both runs had one.
-        cursor.execute("SELECT count(DISTINCT run_id), count(*) FROM event_logs WHERE dagster_event_type = 'STEP_WORKER_STARTING'")
+        cursor.execute(
+            "SELECT count(DISTINCT run_id), count(*) FROM event_logs WHERE dagster_event_type = 'STEP_WORKER_STARTING'"
+        )
         worker_runs, workers = cursor.fetchone()
         # every step ended, and succeeded (the release check of cand-42 failed without stopping anything)
         cursor.execute("SELECT count(*) FROM event_logs WHERE dagster_event_type IN ('STEP_SUCCESS', 'STEP_FAILURE')")

@@ -42,8 +42,9 @@ def test_partitions_versions_and_the_restricted_area_on_s3(bucket, s3_env):
     lanes = warehouse.read("stage_results", "r1").sort("trace_id")
     assert lanes.select("lane", "trace_id").rows() == [("agent", "agent0"), ("rag", "rag0")]
 
-    warehouse.write_partition("raw_traces", pl.DataFrame({"trace_id": ["a"], "user_input": ["call me at 555-0100"]}),
-                              "r1", restricted=True)
+    warehouse.write_partition(
+        "raw_traces", pl.DataFrame({"trace_id": ["a"], "user_input": ["call me at 555-0100"]}), "r1", restricted=True
+    )
     assert warehouse.exists("raw_traces", restricted=True) and not warehouse.exists("raw_traces")
     objects = keys(s3_env.client(), bucket, "warehouse/")
     restricted = [k for k in objects if k.startswith("warehouse/_restricted/")]
@@ -64,9 +65,16 @@ def test_a_sample_run_reads_inputs_from_s3_and_writes_warehouse_and_reports_ther
     client = s3_env.client()
     assert upload(client, sample_inputs, bucket, "data") > 0
     summary = io.StringIO()
-    code = run_pipeline(data=f"s3://{bucket}/data", run_ids=["base-41"], warehouse=f"s3://{bucket}/warehouse",
-                        reports=f"s3://{bucket}/reports", deid_demo=True, quiet=True,
-                        instance=dg.DagsterInstance.ephemeral(), stream=summary)
+    code = run_pipeline(
+        data=f"s3://{bucket}/data",
+        run_ids=["base-41"],
+        warehouse=f"s3://{bucket}/warehouse",
+        reports=f"s3://{bucket}/reports",
+        deid_demo=True,
+        quiet=True,
+        instance=dg.DagsterInstance.ephemeral(),
+        stream=summary,
+    )
     assert code == 0, summary.getvalue()
 
     warehouse = Warehouse.at(f"s3://{bucket}/warehouse")

@@ -27,12 +27,19 @@ SOURCE = "traces/r1/batch.jsonl"
 
 
 def raw_frame(raws: list[bytes], first_line: int = 1) -> pl.DataFrame:
-    return pl.DataFrame({"run_id": "r1", "source_file": SOURCE, "line": list(range(first_line, first_line + len(raws))),
-                         "raw": raws}, schema=ingest.RAW_LINES_SCHEMA)
+    return pl.DataFrame(
+        {"run_id": "r1", "source_file": SOURCE, "line": list(range(first_line, first_line + len(raws))), "raw": raws},
+        schema=ingest.RAW_LINES_SCHEMA,
+    )
 
 
-def per_line_parse(raw_lines: pl.DataFrame, revisions: dict[str, int], run_id: str,
-                   max_line_bytes: int = loaders.DEFAULT_MAX_LINE_BYTES, seen: set[str] | None = None) -> ingest.ParsedTraces:
+def per_line_parse(
+    raw_lines: pl.DataFrame,
+    revisions: dict[str, int],
+    run_id: str,
+    max_line_bytes: int = loaders.DEFAULT_MAX_LINE_BYTES,
+    seen: set[str] | None = None,
+) -> ingest.ParsedTraces:
     """parse_traces as each line validated on its own gives it: the contract check of every line, the columnar parse
     of the accepted ones, then the run's rules line by line."""
     seen = set() if seen is None else seen
@@ -59,12 +66,22 @@ def per_line_parse(raw_lines: pl.DataFrame, revisions: dict[str, int], run_id: s
         elif expected is None:
             rejected.append(loaders.reject(run_id, "trace", source, number, f"unknown case_id {case_id!r}", **keys))
         elif case_revision is not None and case_revision != expected:
-            rejected.append(loaders.reject(run_id, "trace", source, number,
-                                           f"case_revision {case_revision} does not match case {case_id!r} revision {expected}",
-                                           **keys))
+            rejected.append(
+                loaders.reject(
+                    run_id,
+                    "trace",
+                    source,
+                    number,
+                    f"case_revision {case_revision} does not match case {case_id!r} revision {expected}",
+                    **keys,
+                )
+            )
         elif trace_id in seen:
-            rejected.append(loaders.reject(run_id, "trace", source, number,
-                                           f"duplicate trace_id {trace_id!r} (first occurrence kept)", **keys))
+            rejected.append(
+                loaders.reject(
+                    run_id, "trace", source, number, f"duplicate trace_id {trace_id!r} (first occurrence kept)", **keys
+                )
+            )
         else:
             seen.add(trace_id)
             kept_rows.append(row_of_line[index])
@@ -73,17 +90,30 @@ def per_line_parse(raw_lines: pl.DataFrame, revisions: dict[str, int], run_id: s
     if not kept:
         return ingest.ParsedTraces(frames.empty(frames.TRACES_SCHEMA), loaders.rejects_frame(rejected), blank)
     parsed = pl.from_arrow(table.take(pa.array(kept_rows, type=pa.int64())))
-    steps = pl.DataFrame({name: [text for columns, _ in texts for text in columns[i]]
-                          for i, name in enumerate(ingest.FREE_FORM_STEP_FIELDS)},
-                         schema={name: pl.String for name in ingest.FREE_FORM_STEP_FIELDS})
-    traces = ingest.lines_to_frame(parsed, pl.Series([final for _, final in texts], dtype=pl.String), steps,
-                                   pl.Series([s for s, _ in kept], dtype=pl.String), pl.Series([n for _, n in kept], dtype=pl.Int64),
-                                   run_id)
+    steps = pl.DataFrame(
+        {
+            name: [text for columns, _ in texts for text in columns[i]]
+            for i, name in enumerate(ingest.FREE_FORM_STEP_FIELDS)
+        },
+        schema={name: pl.String for name in ingest.FREE_FORM_STEP_FIELDS},
+    )
+    traces = ingest.lines_to_frame(
+        parsed,
+        pl.Series([final for _, final in texts], dtype=pl.String),
+        steps,
+        pl.Series([s for s, _ in kept], dtype=pl.String),
+        pl.Series([n for _, n in kept], dtype=pl.Int64),
+        run_id,
+    )
     return ingest.ParsedTraces(traces, loaders.rejects_frame(rejected), blank)
 
 
-def assert_same(raws: list[bytes], max_line_bytes: int = loaders.DEFAULT_MAX_LINE_BYTES, seen: tuple[str, ...] = (),
-                revisions: dict[str, int] | None = None) -> ingest.ParsedTraces:
+def assert_same(
+    raws: list[bytes],
+    max_line_bytes: int = loaders.DEFAULT_MAX_LINE_BYTES,
+    seen: tuple[str, ...] = (),
+    revisions: dict[str, int] | None = None,
+) -> ingest.ParsedTraces:
     revisions = dict(CASES) if revisions is None else revisions
     columnar_seen, reference_seen = set(seen), set(seen)
     parsed = ingest.parse_traces(raw_frame(raws), revisions, "r1", max_line_bytes=max_line_bytes, seen=columnar_seen)
@@ -106,12 +136,24 @@ def trace(trace_id: str = "t1", **fields) -> dict:
 
 
 AGENT_STEPS = [
-    {"index": 1, "kind": "tool_call", "tool": "get_order", "args": {"order_id": "81096", "amount": 12.0, "rooms": [{"n": 2.0}]},
-     "status": "ok", "result": {"amount": 12.5, "refunded": 0, "items": [{"price": 3.0}]}, "error": None,
-     "state_diff": [{"path": "orders.1.status", "before": "new", "after": "paid", "note": "dropped"}, {"path": "x"}],
-     "dispatched": {"tool": "get_order", "args": {"order_id": "81096", "amount": 12.0, "rooms": [{"n": 2.0}]}}},
-    {"index": 2, "kind": "tool_call", "tool": "refund", "args": {"amount": 1e16, "note": "1.0"},
-     "dispatched": {"tool": "refund", "args": {"amount": 1e16, "note": 1.0}}},
+    {
+        "index": 1,
+        "kind": "tool_call",
+        "tool": "get_order",
+        "args": {"order_id": "81096", "amount": 12.0, "rooms": [{"n": 2.0}]},
+        "status": "ok",
+        "result": {"amount": 12.5, "refunded": 0, "items": [{"price": 3.0}]},
+        "error": None,
+        "state_diff": [{"path": "orders.1.status", "before": "new", "after": "paid", "note": "dropped"}, {"path": "x"}],
+        "dispatched": {"tool": "get_order", "args": {"order_id": "81096", "amount": 12.0, "rooms": [{"n": 2.0}]}},
+    },
+    {
+        "index": 2,
+        "kind": "tool_call",
+        "tool": "refund",
+        "args": {"amount": 1e16, "note": "1.0"},
+        "dispatched": {"tool": "refund", "args": {"amount": 1e16, "note": 1.0}},
+    },
     {"index": 3, "kind": "tool_call", "tool": "x", "dispatched": {"tool": "x"}},
     {"index": 4, "kind": "finish", "content": "done"},
 ]
@@ -119,13 +161,32 @@ AGENT_STEPS = [
 
 def ordinary_lines() -> list[bytes]:
     return [
-        json.dumps(trace("t1", input="q", retrieval=[{"round": 1, "query": "q", "candidates": [{"doc_id": "d1", "score": 0.5}],
-                                                       "hits": [{"doc_id": "d1", "score": 1}]}],
-                         context=[{"doc_id": "d1", "text": "x", "tokens": 3}],
-                         answer={"text": "a", "citations": [{"doc_id": "d1", "quote": "x", "claim_index": 0}], "refused": False},
-                         usage={"input_tokens": 3, "output_tokens": 2, "cost_usd": 1, "latency_ms": 12.5})).encode(),
-        json.dumps(trace("t2", case_id="agent-1", case_revision=None, steps=AGENT_STEPS,
-                         final_state={"orders": {"1": {"amount": 12.0, "status": "paid"}}, "b": [], "a": None})).encode(),
+        json.dumps(
+            trace(
+                "t1",
+                input="q",
+                retrieval=[
+                    {
+                        "round": 1,
+                        "query": "q",
+                        "candidates": [{"doc_id": "d1", "score": 0.5}],
+                        "hits": [{"doc_id": "d1", "score": 1}],
+                    }
+                ],
+                context=[{"doc_id": "d1", "text": "x", "tokens": 3}],
+                answer={"text": "a", "citations": [{"doc_id": "d1", "quote": "x", "claim_index": 0}], "refused": False},
+                usage={"input_tokens": 3, "output_tokens": 2, "cost_usd": 1, "latency_ms": 12.5},
+            )
+        ).encode(),
+        json.dumps(
+            trace(
+                "t2",
+                case_id="agent-1",
+                case_revision=None,
+                steps=AGENT_STEPS,
+                final_state={"orders": {"1": {"amount": 12.0, "status": "paid"}}, "b": [], "a": None},
+            )
+        ).encode(),
         json.dumps({"trace_id": "t3", "case_id": "agent-1", "steps": [], "final_state": {}}).encode(),
         json.dumps(trace("t4", input="caf\u00e9 \U0001f600", answer={"text": "\u00e9"})).encode(),
         json.dumps(trace("t5", input="caf\u00e9", answer={"text": "\u00e9"}), ensure_ascii=False).encode(),
@@ -139,15 +200,31 @@ def test_ordinary_lines_are_read_columnar_and_give_what_the_per_line_path_gives(
     assert columnar_count(lines) == len(lines)
     steps = parsed.traces.filter(pl.col("trace_id") == "t2")["steps"][0].to_list()
     assert steps[0]["args_float_paths"] == '["amount", "rooms.0.n"]'
-    assert steps[0]["state_diff_json"] == '[{"after":"paid","before":"new","path":"orders.1.status"},{"after":null,"before":null,"path":"x"}]'
-    assert [s["dispatched_args_json"] for s in steps] == ['{"amount":12,"order_id":"81096","rooms":[{"n":2}]}',
-                                                          '{"amount":10000000000000000,"note":1}', "{}", None]
+    assert (
+        steps[0]["state_diff_json"]
+        == '[{"after":"paid","before":"new","path":"orders.1.status"},{"after":null,"before":null,"path":"x"}]'
+    )
+    assert [s["dispatched_args_json"] for s in steps] == [
+        '{"amount":12,"order_id":"81096","rooms":[{"n":2}]}',
+        '{"amount":10000000000000000,"note":1}',
+        "{}",
+        None,
+    ]
 
 
 # Lines the columnar pass must not vouch for, each next to an ordinary one: the per-line path gives the reason.
 HOSTILE = [
     b"null",  # pyarrow's reader crashes on a bare null: such a line must never reach it
-    b"[1]", b'"x"', b"1", b"{}", b"{} {}", b"{}null", b'{"trace_id": "t1"}{"trace_id": "t2"}', b" ", b"\r", b"\xef\xbb\xbf",
+    b"[1]",
+    b'"x"',
+    b"1",
+    b"{}",
+    b"{} {}",
+    b"{}null",
+    b'{"trace_id": "t1"}{"trace_id": "t2"}',
+    b" ",
+    b"\r",
+    b"\xef\xbb\xbf",
     json.dumps(trace("s1", attempt="1")).encode(),
     json.dumps(trace("s2", attempt=1.0)).encode(),
     json.dumps(trace("s3", attempt=True)).encode(),
@@ -179,8 +256,9 @@ HOSTILE = [
     json.dumps(trace("s27"))[:-1].encode() + b', "\\u0061ttempt": 2}',  # ... once spelt with an escape
     json.dumps(trace("s28"))[:-1].encode() + b', "final_state": {"a": 1}, "final_state": null}',
     json.dumps(trace("s29", steps=[{"index": 1, "kind": "k", "args": {"a": 1}}]))[:-3].encode() + b', "args": null}]}',
-    json.dumps(trace("s30", steps=[{"index": 1, "kind": "k", "args": {"b": 1}}])).encode().replace(
-        b'{"b": 1}', b'{"a": 1.0, "b": 2.0, "a": 2, "c": {"d": 1.0, "d": 3.0}}'),
+    json.dumps(trace("s30", steps=[{"index": 1, "kind": "k", "args": {"b": 1}}]))
+    .encode()
+    .replace(b'{"b": 1}', b'{"a": 1.0, "b": 2.0, "a": 2, "c": {"d": 1.0, "d": 3.0}}'),
     json.dumps({"trace_id": "s31", "case_id": "rag-1", "\\u0061ttempt": None}).encode().replace(b"\\\\u", b"\\u"),
     json.dumps(trace("s32", usage={"cost_usd": 18446744073709551616})).encode(),
     json.dumps(trace("s33", extra=18446744073709551616)).encode(),
@@ -220,7 +298,8 @@ def test_hostile_lines_take_the_per_line_path_and_give_its_reasons(max_line_byte
     # of the hostile lines, only those the contract takes as they are (their rules aside) are read columnar
     columnar = ingest._columnar_lines(pl.Series(HOSTILE, dtype=pl.Binary), max_line_bytes).positions
     assert sorted(json.loads(HOSTILE[i])["trace_id"] for i in columnar) == sorted(
-        ["s29", "s30", "s36", "s45", "s48", "s54", "s55", "t1", *(["s56"] if max_line_bytes > 5000 else [])])
+        ["s29", "s30", "s36", "s45", "s48", "s54", "s55", "t1", *(["s56"] if max_line_bytes > 5000 else [])]
+    )
 
 
 def test_a_duplicate_in_a_later_chunk_and_a_reject_do_not_hide_each_other():
@@ -230,8 +309,10 @@ def test_a_duplicate_in_a_later_chunk_and_a_reject_do_not_hide_each_other():
     ingest.parse_traces(raw_frame(first), dict(CASES), "r1", seen=seen)
     parsed = assert_same(second, seen=tuple(seen))
     assert parsed.traces["trace_id"].to_list() == ["t2"]
-    assert parsed.rejects["reason"].to_list() == ["duplicate trace_id 't1' (first occurrence kept)",
-                                                  "duplicate trace_id 't2' (first occurrence kept)"]
+    assert parsed.rejects["reason"].to_list() == [
+        "duplicate trace_id 't1' (first occurrence kept)",
+        "duplicate trace_id 't2' (first occurrence kept)",
+    ]
 
 
 def test_a_block_with_refused_lines_is_read_again_in_pieces():
@@ -246,8 +327,11 @@ def test_a_block_with_refused_lines_is_read_again_in_pieces():
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(trace_lines(), min_size=1, max_size=16), st.sampled_from([loaders.DEFAULT_MAX_LINE_BYTES, 300]),
-       st.lists(st.sampled_from(["t1", "t2"]), max_size=1))
+@given(
+    st.lists(trace_lines(), min_size=1, max_size=16),
+    st.sampled_from([loaders.DEFAULT_MAX_LINE_BYTES, 300]),
+    st.lists(st.sampled_from(["t1", "t2"]), max_size=1),
+)
 def test_generated_lines_give_what_the_per_line_path_gives(lines, max_line_bytes, seen):
     assert_same(lines, max_line_bytes, tuple(seen))
 
@@ -263,8 +347,14 @@ def test_generated_traces_written_as_harnesses_write_them_give_what_the_per_line
 @settings(max_examples=200, deadline=None)
 @given(JSON)
 def test_free_form_texts_of_the_columnar_pass_are_those_of_the_validated_model(value):
-    step = {"index": 1, "kind": "k", "args": value if isinstance(value, dict) else {"v": value}, "result": value,
-            "state_diff": [{"path": "p", "before": value, "after": [value]}], "dispatched": {"tool": "t", "args": {"v": value}}}
+    step = {
+        "index": 1,
+        "kind": "k",
+        "args": value if isinstance(value, dict) else {"v": value},
+        "result": value,
+        "state_diff": [{"path": "p", "before": value, "after": [value]}],
+        "dispatched": {"tool": "t", "args": {"v": value}},
+    }
     line = json.dumps(trace("t1", steps=[step], final_state={"v": value})).encode()
     assert_same([line])
 
@@ -292,9 +382,16 @@ def reference_lines(data: bytes) -> list[bytes]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from([b"a", b"{}", b"\n", b"\r", b"\r\n", b"\xef\xbb\xbf", b"\xef", b" ", b"\xff"]), max_size=40),
-       st.integers(1, 9), st.integers(1, 5))
-def test_files_are_split_into_lines_as_before_whatever_the_blocks_and_chunks(tmp_path_factory, pieces, block_bytes, chunk_lines):
+@given(
+    st.lists(
+        st.sampled_from([b"a", b"{}", b"\n", b"\r", b"\r\n", b"\xef\xbb\xbf", b"\xef", b" ", b"\xff"]), max_size=40
+    ),
+    st.integers(1, 9),
+    st.integers(1, 5),
+)
+def test_files_are_split_into_lines_as_before_whatever_the_blocks_and_chunks(
+    tmp_path_factory, pieces, block_bytes, chunk_lines
+):
     root = tmp_path_factory.mktemp("run")
     run = root / "traces" / "r1"
     run.mkdir(parents=True)
@@ -306,10 +403,14 @@ def test_files_are_split_into_lines_as_before_whatever_the_blocks_and_chunks(tmp
     chunks = list(ingest.iter_raw_lines(location, "r1", chunk_lines=chunk_lines))
     assert all(chunk.height <= chunk_lines for chunk in chunks)
     lines = pl.concat(chunks) if chunks else frames.empty(ingest.RAW_LINES_SCHEMA)
-    expected = [(name, number, raw) for name, content in (("a", data), ("b", data[::-1]))
-                for number, raw in enumerate(reference_lines(content), start=1)]
+    expected = [
+        (name, number, raw)
+        for name, content in (("a", data), ("b", data[::-1]))
+        for number, raw in enumerate(reference_lines(content), start=1)
+    ]
     assert list(zip(lines["source_file"], lines["line"], lines["raw"], strict=True)) == [
-        (f"traces/r1/{name}.jsonl", number, raw) for name, number, raw in expected]
+        (f"traces/r1/{name}.jsonl", number, raw) for name, number, raw in expected
+    ]
 
 
 # ---------------------------------------------------------------- cases
@@ -327,14 +428,19 @@ def per_line_cases(location, dataset_version: str) -> loaders.Loaded:
         try:
             case = Case.model_validate(value)
         except ValidationError as exc:
-            rejects.append(loaders.reject(None, "case", source, line, loaders.describe_validation_error(exc),
-                                          case_id=value.get("case_id")))
+            rejects.append(
+                loaders.reject(
+                    None, "case", source, line, loaders.describe_validation_error(exc), case_id=value.get("case_id")
+                )
+            )
             return
         add(case, source, line)
 
     def add(case, source, line):
         if case.case_id in seen:
-            rejects.append(loaders.reject(None, "case", source, line, f"duplicate case_id {case.case_id!r}", case_id=case.case_id))
+            rejects.append(
+                loaders.reject(None, "case", source, line, f"duplicate case_id {case.case_id!r}", case_id=case.case_id)
+            )
         else:
             seen.add(case.case_id)
             rows.append(frames.case_row(case, dataset_version, source))
@@ -384,86 +490,197 @@ def assert_same_cases(root) -> loaders.Loaded:
 
 
 AGENT_CASE = {
-    "case_id": "agent-1", "lanes": ["agent"], "input": "refund", "allowed_tools": ["get_order", "refund"],
-    "reference_tool_calls": [{"name": "get_order", "args": {"order_id": "1"}},
-                             {"name": "refund", "args": {"amount": 12.0}, "accepted": {"amount": [12, 12.0]}, "optional": ["note"]}],
-    "alternatives": [[{"name": "refund"}], []], "dependencies": [["get_order", "refund"]],
-    "fixtures": {"orders": {"1": {"amount": 12.5, "items": [1.0]}}}, "clock": "2026-03-02T09:30:00Z",
-    "milestones": {"refunded": {"path": "orders.1.refunded", "gte": 12}, "paid": {"path": "orders.1.amount", "equals": 12.0},
-                   "gone": {"path": "orders.2", "absent": True}, "any": {"path": "a", "contains": None}},
-    "fault": {"kind": "timeout", "tool": "refund"}, "scope": {"customer_id": ["c-1"], "limit": 2.0},
+    "case_id": "agent-1",
+    "lanes": ["agent"],
+    "input": "refund",
+    "allowed_tools": ["get_order", "refund"],
+    "reference_tool_calls": [
+        {"name": "get_order", "args": {"order_id": "1"}},
+        {"name": "refund", "args": {"amount": 12.0}, "accepted": {"amount": [12, 12.0]}, "optional": ["note"]},
+    ],
+    "alternatives": [[{"name": "refund"}], []],
+    "dependencies": [["get_order", "refund"]],
+    "fixtures": {"orders": {"1": {"amount": 12.5, "items": [1.0]}}},
+    "clock": "2026-03-02T09:30:00Z",
+    "milestones": {
+        "refunded": {"path": "orders.1.refunded", "gte": 12},
+        "paid": {"path": "orders.1.amount", "equals": 12.0},
+        "gone": {"path": "orders.2", "absent": True},
+        "any": {"path": "a", "contains": None},
+    },
+    "fault": {"kind": "timeout", "tool": "refund"},
+    "scope": {"customer_id": ["c-1"], "limit": 2.0},
 }
-RAG_CASE = {"case_id": "rag-1", "case_revision": 2, "lanes": ["rag"], "input": "q", "criticality": "high",
-            "required_doc_ids": ["d1"], "expected_answer_contains": ["x"], "expect_refusal": False, "multi_hop": False}
+RAG_CASE = {
+    "case_id": "rag-1",
+    "case_revision": 2,
+    "lanes": ["rag"],
+    "input": "q",
+    "criticality": "high",
+    "required_doc_ids": ["d1"],
+    "expected_answer_contains": ["x"],
+    "expect_refusal": False,
+    "multi_hop": False,
+}
 
 
 def test_ordinary_cases_are_read_columnar_and_give_what_the_per_line_path_gives(tmp_path):
-    lines = [json.dumps(RAG_CASE).encode(), json.dumps(AGENT_CASE).encode(),
-             json.dumps({"case_id": "rag-2", "lanes": ["rag", "agent"], "expect_refusal": True}, ensure_ascii=False).encode(),
-             json.dumps({**RAG_CASE, "case_id": "caf\u00e9", "input": "\u00e9"}).encode()]
+    lines = [
+        json.dumps(RAG_CASE).encode(),
+        json.dumps(AGENT_CASE).encode(),
+        json.dumps(
+            {"case_id": "rag-2", "lanes": ["rag", "agent"], "expect_refusal": True}, ensure_ascii=False
+        ).encode(),
+        json.dumps({**RAG_CASE, "case_id": "caf\u00e9", "input": "\u00e9"}).encode(),
+    ]
     write_cases(tmp_path, lines)
     loaded = assert_same_cases(tmp_path)
     assert loaded.frame["case_id"].to_list() == ["rag-1", "agent-1", "rag-2", "caf\u00e9"]
-    assert [r["reason"] for r in loaded.rejects] == ["duplicate case_id 'caf\u00e9'", "duplicate case_id 'rag-2'",
-                                                      "duplicate case_id 'agent-1'", "duplicate case_id 'rag-1'"]
+    assert [r["reason"] for r in loaded.rejects] == [
+        "duplicate case_id 'caf\u00e9'",
+        "duplicate case_id 'rag-2'",
+        "duplicate case_id 'agent-1'",
+        "duplicate case_id 'rag-1'",
+    ]
     raw = pl.Series(loaders.jsonl_lines(b"\n".join(lines)), dtype=pl.Binary)
     assert len(loaders._columnar_cases(raw, "ds", "s")[0]) == len(lines)
 
 
 HOSTILE_CASES = [
-    {"case_revision": "2"}, {"case_revision": 2.0}, {"case_revision": None}, {"case_revision": True}, {"lanes": []},
-    {"lanes": ["video"]}, {"lanes": None}, {"lanes": "rag"}, {"input": None}, {"input": 5}, {"criticality": "low"},
-    {"criticality": None}, {"required_doc_ids": []}, {"required_doc_ids": [None]}, {"expect_refusal": "true"},
-    {"expect_refusal": 1}, {"multi_hop": None}, {"allowed_tools": None}, {"tool_match": "any"}, {"dependencies": [["a"]]},
-    {"dependencies": [["a", None]]}, {"fixtures": None}, {"fixtures": []}, {"clock": 5}, {"clock": None},
-    {"fault": {"kind": "crash", "tool": "t"}}, {"fault": {"kind": "timeout"}}, {"scope": None}, {"scope": [1]},
-    {"value_rules": "bfcl"}, {"value_rules": "nope"}, {"value_rules": {"match": "numeric", "tolerance": 0.5}},
-    {"reference_tool_calls": [{"name": ""}]}, {"reference_tool_calls": [{"name": "t", "args": None}]},
+    {"case_revision": "2"},
+    {"case_revision": 2.0},
+    {"case_revision": None},
+    {"case_revision": True},
+    {"lanes": []},
+    {"lanes": ["video"]},
+    {"lanes": None},
+    {"lanes": "rag"},
+    {"input": None},
+    {"input": 5},
+    {"criticality": "low"},
+    {"criticality": None},
+    {"required_doc_ids": []},
+    {"required_doc_ids": [None]},
+    {"expect_refusal": "true"},
+    {"expect_refusal": 1},
+    {"multi_hop": None},
+    {"allowed_tools": None},
+    {"tool_match": "any"},
+    {"dependencies": [["a"]]},
+    {"dependencies": [["a", None]]},
+    {"fixtures": None},
+    {"fixtures": []},
+    {"clock": 5},
+    {"clock": None},
+    {"fault": {"kind": "crash", "tool": "t"}},
+    {"fault": {"kind": "timeout"}},
+    {"scope": None},
+    {"scope": [1]},
+    {"value_rules": "bfcl"},
+    {"value_rules": "nope"},
+    {"value_rules": {"match": "numeric", "tolerance": 0.5}},
+    {"reference_tool_calls": [{"name": ""}]},
+    {"reference_tool_calls": [{"name": "t", "args": None}]},
     {"reference_tool_calls": [{"name": "t", "accepted": {"a": []}}]},
     {"reference_tool_calls": [{"name": "t", "accepted": {"a": []}, "optional": ["a"]}]},
-    {"reference_tool_calls": [{"name": "t", "accepted": {"a": 1}}]}, {"reference_tool_calls": [None]},
-    {"reference_tool_calls": [{"name": "t", "optional": [1]}]}, {"alternatives": [[None]]}, {"alternatives": [None]},
-    {"milestones": {"m": {"path": "p"}}}, {"milestones": {"m": {"path": "p", "equals": 1, "gte": 2}}},
-    {"milestones": {"m": {"path": "p", "gte": "5"}}}, {"milestones": {"m": {"path": "p", "gte": True}}},
-    {"milestones": {"m": {"path": "p", "gte": 2**60}}}, {"milestones": {"m": {"path": "p", "lte": None}}},
-    {"milestones": {"m": {"path": "p", "exists": 1}}}, {"milestones": {"m": {"path": "p", "exists": None}}},
-    {"milestones": {"m": {"path": "", "equals": 1}}}, {"milestones": {"m": {"path": "p", "equals": 1, "note": 2}}},
-    {"milestones": None}, {"milestones": {"m": None}}, {"case_id": ""}, {"case_id": None}, {"case_id": 5},
+    {"reference_tool_calls": [{"name": "t", "accepted": {"a": 1}}]},
+    {"reference_tool_calls": [None]},
+    {"reference_tool_calls": [{"name": "t", "optional": [1]}]},
+    {"alternatives": [[None]]},
+    {"alternatives": [None]},
+    {"milestones": {"m": {"path": "p"}}},
+    {"milestones": {"m": {"path": "p", "equals": 1, "gte": 2}}},
+    {"milestones": {"m": {"path": "p", "gte": "5"}}},
+    {"milestones": {"m": {"path": "p", "gte": True}}},
+    {"milestones": {"m": {"path": "p", "gte": 2**60}}},
+    {"milestones": {"m": {"path": "p", "lte": None}}},
+    {"milestones": {"m": {"path": "p", "exists": 1}}},
+    {"milestones": {"m": {"path": "p", "exists": None}}},
+    {"milestones": {"m": {"path": "", "equals": 1}}},
+    {"milestones": {"m": {"path": "p", "equals": 1, "note": 2}}},
+    {"milestones": None},
+    {"milestones": {"m": None}},
+    {"case_id": ""},
+    {"case_id": None},
+    {"case_id": 5},
 ]
 
 
 # every field with a default given, but for the free-form ones (which are decoded when given)
-FULL_RAG_CASE = {**RAG_CASE, "reference_answer": None, "allowed_tools": None, "forbidden_tools": [], "tool_match": "unordered",
-                 "dependencies": [], "unsafe_after_fault": [], "escalation_tools": [], "clock": None, "fault": None}
+FULL_RAG_CASE = {
+    **RAG_CASE,
+    "reference_answer": None,
+    "allowed_tools": None,
+    "forbidden_tools": [],
+    "tool_match": "unordered",
+    "dependencies": [],
+    "unsafe_after_fault": [],
+    "escalation_tools": [],
+    "clock": None,
+    "fault": None,
+}
 
 
-@pytest.mark.parametrize("field", ["fixtures", "milestones", "reference_tool_calls", "alternatives", "input", "tool_match",
-                                   "case_revision", "forbidden_tools", "dependencies"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "fixtures",
+        "milestones",
+        "reference_tool_calls",
+        "alternatives",
+        "input",
+        "tool_match",
+        "case_revision",
+        "forbidden_tools",
+        "dependencies",
+    ],
+)
 def test_a_null_where_the_contract_has_a_default_is_a_reject_even_with_every_other_field_given(tmp_path, field):
-    lines = [json.dumps(FULL_RAG_CASE).encode(), json.dumps({**FULL_RAG_CASE, "case_id": "rag-2", field: None}).encode()]
+    lines = [
+        json.dumps(FULL_RAG_CASE).encode(),
+        json.dumps({**FULL_RAG_CASE, "case_id": "rag-2", field: None}).encode(),
+    ]
     write_cases(tmp_path, lines)
     loaded = assert_same_cases(tmp_path)
     assert loaded.frame["case_id"].to_list() == ["rag-1"] and loaded.rejects[0]["reason"].startswith(field)
 
 
 def test_hostile_cases_take_the_per_line_path_and_give_its_reasons(tmp_path):
-    lines = [json.dumps({**AGENT_CASE, "case_id": f"h{i}", **changed}).encode() for i, changed in enumerate(HOSTILE_CASES)]
-    lines += [json.dumps({**RAG_CASE, "case_id": f"r{i}", **changed}).encode() for i, changed in enumerate(HOSTILE_CASES)]
-    lines += [b"null", b"[1]", b"{}", b"{} {}", b" ", b"", b"\xef\xbb\xbf" + json.dumps(RAG_CASE).encode(),
-              json.dumps(RAG_CASE)[:-1].encode() + b', "input": "again"}',
-              json.dumps(RAG_CASE)[:-1].encode() + b', "\\u0069nput": null}',
-              json.dumps(AGENT_CASE)[:-1].encode() + b', "milestones": {}}',
-              json.dumps(AGENT_CASE)[:-1].encode() + b', "\\u0076alue_rules": "exact"}',
-              json.dumps({**RAG_CASE, "input": "1e5 NaN"}).encode(), json.dumps({**RAG_CASE, "x": 1e300}).encode(),
-              json.dumps({**RAG_CASE, "x": "\\ud83d\\ude00"}).encode(), json.dumps({**RAG_CASE, "x": 12345678901234567890}).encode(),
-              json.dumps(RAG_CASE)[:-1].encode() + b', "x": NaN}', json.dumps(RAG_CASE)[:-1].encode() + b', "x": "\xff"}']
+    lines = [
+        json.dumps({**AGENT_CASE, "case_id": f"h{i}", **changed}).encode() for i, changed in enumerate(HOSTILE_CASES)
+    ]
+    lines += [
+        json.dumps({**RAG_CASE, "case_id": f"r{i}", **changed}).encode() for i, changed in enumerate(HOSTILE_CASES)
+    ]
+    lines += [
+        b"null",
+        b"[1]",
+        b"{}",
+        b"{} {}",
+        b" ",
+        b"",
+        b"\xef\xbb\xbf" + json.dumps(RAG_CASE).encode(),
+        json.dumps(RAG_CASE)[:-1].encode() + b', "input": "again"}',
+        json.dumps(RAG_CASE)[:-1].encode() + b', "\\u0069nput": null}',
+        json.dumps(AGENT_CASE)[:-1].encode() + b', "milestones": {}}',
+        json.dumps(AGENT_CASE)[:-1].encode() + b', "\\u0076alue_rules": "exact"}',
+        json.dumps({**RAG_CASE, "input": "1e5 NaN"}).encode(),
+        json.dumps({**RAG_CASE, "x": 1e300}).encode(),
+        json.dumps({**RAG_CASE, "x": "\\ud83d\\ude00"}).encode(),
+        json.dumps({**RAG_CASE, "x": 12345678901234567890}).encode(),
+        json.dumps(RAG_CASE)[:-1].encode() + b', "x": NaN}',
+        json.dumps(RAG_CASE)[:-1].encode() + b', "x": "\xff"}',
+    ]
     write_cases(tmp_path, lines, yaml_case={**RAG_CASE, "case_id": "h0"}, bom=True)
     loaded = assert_same_cases(tmp_path)
     assert len(loaded.rejects) > len(lines)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(case_lines(), min_size=1, max_size=12), st.booleans(), st.booleans())
 def test_generated_case_lines_give_what_the_per_line_path_gives(tmp_path_factory, lines, with_yaml, bom):
     root = tmp_path_factory.mktemp("cases")
@@ -471,8 +688,11 @@ def test_generated_case_lines_give_what_the_per_line_path_gives(tmp_path_factory
     assert_same_cases(root)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(case_records(clean=True), min_size=1, max_size=8), st.integers(0, 2**32))
 def test_generated_clean_cases_give_what_the_per_line_path_gives(tmp_path_factory, records, seed):
     rng = random.Random(seed)
@@ -482,7 +702,9 @@ def test_generated_clean_cases_give_what_the_per_line_path_gives(tmp_path_factor
 
 
 def test_every_case_line_of_a_large_file_is_accounted_for_once(tmp_path):
-    lines = [json.dumps({**(AGENT_CASE if i % 3 else RAG_CASE), "case_id": f"c{i % 5000}"}).encode() for i in range(6000)]
+    lines = [
+        json.dumps({**(AGENT_CASE if i % 3 else RAG_CASE), "case_id": f"c{i % 5000}"}).encode() for i in range(6000)
+    ]
     lines[17] = b"{broken"
     write_cases(tmp_path, lines)
     loaded = assert_same_cases(tmp_path)
@@ -502,11 +724,22 @@ def reference_canonical_args(value) -> tuple[str, str | None]:
 
 
 _VALUES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=5),
-              st.sampled_from([1.0, 2.0, -0.0, 1e16, 1e20, 0.5, 12.0]), st.dates()),
-    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
-    | st.dictionaries(st.one_of(st.text(max_size=4), st.integers(0, 3)), inner, max_size=4),
-    max_leaves=20)
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(),
+        st.text(max_size=5),
+        st.sampled_from([1.0, 2.0, -0.0, 1e16, 1e20, 0.5, 12.0]),
+        st.dates(),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.one_of(st.text(max_size=4), st.integers(0, 3)), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=400, deadline=None)

@@ -29,8 +29,9 @@ def _data_root(base) -> tuple:
     (root / "corpus" / "kb" / "docs.jsonl").write_text('{"doc_id": "d1", "text": "refunds take 5 days"}\n')
     run = root / "traces" / "r1"
     run.mkdir(parents=True)
-    (run / "run.yaml").write_text(yaml.safe_dump({"run_id": "r1", "candidate": "bot", "corpus_version": "kb",
-                                                  "dataset_version": "ds"}))
+    (run / "run.yaml").write_text(
+        yaml.safe_dump({"run_id": "r1", "candidate": "bot", "corpus_version": "kb", "dataset_version": "ds"})
+    )
     (run / "batch.jsonl").write_text(json.dumps(TRACE) + "\n")
     outside.mkdir()
     (outside / "secret.jsonl").write_text(SECRET)
@@ -39,8 +40,10 @@ def _data_root(base) -> tuple:
 
 def _refusal(error, path, root) -> None:
     assert isinstance(error, ValueError) and isinstance(error, InputError)
-    assert str(error) == (f"refusing {path}: its real path {os.path.realpath(path)} is outside {os.path.realpath(root)} "
-                          "(a symbolic link may not lead out of the data root)")
+    assert str(error) == (
+        f"refusing {path}: its real path {os.path.realpath(path)} is outside {os.path.realpath(root)} "
+        "(a symbolic link may not lead out of the data root)"
+    )
 
 
 def test_a_trace_file_linked_to_a_file_outside_is_refused_and_not_read(tmp_path):
@@ -66,11 +69,14 @@ def test_a_link_to_etc_passwd_is_refused(tmp_path):
         ingest.read_raw_lines(open_location(root), "r1")
 
 
-@pytest.mark.parametrize("linked", ["traces/r2", "corpus/kb2", "cases/ds2", "labels/qrels", "labels/grounding", "policy"])
+@pytest.mark.parametrize(
+    "linked", ["traces/r2", "corpus/kb2", "cases/ds2", "labels/qrels", "labels/grounding", "policy"]
+)
 def test_a_folder_linked_outside_is_refused(tmp_path, linked):
     root, outside = _data_root(tmp_path)
-    (outside / "run.yaml").write_text(yaml.safe_dump({"run_id": "r2", "candidate": "bot", "corpus_version": "kb2",
-                                                      "dataset_version": "ds2"}))
+    (outside / "run.yaml").write_text(
+        yaml.safe_dump({"run_id": "r2", "candidate": "bot", "corpus_version": "kb2", "dataset_version": "ds2"})
+    )
     (outside / "gates.yaml").write_text("version: 1\ngates: []\n")
     (root / linked).parent.mkdir(parents=True, exist_ok=True)
     (root / linked).symlink_to(outside, target_is_directory=True)
@@ -99,7 +105,9 @@ def test_linked_case_and_policy_files_are_configuration_errors_before_any_step(t
     (outside / "gates.yaml").write_text("version: 1\ngates: []\n")
     (root / "policy").mkdir()
     (root / "policy" / "gates.yaml").symlink_to(outside / "gates.yaml")
-    with pytest.raises(RunnerError, match=r"^refusing .*/policy/gates.yaml: its real path .*/outside/gates.yaml is outside"):
+    with pytest.raises(
+        RunnerError, match=r"^refusing .*/policy/gates.yaml: its real path .*/outside/gates.yaml is outside"
+    ):
         validate_configuration(open_location(root), ["r1"])
     (root / "policy" / "gates.yaml").unlink()
     (root / "cases" / "ds" / "z.yaml").symlink_to(outside / "secret.jsonl")
@@ -110,7 +118,9 @@ def test_linked_case_and_policy_files_are_configuration_errors_before_any_step(t
 def test_a_run_folder_linked_outside_stops_eval_pipeline_run(tmp_path):
     root, outside = _data_root(tmp_path)
     (root / "traces" / "r2").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(RunnerError, match=r"^refusing .*/traces/r2/run.yaml: its real path .*/outside/run.yaml is outside "):
+    with pytest.raises(
+        RunnerError, match=r"^refusing .*/traces/r2/run.yaml: its real path .*/outside/run.yaml is outside "
+    ):
         check_data_root(str(root))
 
 
@@ -120,7 +130,10 @@ def test_links_that_stay_inside_the_root_are_followed(tmp_path):
     (root / "traces" / "r1" / "again.jsonl").symlink_to("batch.jsonl")
     location = open_location(root)
     assert loaders.load_cases(location, "current").frame["case_id"].to_list() == ["rag-1"]
-    assert ingest.read_raw_lines(location, "r1")["source_file"].to_list() == ["traces/r1/again.jsonl", "traces/r1/batch.jsonl"]
+    assert ingest.read_raw_lines(location, "r1")["source_file"].to_list() == [
+        "traces/r1/again.jsonl",
+        "traces/r1/batch.jsonl",
+    ]
     # a data root that is itself a link is its own real path
     (tmp_path / "alias").symlink_to(root, target_is_directory=True)
     assert loaders.list_runs(open_location(tmp_path / "alias")) == ["r1"]
@@ -148,7 +161,9 @@ def test_a_reports_or_warehouse_link_out_of_the_data_root_is_refused(tmp_path):
 def test_a_judge_cache_link_out_of_the_data_root_is_refused_before_the_judge_is_made(tmp_path):
     root, outside = _data_root(tmp_path)
     (root / ".judge_cache").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(OutsideRootError, match=r"/data/.judge_cache/verdicts.sqlite: its real path .*/outside/verdicts.sqlite"):
+    with pytest.raises(
+        OutsideRootError, match=r"/data/.judge_cache/verdicts.sqlite: its real path .*/outside/verdicts.sqlite"
+    ):
         JudgeConfig(backend="openai", model="m").make(str(root))
     with pytest.raises(RunnerError, match=r"^refusing .*/data/.judge_cache: its real path .*/outside is outside"):
         preflight(EvalConfig(data_root=str(root), deid_demo=True))

@@ -24,8 +24,9 @@ def write_run(root, lines: list[bytes], run_id: str = "r1") -> None:
     (root / "cases" / "ds" / "rag-1.yaml").write_text(yaml.safe_dump(CASE))
     run = root / "traces" / run_id
     run.mkdir(parents=True)
-    (run / "run.yaml").write_text(yaml.safe_dump({"run_id": run_id, "candidate": "bot", "corpus_version": "c",
-                                                  "dataset_version": "ds"}))
+    (run / "run.yaml").write_text(
+        yaml.safe_dump({"run_id": run_id, "candidate": "bot", "corpus_version": "c", "dataset_version": "ds"})
+    )
     (run / "batch.jsonl").write_bytes(b"\n".join(lines) + b"\n")
 
 
@@ -38,17 +39,17 @@ def parse(root, run_id: str = "r1", **kwargs) -> ingest.ParsedTraces:
 def test_every_kind_of_bad_line_becomes_a_reject_and_valid_lines_are_kept(tmp_path):
     huge_context = [{"doc_id": "d1", "text": "x" * (3 * 1024 * 1024)}]
     lines = [
-        json.dumps(trace("t1")).encode(),                      # 1 valid
-        b'{"trace_id": "t2", "case_id": "rag-1", "att',        # 2 truncated JSON
-        b"[1, 2, 3]",                                          # 3 not an object
-        json.dumps(trace("t4", attempt="two")).encode(),       # 4 wrong field type
+        json.dumps(trace("t1")).encode(),  # 1 valid
+        b'{"trace_id": "t2", "case_id": "rag-1", "att',  # 2 truncated JSON
+        b"[1, 2, 3]",  # 3 not an object
+        json.dumps(trace("t4", attempt="two")).encode(),  # 4 wrong field type
         json.dumps({**trace("t5"), "case_id": "nope"}).encode(),  # 5 unknown case
-        json.dumps(trace("t1")).encode(),                      # 6 duplicate trace_id
+        json.dumps(trace("t1")).encode(),  # 6 duplicate trace_id
         b'{"trace_id": "t7", "case_id": "rag-1", "input": "caf\xe9"}',  # 7 invalid UTF-8
-        b"",                                                   # 8 blank: skipped, not rejected
+        b"",  # 8 blank: skipped, not rejected
         json.dumps(trace("t9", context=huge_context)).encode(),  # 9 a 3 MB line that is valid
-        json.dumps(trace("t10", case_revision=1)).encode(),    # 10 stale case revision
-        b"   ",                                                # 11 blank
+        json.dumps(trace("t10", case_revision=1)).encode(),  # 10 stale case revision
+        b"   ",  # 11 blank
     ]
     write_run(tmp_path, lines)
     parsed = parse(tmp_path)
@@ -73,15 +74,19 @@ def test_a_line_over_the_size_limit_is_rejected_with_its_size(tmp_path):
     write_run(tmp_path, [json.dumps(trace("t1", input="y" * 5000)).encode()])
     parsed = parse(tmp_path, max_line_bytes=4096)
     assert parsed.traces.height == 0
-    assert parsed.rejects["reason"][0].startswith("line of 5") and parsed.rejects["reason"][0].endswith("exceeds the 4096-byte limit")
+    assert parsed.rejects["reason"][0].startswith("line of 5") and parsed.rejects["reason"][0].endswith(
+        "exceeds the 4096-byte limit"
+    )
 
 
 def test_a_batch_where_everything_is_rejected_still_parses_to_an_empty_frame(tmp_path):
     write_run(tmp_path, [b"not json", b"{}"])
     parsed = parse(tmp_path)
     assert parsed.traces.height == 0 and parsed.traces.schema == frames.TRACES_SCHEMA
-    assert parsed.rejects["reason"].to_list() == ["invalid JSON: Expecting value at column 1",
-                                                  "trace_id: Field required; case_id: Field required"]
+    assert parsed.rejects["reason"].to_list() == [
+        "invalid JSON: Expecting value at column 1",
+        "trace_id: Field required; case_id: Field required",
+    ]
 
 
 def test_harness_error_traces_are_kept(tmp_path):
@@ -126,7 +131,8 @@ print(sum(len(ingest._check_lines(raws, 1 << 24)) for _ in range(6)))
 
 def test_the_parallel_line_check_finishes_inside_a_process_that_defers_sigterm():
     """Workers forked inside a Dagster step inherit its SIGTERM handler; the check must not wait on them forever."""
-    result = subprocess.run([sys.executable, "-c", HANDLER_THAT_DEFERS_SIGTERM], capture_output=True, text=True,
-                            timeout=300, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", HANDLER_THAT_DEFERS_SIGTERM], capture_output=True, text=True, timeout=300, check=False
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert int(result.stdout) == 6 * (ingest._PARALLEL_LINES + 10)

@@ -16,20 +16,23 @@ from .test_ingest import parse, trace, write_run
 def test_lines_the_columnar_parse_cannot_hold_are_rejects_and_the_batch_survives(tmp_path):
     valid = json.dumps(trace("ok-1"))
     lines = [
-        valid.encode(),                                                            # 1 kept
+        valid.encode(),  # 1 kept
         json.dumps(trace("t2"))[:-1].encode() + b', "attempt": 18446744073709551616}',  # 2 int beyond 64 bits
-        json.dumps(trace("t3"))[:-1].encode() + b', "usage": {"cost_usd": 1e400}}',     # 3 beyond float64
-        json.dumps(trace("t4"))[:-1].encode() + b', "attempt": 2, "attempt": "two"}',   # 4 duplicate key, two types
-        json.dumps(trace("t5"))[:-1].encode() + b', "attempt": 2, "attempt": 3}',       # 5 duplicate key, one type
-        json.dumps({**trace("t6"), "answer": None})[:-1].encode()[:-len(', "answer": null')]
-        + b', "answer": {"text": "a", "text": "b"}}',                                 # 6 nested duplicate
-        json.dumps(trace("t7"))[:-1].encode() + b', "usage": {"latency_ms": NaN}}',     # 7 NaN literal
-        json.dumps(trace("t8"))[:-1].encode() + b', "x": -Infinity}',                  # 8 Infinity, unknown field
+        json.dumps(trace("t3"))[:-1].encode() + b', "usage": {"cost_usd": 1e400}}',  # 3 beyond float64
+        json.dumps(trace("t4"))[:-1].encode() + b', "attempt": 2, "attempt": "two"}',  # 4 duplicate key, two types
+        json.dumps(trace("t5"))[:-1].encode() + b', "attempt": 2, "attempt": 3}',  # 5 duplicate key, one type
+        json.dumps({**trace("t6"), "answer": None})[:-1].encode()[: -len(', "answer": null')]
+        + b', "answer": {"text": "a", "text": "b"}}',  # 6 nested duplicate
+        json.dumps(trace("t7"))[:-1].encode() + b', "usage": {"latency_ms": NaN}}',  # 7 NaN literal
+        json.dumps(trace("t8"))[:-1].encode() + b', "x": -Infinity}',  # 8 Infinity, unknown field
         json.dumps(trace("t9"))[:-1].encode() + b', "extra": ' + b"[" * 140 + b"]" * 140 + b"}",  # 9 too deep
-        json.dumps(trace("t10", input="\\ud800"), ensure_ascii=False).replace("\\\\", "\\").encode(),  # 10 lone surrogate
-        json.dumps(trace("ok-11", input="😀 café 1e300 NaNa")).encode(),                # 11 kept: suspect, fine
-        json.dumps(trace("ok-12", steps=[{"index": 0, "kind": "tool_call", "tool": "t",
-                                          "args": {"n": 9223372036854775807}}])).encode(),  # 12 kept: int64 max
+        json.dumps(trace("t10", input="\\ud800"), ensure_ascii=False)
+        .replace("\\\\", "\\")
+        .encode(),  # 10 lone surrogate
+        json.dumps(trace("ok-11", input="😀 café 1e300 NaNa")).encode(),  # 11 kept: suspect, fine
+        json.dumps(
+            trace("ok-12", steps=[{"index": 0, "kind": "tool_call", "tool": "t", "args": {"n": 9223372036854775807}}])
+        ).encode(),  # 12 kept: int64 max
     ]
     write_run(tmp_path, lines)
     parsed = parse(tmp_path)
@@ -52,8 +55,14 @@ def test_lines_the_columnar_parse_cannot_hold_are_rejects_and_the_batch_survives
 
 def test_a_byte_order_mark_at_the_start_of_a_file_or_of_a_joined_file_is_not_part_of_the_line(tmp_path):
     bom = b"\xef\xbb\xbf"
-    write_run(tmp_path, [bom + json.dumps(trace("t1")).encode(), json.dumps(trace("t2")).encode(),
-                         bom + json.dumps(trace("t3")).encode()])
+    write_run(
+        tmp_path,
+        [
+            bom + json.dumps(trace("t1")).encode(),
+            json.dumps(trace("t2")).encode(),
+            bom + json.dumps(trace("t3")).encode(),
+        ],
+    )
     parsed = parse(tmp_path)
     assert parsed.traces["trace_id"].to_list() == ["t1", "t2", "t3"] and parsed.rejects.height == 0
 
@@ -78,18 +87,27 @@ def test_limit_breach_reads_numbers_not_text():
     assert limit_breach('{"a": "18446744073709551616 NaN Infinity 1e999"}') is None
     assert limit_breach('{"a": -9223372036854775808, "b": 1.7e308, "c": 1e-400}') is None
     assert limit_breach('{"a": -9223372036854775809}') == "integer -9223372036854775809 is outside the 64-bit range"
-    assert limit_breach('{"a": ' + "9" * 5000 + "}") == "integer 999999999999…(5000 characters) is outside the 64-bit range"
+    assert (
+        limit_breach('{"a": ' + "9" * 5000 + "}")
+        == "integer 999999999999…(5000 characters) is outside the 64-bit range"
+    )
     assert depth_of({"a": [1, {"b": []}]}) == 4 and depth_of(5) == 0
 
 
 # ---------------------------------------------------------------- the invariant on generated lines
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
 )
-_JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                     max_leaves=12)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
 _FIELDS = {
     "trace_id": st.one_of(st.text(min_size=1, max_size=8), st.integers()),
     "case_id": st.sampled_from(["rag-1", "rag-1", "nope", ""]),
@@ -97,10 +115,19 @@ _FIELDS = {
     "status": st.sampled_from(["ok", "error", "timeout", "other"]),
     "input": st.text(max_size=20),
     "answer": st.one_of(st.fixed_dictionaries({"text": st.text(max_size=20)}), _JSON),
-    "context": st.one_of(st.lists(st.fixed_dictionaries({"doc_id": st.text(max_size=5), "text": st.text(max_size=10)}),
-                                  max_size=2), _JSON),
-    "steps": st.one_of(st.lists(st.fixed_dictionaries({"index": st.integers(0, 3), "kind": st.just("tool_call"),
-                                                       "tool": st.text(max_size=4), "args": _JSON}), max_size=2), _JSON),
+    "context": st.one_of(
+        st.lists(st.fixed_dictionaries({"doc_id": st.text(max_size=5), "text": st.text(max_size=10)}), max_size=2),
+        _JSON,
+    ),
+    "steps": st.one_of(
+        st.lists(
+            st.fixed_dictionaries(
+                {"index": st.integers(0, 3), "kind": st.just("tool_call"), "tool": st.text(max_size=4), "args": _JSON}
+            ),
+            max_size=2,
+        ),
+        _JSON,
+    ),
     "usage": st.one_of(st.fixed_dictionaries({"cost_usd": st.floats(allow_nan=False, allow_infinity=False)}), _JSON),
     "extra": _JSON,
 }
@@ -112,15 +139,28 @@ def trace_lines(draw) -> bytes:
     keys = draw(st.lists(st.sampled_from(sorted(_FIELDS)), unique=True, max_size=len(_FIELDS)))
     record = {key: draw(_FIELDS[key]) for key in keys}
     text = json.dumps(record, ensure_ascii=draw(st.booleans()))
-    mutation = draw(st.sampled_from(["none", "none", "duplicate", "nan", "huge", "deep", "truncate", "bytes", "bom",
-                                     "blank", "surrogate"]))
+    mutation = draw(
+        st.sampled_from(
+            ["none", "none", "duplicate", "nan", "huge", "deep", "truncate", "bytes", "bom", "blank", "surrogate"]
+        )
+    )
     if mutation == "duplicate" and keys:
         key = draw(st.sampled_from(keys))
         text = text[:-1] + (", " if record else "") + f'"{key}": {json.dumps(draw(_JSON))}' + "}"
     elif mutation == "nan":
-        text = text[:-1] + (", " if record else "") + f'"usage": {{"latency_ms": {draw(st.sampled_from(["NaN", "Infinity", "-Infinity"]))}}}' + "}"
+        text = (
+            text[:-1]
+            + (", " if record else "")
+            + f'"usage": {{"latency_ms": {draw(st.sampled_from(["NaN", "Infinity", "-Infinity"]))}}}'
+            + "}"
+        )
     elif mutation == "huge":
-        text = text[:-1] + (", " if record else "") + f'"attempt": {draw(st.sampled_from(["1e400", "18446744073709551616", "-1e999", "1" * 400]))}' + "}"
+        text = (
+            text[:-1]
+            + (", " if record else "")
+            + f'"attempt": {draw(st.sampled_from(["1e400", "18446744073709551616", "-1e999", "1" * 400]))}'
+            + "}"
+        )
     elif mutation == "deep":
         depth = draw(st.integers(100, 1200))
         text = text[:-1] + (", " if record else "") + '"extra": ' + "[" * depth + "]" * depth + "}"
@@ -130,7 +170,7 @@ def trace_lines(draw) -> bytes:
         text = text[:-1] + (", " if record else "") + '"input": "\\udc00x"}'
     raw = text.encode("utf-8", "surrogatepass")
     if mutation == "bytes":
-        raw = raw[: len(raw) // 2] + draw(st.binary(min_size=1, max_size=4)) + raw[len(raw) // 2:]
+        raw = raw[: len(raw) // 2] + draw(st.binary(min_size=1, max_size=4)) + raw[len(raw) // 2 :]
     elif mutation == "bom":
         raw = b"\xef\xbb\xbf" + raw
     elif mutation == "blank":
@@ -143,8 +183,10 @@ def trace_lines(draw) -> bytes:
 def test_every_generated_line_is_exactly_one_trace_reject_or_blank(lines):
     valid = json.dumps(trace("anchor")).encode()
     raws = [valid, *lines, valid]
-    frame = pl.DataFrame({"run_id": "r1", "source_file": "traces/r1/batch.jsonl", "line": list(range(1, len(raws) + 1)),
-                          "raw": raws}, schema=ingest.RAW_LINES_SCHEMA)
+    frame = pl.DataFrame(
+        {"run_id": "r1", "source_file": "traces/r1/batch.jsonl", "line": list(range(1, len(raws) + 1)), "raw": raws},
+        schema=ingest.RAW_LINES_SCHEMA,
+    )
     parsed = ingest.parse_traces(frame, {"rag-1": 2}, "r1")
     kept, rejected = parsed.traces["source_line"].to_list(), parsed.rejects["line"].to_list()
     blank = [number for number, raw in enumerate(raws, start=1) if not raw.strip()]
@@ -161,11 +203,15 @@ def test_label_and_corpus_lines_beyond_the_limits_are_rejects_not_a_failed_load(
 
     qrels = tmp_path / "labels" / "qrels"
     qrels.mkdir(parents=True)
-    (qrels / "q.jsonl").write_bytes(b"\n".join([
-        b'{"query_id": "q1", "doc_id": "d1", "grade": 18446744073709551616}',
-        b'{"query_id": "q1", "doc_id": "d\\ud800", "grade": 1}',
-        b'{"query_id": "q1", "doc_id": "d2", "grade": 1}',
-    ]))
+    (qrels / "q.jsonl").write_bytes(
+        b"\n".join(
+            [
+                b'{"query_id": "q1", "doc_id": "d1", "grade": 18446744073709551616}',
+                b'{"query_id": "q1", "doc_id": "d\\ud800", "grade": 1}',
+                b'{"query_id": "q1", "doc_id": "d2", "grade": 1}',
+            ]
+        )
+    )
     loaded = loaders.load_judgments(open_location(tmp_path))
     assert loaded.frame["doc_id"].to_list() == ["d2"]
     assert [r["reason"] for r in loaded.rejects] == [

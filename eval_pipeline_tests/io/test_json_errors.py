@@ -7,15 +7,18 @@ from eval_pipeline.io.json_errors import invalid_json, json_problem
 from eval_pipeline.io.loaders import parse_json_line
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    (b"nope, not json", "Expecting value at column 1"),
-    (b'{"id": "c", "context": "x"\n', "Expecting ',' delimiter at column 27 (the text ends there)"),
-    ('{"answer": "unterminated', "Unterminated string starting at column 12"),
-    ('{\n  "a": 1,,\n}', "Expecting property name enclosed in double quotes at line 2 column 10"),
-    (b'{"score": NaN}', "NaN is not a JSON number"),
-    (b"\xff{}", "not UTF-8 text at byte offset 0"),
-    (b"  ", "the text is empty"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (b"nope, not json", "Expecting value at column 1"),
+        (b'{"id": "c", "context": "x"\n', "Expecting ',' delimiter at column 27 (the text ends there)"),
+        ('{"answer": "unterminated', "Unterminated string starting at column 12"),
+        ('{\n  "a": 1,,\n}', "Expecting property name enclosed in double quotes at line 2 column 10"),
+        (b'{"score": NaN}', "NaN is not a JSON number"),
+        (b"\xff{}", "not UTF-8 text at byte offset 0"),
+        (b"  ", "the text is empty"),
+    ],
+)
 def test_json_problem_in_plain_words(text, reason):
     assert json_problem(text) == reason
     assert invalid_json(text) == f"invalid JSON: {reason}"

@@ -31,14 +31,18 @@ POLICY = "version: 3\ngates:\n- {name: recall, lane: rag, metric: recall_at_10, 
 def test_a_duplicate_key_is_an_error_at_its_line_and_column():
     with pytest.raises(YamlError) as error:
         load_yaml("case_id: rag-1\nexpect_refusal: false\nlanes: [rag]\nexpect_refusal: true\n", "c.yaml")
-    assert str(error.value) == ("c.yaml:4:1: duplicate key 'expect_refusal' (first given at line 2, column 1); "
-                                "a key may appear once in a mapping")
+    assert str(error.value) == (
+        "c.yaml:4:1: duplicate key 'expect_refusal' (first given at line 2, column 1); "
+        "a key may appear once in a mapping"
+    )
     assert (error.value.line, error.value.column) == (4, 1)
 
 
 def test_a_duplicate_key_in_a_nested_mapping_and_a_second_tools_list_are_errors():
     text = "gates:\n- name: recall\n  max_regression_points: 2\n  max_regression_points: 99\n"
-    with pytest.raises(YamlError, match=r"^gates.yaml:4:3: duplicate key 'max_regression_points' \(first given at line 3, column 3\)"):
+    with pytest.raises(
+        YamlError, match=r"^gates.yaml:4:3: duplicate key 'max_regression_points' \(first given at line 3, column 3\)"
+    ):
         load_yaml(text, "gates.yaml")
     with pytest.raises(YamlError, match=r"^tools.yaml:4:1: duplicate key 'tools' \(first given at line 2, column 1\)"):
         load_yaml("environment_version: e\ntools:\n- {name: a}\ntools: []\n", "tools.yaml")
@@ -46,8 +50,11 @@ def test_a_duplicate_key_in_a_nested_mapping_and_a_second_tools_list_are_errors(
 
 def test_merge_keys_and_anchors_are_not_duplicates():
     text = "base: &b {read_only: true, x: 1}\ntool:\n  <<: *b\n  x: 2\nother: *b\n"
-    assert load_yaml(text, "t.yaml") == {"base": {"read_only": True, "x": 1}, "tool": {"read_only": True, "x": 2},
-                                          "other": {"read_only": True, "x": 1}}
+    assert load_yaml(text, "t.yaml") == {
+        "base": {"read_only": True, "x": 1},
+        "tool": {"read_only": True, "x": 2},
+        "other": {"read_only": True, "x": 1},
+    }
 
 
 def test_a_tab_used_as_indentation_is_an_error_at_its_line_and_column():
@@ -67,7 +74,10 @@ def test_a_tab_used_as_indentation_is_an_error_at_its_line_and_column():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("a: [1, 2\n", "x.yaml:2:1: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 1, column 4)"),
+        (
+            "a: [1, 2\n",
+            "x.yaml:2:1: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 1, column 4)",
+        ),
         ("a: b: c\n", "x.yaml:1:5: mapping values are not allowed here"),
         ("a: *nowhere\n", "x.yaml:1:4: found undefined alias 'nowhere'"),
         ("a: 1\nb: \x01\n", "x.yaml:2:4: unacceptable character #x0001: control characters are not allowed"),
@@ -96,21 +106,34 @@ def test_the_judge_profile_reader_is_strict_too():
 # ---------------------------------------------------------------- configuration files
 
 
-def write_root(root: Path, tools: str | None = None, policy: str = POLICY, cases: dict[str, str] | None = None,
-               manifest: dict | None = None) -> Path:
+def write_root(
+    root: Path,
+    tools: str | None = None,
+    policy: str = POLICY,
+    cases: dict[str, str] | None = None,
+    manifest: dict | None = None,
+) -> Path:
     """A minimal data root with one run r1."""
     (root / "corpus" / "c").mkdir(parents=True)
     (root / "corpus" / "c" / "docs.jsonl").write_text('{"doc_id": "d1", "text": "t"}\n')
     (root / "tools" / "e").mkdir(parents=True)
-    (root / "tools" / "e" / "tools.yaml").write_text(tools or "environment_version: e\ntools:\n- name: get_x\n  read_only: true\n")
+    (root / "tools" / "e" / "tools.yaml").write_text(
+        tools or "environment_version: e\ntools:\n- name: get_x\n  read_only: true\n"
+    )
     (root / "cases" / "ds").mkdir(parents=True)
     for name, text in (cases or {"rag-1.yaml": yaml.safe_dump(RAG_CASE)}).items():
         (root / "cases" / "ds" / name).write_text(text)
     (root / "policy").mkdir()
     (root / "policy" / "gates.yaml").write_text(policy)
     (root / "traces" / "r1").mkdir(parents=True)
-    run = {"run_id": "r1", "candidate": "bot", "corpus_version": "c", "environment_version": "e", "dataset_version": "ds",
-           **(manifest or {})}
+    run = {
+        "run_id": "r1",
+        "candidate": "bot",
+        "corpus_version": "c",
+        "environment_version": "e",
+        "dataset_version": "ds",
+        **(manifest or {}),
+    }
     (root / "traces" / "r1" / "run.yaml").write_text(yaml.safe_dump(run))
     return root
 
@@ -120,16 +143,20 @@ def test_an_unknown_key_in_tools_yaml_is_an_error_at_its_line(tmp_path):
     location = open_location(write_root(tmp_path, tools=tools))
     with pytest.raises(InputError) as error:
         loaders.load_tools(location, "e")
-    assert str(error.value) == (f"{location.uri_of('tools', 'e', 'tools.yaml')}:4:3: not a valid tool registry: "
-                                "tools.0.read_onyl: Extra inputs are not permitted")
+    assert str(error.value) == (
+        f"{location.uri_of('tools', 'e', 'tools.yaml')}:4:3: not a valid tool registry: "
+        "tools.0.read_onyl: Extra inputs are not permitted"
+    )
 
 
 def test_tools_yaml_with_a_tab_or_a_second_tools_list_is_an_error(tmp_path):
     location = open_location(write_root(tmp_path, tools="environment_version: e\ntools:\n\t- name: get_x\n"))
     with pytest.raises(InputError) as error:
         loaders.load_tools(location, "e")
-    assert str(error.value) == (f"{location.uri_of('tools', 'e', 'tools.yaml')}:3:1: tab character used as indentation "
-                                "(YAML indents with spaces only)")
+    assert str(error.value) == (
+        f"{location.uri_of('tools', 'e', 'tools.yaml')}:3:1: tab character used as indentation "
+        "(YAML indents with spaces only)"
+    )
     (tmp_path / "tools" / "e" / "tools.yaml").write_text("environment_version: e\ntools:\n- name: get_x\ntools: []\n")
     with pytest.raises(InputError, match=r"tools.yaml:4:1: duplicate key 'tools'"):
         loaders.load_tools(location, "e")
@@ -139,11 +166,15 @@ def test_gates_yaml_duplicate_threshold_and_unknown_key_are_errors():
     duplicate = "version: 3\ngates:\n- name: recall\n  lane: rag\n  metric: recall_at_10\n  max_regression_points: 2\n  max_regression_points: 99\n"
     with pytest.raises(InputError) as error:
         loaders.parse_gate_policy(duplicate, "policy/gates.yaml")
-    assert str(error.value) == ("policy/gates.yaml:7:3: duplicate key 'max_regression_points' (first given at line 6, "
-                                "column 3); a key may appear once in a mapping")
+    assert str(error.value) == (
+        "policy/gates.yaml:7:3: duplicate key 'max_regression_points' (first given at line 6, "
+        "column 3); a key may appear once in a mapping"
+    )
     with pytest.raises(InputError) as error:
         loaders.parse_gate_policy(POLICY + "baseline: base-41\n", "policy/gates.yaml")
-    assert str(error.value) == "policy/gates.yaml:4:1: not a valid gate policy: baseline: Extra inputs are not permitted"
+    assert (
+        str(error.value) == "policy/gates.yaml:4:1: not a valid gate policy: baseline: Extra inputs are not permitted"
+    )
     with pytest.raises(InputError) as error:
         loaders.parse_gate_policy("", "policy/gates.yaml")
     assert str(error.value) == "policy/gates.yaml:1:1: not a valid gate policy: expected a mapping, found an empty file"
@@ -151,11 +182,15 @@ def test_gates_yaml_duplicate_threshold_and_unknown_key_are_errors():
 
 def test_a_manifest_error_names_its_line(tmp_path):
     location = open_location(write_root(tmp_path))
-    (tmp_path / "traces" / "r1" / "run.yaml").write_text("run_id: r1\ncandidate: bot\ncorpus_version: 7\ndataset_version: ds\n")
+    (tmp_path / "traces" / "r1" / "run.yaml").write_text(
+        "run_id: r1\ncandidate: bot\ncorpus_version: 7\ndataset_version: ds\n"
+    )
     with pytest.raises(InputError) as error:
         loaders.load_manifest(location, "r1")
-    assert str(error.value) == (f"{location.uri_of('traces', 'r1', 'run.yaml')}:3:1: not a valid run manifest: "
-                                "corpus_version: Input should be a valid string")
+    assert str(error.value) == (
+        f"{location.uri_of('traces', 'r1', 'run.yaml')}:3:1: not a valid run manifest: "
+        "corpus_version: Input should be a valid string"
+    )
 
 
 def test_preflight_validates_every_configuration_file_of_the_runs(tmp_path):
@@ -165,7 +200,9 @@ def test_preflight_validates_every_configuration_file_of_the_runs(tmp_path):
     (root / "tools" / "e" / "tools.yaml").write_text("environment_version: e\ntools:\n\t- name: get_x\n")
     with pytest.raises(RunnerError) as error:
         validate_configuration(location, ["r1"])
-    assert str(error.value).endswith("tools/e/tools.yaml:3:1: tab character used as indentation (YAML indents with spaces only)")
+    assert str(error.value).endswith(
+        "tools/e/tools.yaml:3:1: tab character used as indentation (YAML indents with spaces only)"
+    )
     (root / "tools" / "e" / "tools.yaml").write_text("environment_version: e\ntools: []\n")
     (root / "policy" / "gates.yaml").write_text(POLICY + "version: 4\n")
     with pytest.raises(RunnerError, match=r"policy/gates.yaml:4:1: duplicate key 'version'"):
@@ -187,17 +224,29 @@ def test_a_broken_or_duplicate_keyed_case_file_is_a_reject_row_with_its_position
     assert loaded.frame["case_id"].to_list() == ["rag-1"]
     rows = {r["source_file"]: (r["line"], r["reason"]) for r in loaded.rejects}
     assert rows == {
-        "cases/ds/b.yaml": (4, "invalid YAML: cases/ds/b.yaml:4:1: duplicate key 'expect_refusal' (first given at line 3, "
-                               "column 1); a key may appear once in a mapping"),
-        "cases/ds/c.yaml": (3, "invalid YAML: cases/ds/c.yaml:3:1: tab character used as indentation (YAML indents with spaces only)"),
+        "cases/ds/b.yaml": (
+            4,
+            "invalid YAML: cases/ds/b.yaml:4:1: duplicate key 'expect_refusal' (first given at line 3, "
+            "column 1); a key may appear once in a mapping",
+        ),
+        "cases/ds/c.yaml": (
+            3,
+            "invalid YAML: cases/ds/c.yaml:3:1: tab character used as indentation (YAML indents with spaces only)",
+        ),
     }
     # a case file is data: the run still validates
     validate_configuration(open_location(root), ["r1"])
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eval_pipeline.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
 
 
 def test_eval_pipeline_run_with_a_tab_in_tools_yaml_exits_2_before_any_step(tmp_path):
@@ -214,7 +263,8 @@ def test_eval_pipeline_run_with_a_tab_in_tools_yaml_exits_2_before_any_step(tmp_
     result = run_cli("run", "--data", str(data), "--deid-demo", env=env)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
-        f"eval-pipeline: error: {tools}:{line + 1}:1: tab character used as indentation (YAML indents with spaces only)")
+        f"eval-pipeline: error: {tools}:{line + 1}:1: tab character used as indentation (YAML indents with spaces only)"
+    )
     assert "Traceback" not in result.stderr
     # no Dagster step ran: nothing evaluated, no instance storage written, no warehouse
     assert "Evaluating run" not in result.stderr
@@ -228,27 +278,50 @@ def test_eval_pipeline_run_with_a_tab_in_tools_yaml_exits_2_before_any_step(tmp_
 def write_qrels(root: Path, lines: list[dict | str]) -> None:
     folder = root / "labels" / "qrels"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "human.jsonl").write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    (folder / "human.jsonl").write_text(
+        "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+    )
 
 
 def test_grades_outside_the_policy_scale_are_reject_rows(tmp_path):
     root = write_root(tmp_path)
-    write_qrels(root, [{"query_id": "rag-1", "doc_id": "d1", "grade": 7}, {"query_id": "rag-1", "doc_id": "d1", "grade": -1},
-                       {"query_id": "rag-1", "doc_id": "d2", "grade": 2}, {"query_id": "rag-1", "doc_id": "d3", "grade": 0}])
+    write_qrels(
+        root,
+        [
+            {"query_id": "rag-1", "doc_id": "d1", "grade": 7},
+            {"query_id": "rag-1", "doc_id": "d1", "grade": -1},
+            {"query_id": "rag-1", "doc_id": "d2", "grade": 2},
+            {"query_id": "rag-1", "doc_id": "d3", "grade": 0},
+        ],
+    )
     loaded = loaders.load_judgments(open_location(root))
     assert loaded.frame.select("doc_id", "grade").rows() == [("d2", 2), ("d3", 0)]
     assert [(r["input_kind"], r["source_file"], r["line"], r["reason"]) for r in loaded.rejects] == [
-        ("qrels_label", "labels/qrels/human.jsonl", 1, "grade 7 is outside the grade scale 0..2 (retrieval.grades of the gate policy)"),
-        ("qrels_label", "labels/qrels/human.jsonl", 2, "grade -1 is outside the grade scale 0..2 (retrieval.grades of the gate policy)"),
+        (
+            "qrels_label",
+            "labels/qrels/human.jsonl",
+            1,
+            "grade 7 is outside the grade scale 0..2 (retrieval.grades of the gate policy)",
+        ),
+        (
+            "qrels_label",
+            "labels/qrels/human.jsonl",
+            2,
+            "grade -1 is outside the grade scale 0..2 (retrieval.grades of the gate policy)",
+        ),
     ]
 
 
 def test_the_grade_scale_comes_from_the_gate_policy(tmp_path):
     root = write_root(tmp_path, policy=POLICY + "retrieval: {relevance_threshold: 2, grades: [0, 3]}\n")
-    write_qrels(root, [{"query_id": "rag-1", "doc_id": "d1", "grade": 3}, {"query_id": "rag-1", "doc_id": "d2", "grade": 4}])
+    write_qrels(
+        root, [{"query_id": "rag-1", "doc_id": "d1", "grade": 3}, {"query_id": "rag-1", "doc_id": "d2", "grade": 4}]
+    )
     loaded = loaders.load_judgments(open_location(root))
     assert loaded.frame["grade"].to_list() == [3]
-    assert [r["reason"] for r in loaded.rejects] == ["grade 4 is outside the grade scale 0..3 (retrieval.grades of the gate policy)"]
+    assert [r["reason"] for r in loaded.rejects] == [
+        "grade 4 is outside the grade scale 0..3 (retrieval.grades of the gate policy)"
+    ]
 
 
 def test_a_grade_scale_must_hold_the_threshold_and_the_seed_grade():
@@ -272,11 +345,17 @@ def test_the_bundled_sample_judgments_are_all_in_scale(sample_data):
 def test_a_duplicate_corpus_doc_id_is_a_reject_row_and_the_first_is_kept(tmp_path):
     root = write_root(tmp_path)
     (root / "corpus" / "c" / "docs.jsonl").write_text(
-        '{"doc_id": "d1", "text": "first"}\n{"doc_id": "d2", "text": "other"}\n{"doc_id": "d1", "text": "second"}\n')
+        '{"doc_id": "d1", "text": "first"}\n{"doc_id": "d2", "text": "other"}\n{"doc_id": "d1", "text": "second"}\n'
+    )
     loaded = loaders.load_corpus(open_location(root), "c")
     assert loaded.frame.select("doc_id", "text").rows() == [("d1", "first"), ("d2", "other")]
     assert [(r["input_kind"], r["source_file"], r["line"], r["reason"]) for r in loaded.rejects] == [
-        ("corpus", "corpus/c/docs.jsonl", 3, "duplicate doc_id 'd1' (first occurrence kept: corpus/c/docs.jsonl line 1)"),
+        (
+            "corpus",
+            "corpus/c/docs.jsonl",
+            3,
+            "duplicate doc_id 'd1' (first occurrence kept: corpus/c/docs.jsonl line 1)",
+        ),
     ]
 
 
@@ -288,8 +367,10 @@ def test_a_rag_case_with_nothing_to_retrieve_and_no_refusal_is_a_reject(tmp_path
     cases["more.jsonl"] = json.dumps({**empty, "case_id": "rag-4", "lanes": ["rag", "agent"]}) + "\n"
     loaded = loaders.load_cases(open_location(write_root(tmp_path, cases=cases)), "ds")
     assert sorted(loaded.frame["case_id"].to_list()) == ["agent-1", "rag-1", "rag-3"]
-    reason = ("record: a rag case needs required_doc_ids (the documents to retrieve), or expect_refusal: true when "
-              "there is nothing to retrieve")
+    reason = (
+        "record: a rag case needs required_doc_ids (the documents to retrieve), or expect_refusal: true when "
+        "there is nothing to retrieve"
+    )
     assert [(r["source_file"], r["line"], r["case_id"], r["reason"]) for r in loaded.rejects] == [
         ("cases/ds/more.jsonl", 1, "rag-4", reason),
         ("cases/ds/rag-2.yaml", 1, "rag-2", reason),
@@ -337,7 +418,7 @@ def test_the_depth_limit_is_128_and_brackets_in_strings_do_not_count():
     assert loaders.MAX_JSON_DEPTH == 128
     at_limit = b'{"a":' + b"[" * 127 + b"]" * 127 + b"}"
     assert loaders.parse_json_line(at_limit)[1] is None
-    in_strings = json.dumps({"a": "[" * 500, "b": [{"c": "]]]\"{{"}], "scores": [1e-5, 2.5e300]}).encode()
+    in_strings = json.dumps({"a": "[" * 500, "b": [{"c": ']]]"{{'}], "scores": [1e-5, 2.5e300]}).encode()
     value, reason = loaders.parse_json_line(in_strings)
     assert reason is None and value["scores"] == [1e-5, 2.5e300]
     assert depth_of({"a": [{"b": []}]}) == 4 and depth_of(1) == 0
@@ -348,4 +429,6 @@ def test_qrels_and_case_lines_with_nan_are_reject_rows(tmp_path):
     write_qrels(root, ['{"query_id": "rag-1", "doc_id": "d1", "grade": 1, "annotator": NaN}'])
     location = open_location(root)
     assert [r["reason"] for r in loaders.load_judgments(location).rejects] == ["invalid JSON: NaN is not a JSON number"]
-    assert [r["reason"] for r in loaders.load_cases(location, "ds").rejects] == ["invalid JSON: NaN is not a JSON number"]
+    assert [r["reason"] for r in loaders.load_cases(location, "ds").rejects] == [
+        "invalid JSON: NaN is not a JSON number"
+    ]

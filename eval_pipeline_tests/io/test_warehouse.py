@@ -4,8 +4,8 @@ import polars as pl
 import pytest
 
 from eval_pipeline.gating.versions import metric_versions
-from eval_pipeline.scoring.retrieval import side_by_side
 from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline.scoring.retrieval import side_by_side
 
 
 def test_rewriting_a_partition_replaces_only_that_run_and_keeps_history(tmp_path):
@@ -23,7 +23,9 @@ def test_lane_scoped_write_keeps_the_other_lane(tmp_path):
     warehouse = Warehouse.at(tmp_path)
     both = pl.DataFrame({"lane": ["rag", "agent"], "failures": [3, 4]})
     warehouse.write_partition("attribution_rollup", both, "r1")
-    warehouse.write_partition("attribution_rollup", pl.DataFrame({"lane": ["rag"], "failures": [9]}), "r1", within={"lane": "rag"})
+    warehouse.write_partition(
+        "attribution_rollup", pl.DataFrame({"lane": ["rag"], "failures": [9]}), "r1", within={"lane": "rag"}
+    )
     rows = dict(warehouse.read("attribution_rollup", "r1").select("lane", "failures").iter_rows())
     assert rows == {"rag": 9, "agent": 4}
 
@@ -51,11 +53,21 @@ def test_a_row_of_another_run_is_refused(tmp_path):
 
 def test_metric_side_by_side_across_versions(tmp_path):
     warehouse = Warehouse.at(tmp_path)
-    warehouse.write_partition("retrieval_scores", pl.DataFrame({"trace_id": ["a", "b"], "recall_at_10": [0.5, 1.0]}), "r1")
+    warehouse.write_partition(
+        "retrieval_scores", pl.DataFrame({"trace_id": ["a", "b"], "recall_at_10": [0.5, 1.0]}), "r1"
+    )
     warehouse.write_partition("retrieval_scores", pl.DataFrame({"trace_id": ["z"], "recall_at_10": [0.0]}), "r2")
-    warehouse.write_partition("retrieval_scores", pl.DataFrame({"trace_id": ["a", "b"], "recall_at_10": [1.0, 1.0]}), "r1")
+    warehouse.write_partition(
+        "retrieval_scores", pl.DataFrame({"trace_id": ["a", "b"], "recall_at_10": [1.0, 1.0]}), "r1"
+    )
     table, old, new = metric_versions(warehouse, "retrieval_scores", "recall_at_10", "r1")
     assert (old, new) == (0, 2)
-    assert table.select("trace_id", "old", "new", "delta", "changed").rows() == [("a", 0.5, 1.0, 0.5, True), ("b", 1.0, 1.0, 0.0, False)]
-    assert side_by_side(pl.DataFrame({"run_id": ["r"], "trace_id": ["x"], "m": [None]}),
-                        pl.DataFrame({"run_id": ["r"], "trace_id": ["x"], "m": [1.0]}), "m")["changed"].to_list() == [True]
+    assert table.select("trace_id", "old", "new", "delta", "changed").rows() == [
+        ("a", 0.5, 1.0, 0.5, True),
+        ("b", 1.0, 1.0, 0.0, False),
+    ]
+    assert side_by_side(
+        pl.DataFrame({"run_id": ["r"], "trace_id": ["x"], "m": [None]}),
+        pl.DataFrame({"run_id": ["r"], "trace_id": ["x"], "m": [1.0]}),
+        "m",
+    )["changed"].to_list() == [True]

@@ -10,10 +10,15 @@ from hypothesis import strategies as st
 
 CASES = {"rag-1": 2, "agent-1": 1, "c\u00e9": 1}
 
-_TEXT = st.one_of(st.text(alphabet="abcxyz _-.:0123456789", max_size=8), st.sampled_from(["caf\u00e9", "\u2028", "\U0001f600", "\\u0041", '"', "\\"]),
-                  st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6))
-_KEYS = st.one_of(_TEXT, st.sampled_from(["text", "status", "attempt", "round", "hits", "citations", "path", "args",
-                                          "a", "b", "x.y", "0"]))
+_TEXT = st.one_of(
+    st.text(alphabet="abcxyz _-.:0123456789", max_size=8),
+    st.sampled_from(["caf\u00e9", "\u2028", "\U0001f600", "\\u0041", '"', "\\"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6),
+)
+_KEYS = st.one_of(
+    _TEXT,
+    st.sampled_from(["text", "status", "attempt", "round", "hits", "citations", "path", "args", "a", "b", "x.y", "0"]),
+)
 _NUMBERS = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
     st.integers(min_value=-(2**70), max_value=2**70),
@@ -21,8 +26,9 @@ _NUMBERS = st.one_of(
     st.sampled_from([0.0, -0.0, 1.0, 2.0, 49.0, 1e16, 1e20, 0.1, 12.5, 1e-7, 5e-324, 1.7976931348623157e308]),
 )
 _SCALARS = st.one_of(st.none(), st.booleans(), _NUMBERS, _TEXT)
-JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
-                    max_leaves=10)
+JSON = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3), max_leaves=10
+)
 _OBJECT = st.dictionaries(_KEYS, JSON, max_size=4)
 
 
@@ -53,8 +59,14 @@ def _step(draw) -> dict:
     _optional(draw, step, "status", st.sampled_from(["ok", "error"]))
     _optional(draw, step, "result", JSON)
     _optional(draw, step, "error", _TEXT)
-    _optional(draw, step, "state_diff", st.lists(st.fixed_dictionaries(
-        {"path": _TEXT}, optional={"before": JSON, "after": JSON, "extra": JSON}), max_size=3))
+    _optional(
+        draw,
+        step,
+        "state_diff",
+        st.lists(
+            st.fixed_dictionaries({"path": _TEXT}, optional={"before": JSON, "after": JSON, "extra": JSON}), max_size=3
+        ),
+    )
     _optional(draw, step, "dispatched", st.fixed_dictionaries({"tool": _TEXT}, optional={"args": _OBJECT}))
     _optional(draw, step, "content", _TEXT)
     return step
@@ -68,8 +80,10 @@ def trace_records(draw) -> dict:
     def _optional(draw, record, key, strategy):
         _optional_field(draw, record, key, strategy, full)
 
-    record: dict = {"trace_id": draw(st.sampled_from(["t1", "t2", "t3"]) | _TEXT.filter(bool)),
-                    "case_id": draw(st.sampled_from(sorted(CASES)))}
+    record: dict = {
+        "trace_id": draw(st.sampled_from(["t1", "t2", "t3"]) | _TEXT.filter(bool)),
+        "case_id": draw(st.sampled_from(sorted(CASES))),
+    }
     _optional(draw, record, "case_revision", st.integers(0, 3))
     if full or draw(st.integers(0, 3)):
         record["attempt"] = draw(st.integers(1, 3))
@@ -77,36 +91,153 @@ def trace_records(draw) -> dict:
         record["status"] = draw(st.sampled_from(["ok", "error", "timeout"]))
     _optional(draw, record, "error", _TEXT)
     _optional(draw, record, "input", _TEXT)
-    _optional(draw, record, "retrieval", st.lists(st.fixed_dictionaries({}, optional={
-        "round": st.integers(1, 3), "tool": _TEXT, "variant": _TEXT, "query": _TEXT,
-        "candidates": st.lists(_DOC, max_size=3), "hits": st.lists(_DOC, max_size=3)}), max_size=2))
-    _optional(draw, record, "context", st.lists(st.fixed_dictionaries({"doc_id": _TEXT}, optional={
-        "text": _TEXT, "tokens": st.integers(0, 500)}), max_size=2))
-    _optional(draw, record, "answer", st.fixed_dictionaries({}, optional={
-        "text": _maybe(_TEXT, st.none()), "refused": _maybe(st.booleans(), st.none()),
-        "citations": st.lists(st.fixed_dictionaries({"doc_id": _TEXT}, optional={
-            "quote": _TEXT, "claim_index": st.integers(0, 3)}), max_size=2)}))
+    _optional(
+        draw,
+        record,
+        "retrieval",
+        st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "round": st.integers(1, 3),
+                    "tool": _TEXT,
+                    "variant": _TEXT,
+                    "query": _TEXT,
+                    "candidates": st.lists(_DOC, max_size=3),
+                    "hits": st.lists(_DOC, max_size=3),
+                },
+            ),
+            max_size=2,
+        ),
+    )
+    _optional(
+        draw,
+        record,
+        "context",
+        st.lists(
+            st.fixed_dictionaries({"doc_id": _TEXT}, optional={"text": _TEXT, "tokens": st.integers(0, 500)}),
+            max_size=2,
+        ),
+    )
+    _optional(
+        draw,
+        record,
+        "answer",
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "text": _maybe(_TEXT, st.none()),
+                "refused": _maybe(st.booleans(), st.none()),
+                "citations": st.lists(
+                    st.fixed_dictionaries(
+                        {"doc_id": _TEXT}, optional={"quote": _TEXT, "claim_index": st.integers(0, 3)}
+                    ),
+                    max_size=2,
+                ),
+            },
+        ),
+    )
     _optional(draw, record, "steps", st.lists(_step(), max_size=3))
     _optional(draw, record, "final_state", _OBJECT)
-    _optional(draw, record, "usage", st.fixed_dictionaries({}, optional={
-        "input_tokens": st.integers(0, 10**6), "output_tokens": st.integers(0, 10**6),
-        "cost_usd": _maybe(_NUMBERS, st.none()), "latency_ms": _maybe(_NUMBERS, st.none())}))
+    _optional(
+        draw,
+        record,
+        "usage",
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "input_tokens": st.integers(0, 10**6),
+                "output_tokens": st.integers(0, 10**6),
+                "cost_usd": _maybe(_NUMBERS, st.none()),
+                "latency_ms": _maybe(_NUMBERS, st.none()),
+            },
+        ),
+    )
     if draw(st.integers(0, 3)) == 0:
         record[draw(_KEYS)] = draw(JSON)
     return record
 
 
 # Values a mutation puts where a field was: each breaks some rule of the contract, or only looks as if it did.
-_ODD_VALUES = [b"null", b"1", b"1.0", b"-0", b"true", b'"1"', b'""', b"[]", b"{}", b"[null]", b"[{}]", b'"ok"', b'"other"',
-               b"9223372036854775807", b"9223372036854775808", b"-9223372036854775809", b"18446744073709551616",
-               b"1e400", b"-1e999", b"NaN", b"Infinity", b"-Infinity", b"Inf", b"1E2", b"2.5", b"0.0", b'"\\ud800"',
-               b'"\\udc00x"', b'"\\ud83d\\ude00"', b'"\\u0000"', b'"\\u00e9"', b'"caf\xc3\xa9"', b'"\xff"', b'"\xed\xa0\x80"',
-               b'"a\tb"', b'"\x7f"', b'{"a": 1, "a": 2.0}', b'{"path": "p"}', b'[{"path": 1}]', b'{"tool": "t"}',
-               b'{"tool": "t", "args": null}', b'{"doc_id": null}', b"[" * 130 + b"]" * 130, b"[" * 60 + b"]" * 60]
-_FIELD_NAMES = [b"trace_id", b"case_id", b"case_revision", b"attempt", b"status", b"error", b"input", b"retrieval",
-                b"context", b"answer", b"steps", b"final_state", b"usage", b"text", b"round", b"hits", b"citations",
-                b"args", b"result", b"state_diff", b"dispatched", b"doc_id", b"index", b"kind", b"path", b"tool",
-                b"score", b"cost_usd", b"tokens", b"refused", b"extra"]
+_ODD_VALUES = [
+    b"null",
+    b"1",
+    b"1.0",
+    b"-0",
+    b"true",
+    b'"1"',
+    b'""',
+    b"[]",
+    b"{}",
+    b"[null]",
+    b"[{}]",
+    b'"ok"',
+    b'"other"',
+    b"9223372036854775807",
+    b"9223372036854775808",
+    b"-9223372036854775809",
+    b"18446744073709551616",
+    b"1e400",
+    b"-1e999",
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"Inf",
+    b"1E2",
+    b"2.5",
+    b"0.0",
+    b'"\\ud800"',
+    b'"\\udc00x"',
+    b'"\\ud83d\\ude00"',
+    b'"\\u0000"',
+    b'"\\u00e9"',
+    b'"caf\xc3\xa9"',
+    b'"\xff"',
+    b'"\xed\xa0\x80"',
+    b'"a\tb"',
+    b'"\x7f"',
+    b'{"a": 1, "a": 2.0}',
+    b'{"path": "p"}',
+    b'[{"path": 1}]',
+    b'{"tool": "t"}',
+    b'{"tool": "t", "args": null}',
+    b'{"doc_id": null}',
+    b"[" * 130 + b"]" * 130,
+    b"[" * 60 + b"]" * 60,
+]
+_FIELD_NAMES = [
+    b"trace_id",
+    b"case_id",
+    b"case_revision",
+    b"attempt",
+    b"status",
+    b"error",
+    b"input",
+    b"retrieval",
+    b"context",
+    b"answer",
+    b"steps",
+    b"final_state",
+    b"usage",
+    b"text",
+    b"round",
+    b"hits",
+    b"citations",
+    b"args",
+    b"result",
+    b"state_diff",
+    b"dispatched",
+    b"doc_id",
+    b"index",
+    b"kind",
+    b"path",
+    b"tool",
+    b"score",
+    b"cost_usd",
+    b"tokens",
+    b"refused",
+    b"extra",
+]
 
 
 def _escaped(key: bytes) -> bytes:
@@ -118,7 +249,7 @@ def _value_end(text: bytes, start: int) -> int:
     """Where the JSON value starting at `start` ends (at the , } or ] after it)."""
     depth, end, in_string, escape = 0, start, False, False
     while end < len(text):
-        c = text[end:end + 1]
+        c = text[end : end + 1]
         if in_string:
             if escape:
                 escape = False
@@ -143,7 +274,9 @@ def _value_end(text: bytes, start: int) -> int:
 def _a_key(text: bytes, keys: list[bytes], rng: random.Random) -> tuple[bytes, int, int]:
     """A key of the line, anywhere in it: (key, where its value starts, where it ends)."""
     key = rng.choice(keys)
-    found = [i for i in range(len(text)) if text.startswith(b'"' + key + b'":', i) or text.startswith(b'"' + key + b'" :', i)]
+    found = [
+        i for i in range(len(text)) if text.startswith(b'"' + key + b'":', i) or text.startswith(b'"' + key + b'" :', i)
+    ]
     if not found:
         return key, -1, -1
     colon = text.index(b":", rng.choice(found) + len(key) + 2) + 1
@@ -174,23 +307,43 @@ def mutate(text: bytes, rng: random.Random, names: list[bytes] = _FIELD_NAMES) -
     if kind == 3:  # an extra field
         return text[:-1] + b', "' + rng.choice([*names, b"zz"]) + b'": ' + rng.choice(_ODD_VALUES) + b"}"
     if kind == 4:  # bytes around or inside the line
-        return rng.choice([b" ", b"\t", b"\r", b"\xef\xbb\xbf", b"\x00", b"", b"x"]) + text + rng.choice(
-            [b"", b" ", b"\t", b"\r", b"\x00", b"{}", b" null", b"[]", b"x", b"}"])
+        return (
+            rng.choice([b" ", b"\t", b"\r", b"\xef\xbb\xbf", b"\x00", b"", b"x"])
+            + text
+            + rng.choice([b"", b" ", b"\t", b"\r", b"\x00", b"{}", b" null", b"[]", b"x", b"}"])
+        )
     if kind == 5:  # truncated
         return text[: rng.randrange(len(text))]
     if kind == 6:  # a byte replaced
         at = rng.randrange(len(text))
-        return text[:at] + bytes([rng.randrange(256)]) + text[at + 1:]
+        return text[:at] + bytes([rng.randrange(256)]) + text[at + 1 :]
     if kind == 7:  # two objects on one line
         return text + rng.choice([b"", b" ", b"\n"[:0]]) + text
     if kind == 8:  # whitespace JSON allows, and some it does not
-        return text.replace(b", ", rng.choice([b",", b" ,\t", b", \r", b",\x0c", b",\xc2\xa0"])).replace(b": ", rng.choice([b":", b" : ", b":\t"]))
+        return text.replace(b", ", rng.choice([b",", b" ,\t", b", \r", b",\x0c", b",\xc2\xa0"])).replace(
+            b": ", rng.choice([b":", b" : ", b":\t"])
+        )
     if kind == 9 and keys:  # a field left out
         key = rng.choice(keys)
         return text.replace(b'"' + key + b'"', b'"' + key + b'_gone"', 1)
     if kind == 10:  # a whole odd line
-        return rng.choice([b"null", b"[1]", b'"x"', b"1", b"{}", b"{} {}", b"{}null", b"", b"   ", b"\r", b"\xef\xbb\xbf",
-                           b'{"trace_id": "t1"}{"trace_id": "t2"}', b"{" * 200 + b"}" * 200])
+        return rng.choice(
+            [
+                b"null",
+                b"[1]",
+                b'"x"',
+                b"1",
+                b"{}",
+                b"{} {}",
+                b"{}null",
+                b"",
+                b"   ",
+                b"\r",
+                b"\xef\xbb\xbf",
+                b'{"trace_id": "t1"}{"trace_id": "t2"}',
+                b"{" * 200 + b"}" * 200,
+            ]
+        )
     if kind == 11:  # a number spelt otherwise
         return text.replace(b": 1,", rng.choice([b": 1.0,", b": 1e0,", b": 01,", b": -0,", b": 1E0,"]), 1)
     if kind == 12:  # deep nesting in a free-form value

@@ -8,23 +8,33 @@ from eval_pipeline.judge.base import RAW_RESULT_SCHEMA, REQUEST_SCHEMA, Judge, c
 from eval_pipeline.judge.local import LocalJudge
 from eval_pipeline.judge.reuse import HASH_SCHEME, STORED_SCHEMA, ReusingJudge
 
-REFUNDS = [{"doc_id": "policy/refunds", "text": "Annual SMB plans have a 14 day refund window. Monthly plans are not refundable."}]
+REFUNDS = [
+    {
+        "doc_id": "policy/refunds",
+        "text": "Annual SMB plans have a 14 day refund window. Monthly plans are not refundable.",
+    }
+]
 BILLING = [{"doc_id": "billing/faq", "text": "Refunds are issued to the original payment method."}]
 
 
 def _requests(rows: list[tuple[str, str, list[dict]]]) -> pl.DataFrame:
     return pl.DataFrame(
-        [{"request_key": key, "claim": claim, "evidence": evidence, "evidence_key": None} for key, claim, evidence in rows],
+        [
+            {"request_key": key, "claim": claim, "evidence": evidence, "evidence_key": None}
+            for key, claim, evidence in rows
+        ],
         schema=REQUEST_SCHEMA,
     )
 
 
-SAME_TWICE = _requests([
-    ("t1/0", "Annual SMB plans have a 14 day refund window.", REFUNDS),
-    ("t2/0", "Annual SMB plans have a 14 day refund window.", REFUNDS),  # another trace, same claim and evidence
-    ("t3/0", "Monthly plans can be refunded.", REFUNDS),
-    ("t4/0", "Refunds go to the original payment method.", BILLING),
-])
+SAME_TWICE = _requests(
+    [
+        ("t1/0", "Annual SMB plans have a 14 day refund window.", REFUNDS),
+        ("t2/0", "Annual SMB plans have a 14 day refund window.", REFUNDS),  # another trace, same claim and evidence
+        ("t3/0", "Monthly plans can be refunded.", REFUNDS),
+        ("t4/0", "Refunds go to the original payment method.", BILLING),
+    ]
+)
 VERDICT_COLUMNS = ["request_key", "verdict", "evidence_quote", "evidence_doc_id", "quote_verified", "status"]
 
 
@@ -42,9 +52,11 @@ class CountingJudge(Judge):
         raw = conform(self.inner._judge_claims(requests), RAW_RESULT_SCHEMA)
         failed = requests.filter(pl.col("claim").is_in(list(self.fail)))["request_key"]
         broken = pl.col("request_key").is_in(failed.to_list())
-        return raw.with_columns(status=pl.when(broken).then(pl.lit("incomplete")).otherwise(pl.col("status")),
-                                reason=pl.when(broken).then(pl.lit("timeout")).otherwise(pl.col("reason")),
-                                verdict=pl.when(broken).then(None).otherwise(pl.col("verdict")))
+        return raw.with_columns(
+            status=pl.when(broken).then(pl.lit("incomplete")).otherwise(pl.col("status")),
+            reason=pl.when(broken).then(pl.lit("timeout")).otherwise(pl.col("reason")),
+            verdict=pl.when(broken).then(None).otherwise(pl.col("verdict")),
+        )
 
     def _judge_pairs(self, requests):
         return self.inner._judge_pairs(requests)
@@ -82,11 +94,13 @@ def test_a_second_run_over_unchanged_inputs_sends_nothing_and_gives_the_same_ver
 def test_changed_evidence_a_changed_claim_or_another_judge_version_is_judged_again():
     first = ReusingJudge(CountingJudge())
     first.judge_claims(SAME_TWICE)
-    changed = _requests([
-        ("t1/0", "Annual SMB plans have a 14 day refund window.", REFUNDS),  # unchanged
-        ("t3/0", "Monthly plans can be refunded.", BILLING),  # evidence changed
-        ("t4/0", "Refunds go to the original card.", BILLING),  # claim changed
-    ])
+    changed = _requests(
+        [
+            ("t1/0", "Annual SMB plans have a 14 day refund window.", REFUNDS),  # unchanged
+            ("t3/0", "Monthly plans can be refunded.", BILLING),  # evidence changed
+            ("t4/0", "Refunds go to the original card.", BILLING),  # claim changed
+        ]
+    )
     inner = CountingJudge()
     second = ReusingJudge(inner, first.fresh.lazy())
     second.judge_claims(changed)

@@ -11,13 +11,19 @@ from eval_pipeline.judge.local import LocalJudge
 from eval_pipeline.judge.profile import JudgeProfile, default_profile
 
 THRESHOLD = default_profile("local").support_threshold
-INVOICES = "Enterprise invoices are payable within 30 days (Net 30); Starter and Pro plans are charged monthly in advance."
+INVOICES = (
+    "Enterprise invoices are payable within 30 days (Net 30); Starter and Pro plans are charged monthly in advance."
+)
 REFUNDS = "Refunds are issued within 14 days. They go back to the original payment method."
 
 
 def judge(claim: str, *evidence: str, judge_: LocalJudge | None = None) -> dict:
     requests = pl.DataFrame(
-        {"request_key": ["k"], "claim": [claim], "evidence": [[{"doc_id": f"doc-{i}", "text": t} for i, t in enumerate(evidence)]]}
+        {
+            "request_key": ["k"],
+            "claim": [claim],
+            "evidence": [[{"doc_id": f"doc-{i}", "text": t} for i, t in enumerate(evidence)]],
+        }
     )
     return (judge_ or make_judge("local")).judge_claims(requests).to_dicts()[0]
 
@@ -32,13 +38,18 @@ def test_a_unit_is_never_read_across_clause_punctuation():
 def test_support_from_two_adjacent_sentences_is_quoted_and_verified():
     result = judge("Refunds are issued within 14 days to the original payment method.", REFUNDS)
     assert (result["verdict"], result["score"], result["quote_verified"]) == ("SUPPORTED", 1.0, True)
-    assert result["evidence_quote"] == "Refunds are issued within 14 days. … They go back to the original payment method."
+    assert (
+        result["evidence_quote"] == "Refunds are issued within 14 days. … They go back to the original payment method."
+    )
     assert result["reason"] == f"support 1.0 >= {THRESHOLD:g}: 7 of 7 claim words in 2 evidence sentence(s)"
 
 
 def test_support_from_sentences_of_two_chunks():
-    result = judge("Refunds are issued within 14 days to the original payment method.", "Refunds are issued within 14 days.",
-                   "Cards are charged monthly. They go back to the original payment method.")
+    result = judge(
+        "Refunds are issued within 14 days to the original payment method.",
+        "Refunds are issued within 14 days.",
+        "Cards are charged monthly. They go back to the original payment method.",
+    )
     assert (result["verdict"], result["evidence_doc_id"], result["quote_verified"]) == ("SUPPORTED", "doc-0", True)
 
 
@@ -46,13 +57,36 @@ def test_support_from_sentences_of_two_chunks():
     ("claim", "evidence", "conflict"),
     [
         ("Refunds are issued within 30 days.", REFUNDS, "conflicting value claim 30 day vs evidence 14 day"),
-        ("The office opened on March 3, 2019.", "The office opened on March 5, 2019 in Berlin.", "conflicting value claim 3 march vs evidence 5 march"),
-        ("The office opened on March 3, 2019.", "The office opened on March 3, 2018 in Berlin.", "conflicting value claim 2019 yr vs evidence 2018 yr"),
-        ("The office opened in April 2019.", "The office opened in March 2019 in Berlin.", "conflicting month: claim april vs evidence march"),
-        ("CEO John Smith announced the merger.", "CEO Jane Doe announced the merger on Monday.",
-         "conflicting name claim john vs evidence jane, claim smith vs evidence doe"),
-        ("The Pro plan costs $19.95 per month.", "The Pro plan costs 14.95 USD per month.", "conflicting value claim 19.95 $ vs evidence 14.95 $"),
-        ("Delivery takes 7 to 10 business days.", "Delivery takes 7-12 business days.", "conflicting value claim 10 busi vs evidence 12 busi"),
+        (
+            "The office opened on March 3, 2019.",
+            "The office opened on March 5, 2019 in Berlin.",
+            "conflicting value claim 3 march vs evidence 5 march",
+        ),
+        (
+            "The office opened on March 3, 2019.",
+            "The office opened on March 3, 2018 in Berlin.",
+            "conflicting value claim 2019 yr vs evidence 2018 yr",
+        ),
+        (
+            "The office opened in April 2019.",
+            "The office opened in March 2019 in Berlin.",
+            "conflicting month: claim april vs evidence march",
+        ),
+        (
+            "CEO John Smith announced the merger.",
+            "CEO Jane Doe announced the merger on Monday.",
+            "conflicting name claim john vs evidence jane, claim smith vs evidence doe",
+        ),
+        (
+            "The Pro plan costs $19.95 per month.",
+            "The Pro plan costs 14.95 USD per month.",
+            "conflicting value claim 19.95 $ vs evidence 14.95 $",
+        ),
+        (
+            "Delivery takes 7 to 10 business days.",
+            "Delivery takes 7-12 business days.",
+            "conflicting value claim 10 busi vs evidence 12 busi",
+        ),
         ("Monthly plans are refundable.", "Monthly plans are not refundable.", "negated on one side only: refundable"),
     ],
 )
@@ -66,7 +100,10 @@ def test_a_changed_number_date_name_or_negation_is_contradicted(claim, evidence,
 def test_an_added_unsupported_clause_is_not_in_evidence():
     result = judge("Refunds are issued within 14 days and a gift card is sent to every customer.", REFUNDS)
     assert (result["verdict"], result["score"]) == ("NOT_IN_EVIDENCE", 0.5)
-    assert result["reason"] == f"support 0.5 < {THRESHOLD:g}: 4 of 8 claim words in 1 evidence sentence(s); not found: card, customer, gift, sent"
+    assert (
+        result["reason"]
+        == f"support 0.5 < {THRESHOLD:g}: 4 of 8 claim words in 1 evidence sentence(s); not found: card, customer, gift, sent"
+    )
 
 
 def test_negation_in_another_clause_is_ignored():
@@ -74,7 +111,13 @@ def test_negation_in_another_clause_is_ignored():
     assert judge("Annual plans are refundable within 14 days.", evidence)["verdict"] == "SUPPORTED"
     assert judge("Monthly plans are not refundable.", evidence)["verdict"] == "SUPPORTED"
     # a negation that governs another word says nothing about the claim's words
-    assert judge("The Nile flows through Egypt.", "Since rainfall is almost non-existent in Egypt, the Nile offered a fertile oasis.")["verdict"] == "SUPPORTED"
+    assert (
+        judge(
+            "The Nile flows through Egypt.",
+            "Since rainfall is almost non-existent in Egypt, the Nile offered a fertile oasis.",
+        )["verdict"]
+        == "SUPPORTED"
+    )
 
 
 @pytest.mark.parametrize(
@@ -125,7 +168,13 @@ def test_every_verdict_has_a_reason():
     requests = pl.DataFrame(
         {
             "request_key": ["a", "b", "c", "d", "e"],
-            "claim": ["Refunds take 14 days.", "Yes.", "Gift cards never expire.", "Refunds take 30 days.", "Anything."],
+            "claim": [
+                "Refunds take 14 days.",
+                "Yes.",
+                "Gift cards never expire.",
+                "Refunds take 30 days.",
+                "Anything.",
+            ],
             "evidence": [[{"doc_id": "d", "text": REFUNDS}]] * 4 + [[]],
         }
     )

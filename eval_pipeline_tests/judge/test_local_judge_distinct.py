@@ -23,7 +23,9 @@ def _reference(judge: LocalJudge, requests: pl.DataFrame) -> pl.DataFrame:
     keys = requests.select("request_key", "evidence_key").with_row_index("rid")
     evidence_ids = keys.select("evidence_key").unique(maintain_order=True).with_row_index("eid")
     keys = keys.join(evidence_ids, on="evidence_key").select("rid", "eid", "request_key")
-    claim_frame = requests.select(strip_doc_markers(pl.col("claim").fill_null("")).alias("claim_text")).with_row_index("rid")
+    claim_frame = requests.select(strip_doc_markers(pl.col("claim").fill_null("")).alias("claim_text")).with_row_index(
+        "rid"
+    )
     chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").drop("evidence_key")
     texts = chunks.select("text").unique().with_row_index("text_id")
     sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
@@ -36,9 +38,12 @@ def _reference(judge: LocalJudge, requests: pl.DataFrame) -> pl.DataFrame:
     chunk_index = chunks.join(texts, on="text").select("eid", "ev_pos", "doc_id", "text_id")
     first_chunks = chunk_index.group_by("eid", "text_id").agg(pl.col("ev_pos").min())
     sentence_words = sentence_rows_.filter(pl.col("is_content")).select("sid", "tid").unique()
-    index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(pack_key("text_id", "tid").alias("_word"), "sid")
+    index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(
+        pack_key("text_id", "tid").alias("_word"), "sid"
+    )
     matches = (
-        words.select("rid", "tid").join(keys.select("rid", "eid"), on="rid")
+        words.select("rid", "tid")
+        .join(keys.select("rid", "eid"), on="rid")
         .join(first_chunks, on="eid")
         .select("rid", "ev_pos", "tid", pack_key("text_id", "tid").alias("_word"))
         .join(index, on="_word")

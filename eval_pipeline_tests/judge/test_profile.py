@@ -10,10 +10,21 @@ from eval_pipeline.judge.profile import JudgeProfile, default_profile, fit_suppo
 
 
 def test_a_profile_round_trips_and_its_digest_ignores_provenance():
-    profile = JudgeProfile(backend="local", support_threshold=0.6, contradiction_overlap=0.8, source="x", fitted={"n": 3})
+    profile = JudgeProfile(
+        backend="local", support_threshold=0.6, contradiction_overlap=0.8, source="x", fitted={"n": 3}
+    )
     again = JudgeProfile.from_yaml(profile.to_yaml(), "again")
-    assert (again.backend, again.support_threshold, again.contradiction_overlap, again.fitted) == ("local", 0.6, 0.8, {"n": 3})
-    assert again.digest == profile.digest == JudgeProfile(backend="local", support_threshold=0.6, contradiction_overlap=0.8).digest
+    assert (again.backend, again.support_threshold, again.contradiction_overlap, again.fitted) == (
+        "local",
+        0.6,
+        0.8,
+        {"n": 3},
+    )
+    assert (
+        again.digest
+        == profile.digest
+        == JudgeProfile(backend="local", support_threshold=0.6, contradiction_overlap=0.8).digest
+    )
     assert JudgeProfile(support_threshold=0.61).digest != profile.digest
     assert profile.to_yaml().startswith(f"# eval_pipeline judge profile (digest {profile.digest})")
 
@@ -52,15 +63,24 @@ def test_the_fit_maximises_mean_balanced_accuracy_in_the_middle_of_the_best_inte
     # Thresholds that matter: (0.55, 0.6] → A 0.5, B 1.0; (0.6, 0.7] → A 0.75, B 1.0; (0.7, 0.8] → A 0.75, B 0.75;
     # the best mean is 0.875 for a threshold in (0.6, 0.7]: its middle is 0.65.
     fit = fit_support_threshold(
-        [("A", np.array([0.6, 0.8, 0.85, 0.9]), np.array([False, True, False, True])),
-         ("B", np.array([0.55, 0.7, 0.95]), np.array([False, True, True]))],
-        n_boot=200, seed=1,
+        [
+            ("A", np.array([0.6, 0.8, 0.85, 0.9]), np.array([False, True, False, True])),
+            ("B", np.array([0.55, 0.7, 0.95]), np.array([False, True, True])),
+        ],
+        n_boot=200,
+        seed=1,
     )
     assert fit.threshold == 0.65 and fit.balanced_accuracy == 0.875
     assert [p["balanced_accuracy"] for p in fit.per_set] == [0.75, 1.0]
     assert fit.ci_low <= fit.balanced_accuracy <= fit.ci_high
-    same = fit_support_threshold([("A", np.array([0.6, 0.8, 0.85, 0.9]), np.array([False, True, False, True])),
-                                  ("B", np.array([0.55, 0.7, 0.95]), np.array([False, True, True]))], n_boot=200, seed=1)
+    same = fit_support_threshold(
+        [
+            ("A", np.array([0.6, 0.8, 0.85, 0.9]), np.array([False, True, False, True])),
+            ("B", np.array([0.55, 0.7, 0.95]), np.array([False, True, True])),
+        ],
+        n_boot=200,
+        seed=1,
+    )
     assert (same.ci_low, same.ci_high) == (fit.ci_low, fit.ci_high)
     with pytest.raises(ValueError, match="only one class"):
         fit_support_threshold([("A", np.array([0.6, 0.9]), np.array([True, True]))])

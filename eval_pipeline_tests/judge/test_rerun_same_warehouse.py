@@ -23,15 +23,20 @@ def rerun(scored, tmp_path_factory):
     """The fresh sample warehouse copied, and both runs' claims step materialized again on it, in run order."""
     root = tmp_path_factory.mktemp("rerun-claims") / "warehouse"
     shutil.copytree(scored["warehouse"].root, root)
-    config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(root),
-                        reports_root=str(root.parent / "reports"), deid_demo=True)
+    config = EvalConfig(
+        data_root=str(scored["data"]),
+        warehouse_root=str(root),
+        reports_root=str(root.parent / "reports"),
+        deid_demo=True,
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("evaluation_runs", list(RUNS))
     job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
     metadata = {}
     for run_id in RUNS:
-        result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False,
-                                        asset_selection=CLAIMS_STEP)
+        result = job.execute_in_process(
+            partition_key=run_id, instance=instance, raise_on_error=False, asset_selection=CLAIMS_STEP
+        )
         assert result.success, run_id
         [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("claims")]
         metadata[run_id] = event.materialization.metadata

@@ -22,9 +22,16 @@ class PricedJudge(Judge):
         self.sent += requests["request_key"].to_list()
         raw = conform(self.inner._judge_claims(requests), RAW_RESULT_SCHEMA)
         lengths = requests.select("request_key", pl.col("claim").str.len_chars().cast(pl.Int64).alias("_length"))
-        return raw.join(lengths, on="request_key").with_columns(
-            input_tokens=pl.col("_length"), output_tokens=pl.lit(7, pl.Int64), cost_usd=pl.lit(0.002), latency_ms=pl.lit(350.0)
-        ).drop("_length")
+        return (
+            raw.join(lengths, on="request_key")
+            .with_columns(
+                input_tokens=pl.col("_length"),
+                output_tokens=pl.lit(7, pl.Int64),
+                cost_usd=pl.lit(0.002),
+                latency_ms=pl.lit(350.0),
+            )
+            .drop("_length")
+        )
 
     def _judge_pairs(self, requests):
         return self.inner._judge_pairs(requests)
@@ -58,12 +65,20 @@ def test_null_usage_stays_null_when_reused_and_when_repeated():
     rerun = again.judge_claims(SAME_TWICE)
     # the local judge counts no tokens and measures no latency: null in every row, the repeated t2/0 included
     for frame in (fresh, rerun, again.used()):
-        assert frame.select(pl.col("input_tokens", "output_tokens", "latency_ms").null_count()).row(0) == (frame.height,) * 3
+        assert (
+            frame.select(pl.col("input_tokens", "output_tokens", "latency_ms").null_count()).row(0)
+            == (frame.height,) * 3
+        )
     assert rerun.sort("request_key").equals(fresh.sort("request_key"))
 
 
 def test_a_repeat_in_a_later_batch_of_the_run_is_cached_as_in_one_batch():
     whole = ReusingJudge(PricedJudge()).judge_claims(SAME_TWICE).sort("request_key")
     batched = ReusingJudge(PricedJudge())
-    parts = pl.concat([batched.judge_claims(SAME_TWICE.head(1)), batched.judge_claims(SAME_TWICE.slice(1))]).sort("request_key")
-    assert parts.select("request_key", "cached", "input_tokens").rows() == whole.select("request_key", "cached", "input_tokens").rows()
+    parts = pl.concat([batched.judge_claims(SAME_TWICE.head(1)), batched.judge_claims(SAME_TWICE.slice(1))]).sort(
+        "request_key"
+    )
+    assert (
+        parts.select("request_key", "cached", "input_tokens").rows()
+        == whole.select("request_key", "cached", "input_tokens").rows()
+    )

@@ -13,8 +13,23 @@ from pathlib import Path
 import numpy as np
 
 LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
-WORDS = ["refunds", "are", "issued", "within", "take", "14", "30", "days", "shipping", "is", "free", "gift", "cards",
-         "expire", "."]
+WORDS = [
+    "refunds",
+    "are",
+    "issued",
+    "within",
+    "take",
+    "14",
+    "30",
+    "days",
+    "shipping",
+    "is",
+    "free",
+    "gift",
+    "cards",
+    "expire",
+    ".",
+]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
 
 
@@ -39,7 +54,9 @@ def build(folder: Path, labels: dict[int, str] | None = None) -> Path:
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
     )
     tokenizer.save(str(folder / "tokenizer.json"))
 
@@ -54,8 +71,10 @@ def build(folder: Path, labels: dict[int, str] | None = None) -> Path:
     graph = helper.make_graph(
         nodes,
         "tiny_nli",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        ],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
         initializer=[
             helper.make_tensor("embeddings", TensorProto.FLOAT, table.shape, table.flatten().tolist()),

@@ -24,8 +24,22 @@ def test_a_killed_run_is_marked_failed_when_the_next_run_starts(sample_copy, tmp
     home.mkdir()
     (home / "dagster.yaml").write_text(INSTANCE_YAML)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    command = [sys.executable, "-m", "eval_pipeline.cli", "run", "--data", str(sample_copy), "--run", "base-41",
-               "--warehouse", str(tmp_path / "wh"), "--reports", str(tmp_path / "rp"), "--deid-demo", "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "eval_pipeline.cli",
+        "run",
+        "--data",
+        str(sample_copy),
+        "--run",
+        "base-41",
+        "--warehouse",
+        str(tmp_path / "wh"),
+        "--reports",
+        str(tmp_path / "rp"),
+        "--deid-demo",
+        "--quiet",
+    ]
     process = subprocess.Popen(command, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     instance = dg.DagsterInstance.get()
     try:
@@ -41,8 +55,16 @@ def test_a_killed_run_is_marked_failed_when_the_next_run_starts(sample_copy, tmp
     assert abandoned.tags[RUNNER_PID_TAG] == str(process.pid)
     assert instance.get_run_by_id(abandoned.run_id).status == dg.DagsterRunStatus.STARTED
 
-    code = run_pipeline(data=str(sample_copy), run_ids=["base-41"], warehouse=str(tmp_path / "wh2"),
-                        reports=str(tmp_path / "rp2"), deid_demo=True, quiet=True, instance=instance, stream=io.StringIO())
+    code = run_pipeline(
+        data=str(sample_copy),
+        run_ids=["base-41"],
+        warehouse=str(tmp_path / "wh2"),
+        reports=str(tmp_path / "rp2"),
+        deid_demo=True,
+        quiet=True,
+        instance=instance,
+        stream=io.StringIO(),
+    )
     assert code == 0
     assert instance.get_run_by_id(abandoned.run_id).status == dg.DagsterRunStatus.FAILURE
     assert fail_abandoned_runs(instance) == []  # once only; the run just finished is not touched

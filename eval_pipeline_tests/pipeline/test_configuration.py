@@ -55,20 +55,33 @@ def test_reads_of_the_baseline_are_recorded_on_the_materialization(scored):
     gates = _materializations(scored["instance"], "gate_results")
     assert gates["base-41"].metadata["other_runs_read"].value == "no other run"
     read = gates["cand-42"].metadata["other_runs_read"].value.split(", ")
-    assert {"run_manifest[base-41]", "stage_results[base-41]", "retrieval_scores[base-41]", "tool_scores[base-41]"} <= set(read)
-    agent_report = _materializations(scored["instance"], "agent/agent_report")["cand-42"].metadata["other_runs_read"].value
+    assert {
+        "run_manifest[base-41]",
+        "stage_results[base-41]",
+        "retrieval_scores[base-41]",
+        "tool_scores[base-41]",
+    } <= set(read)
+    agent_report = (
+        _materializations(scored["instance"], "agent/agent_report")["cand-42"].metadata["other_runs_read"].value
+    )
     assert "stage_results[base-41]" in agent_report and "retrieval_scores" not in agent_report
 
 
 def test_a_run_config_alone_configures_a_step_and_keeps_the_key_out_of_the_run_record(scored, tmp_path, monkeypatch):
     monkeypatch.setenv("EVAL_PIPELINE_DEID_KEY", "k" * 24)
-    config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(tmp_path / "warehouse"),
-                        reports_root=str(tmp_path / "reports"))
+    config = EvalConfig(
+        data_root=str(scored["data"]),
+        warehouse_root=str(tmp_path / "warehouse"),
+        reports_root=str(tmp_path / "reports"),
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("evaluation_runs", ["base-41"])
     result = evaluate_run_job().execute_in_process(
-        partition_key="base-41", instance=instance, run_config=resources_run_config(config, JudgeConfig()),
-        asset_selection=[dg.AssetKey("run_manifest")])
+        partition_key="base-41",
+        instance=instance,
+        run_config=resources_run_config(config, JudgeConfig()),
+        asset_selection=[dg.AssetKey("run_manifest")],
+    )
     assert result.success
     manifest = scored["warehouse"].__class__.at(str(tmp_path / "warehouse")).read("run_manifest", "base-41")
     assert manifest["run_id"].to_list() == ["base-41"]
@@ -84,13 +97,21 @@ def test_without_reuse_no_verdict_is_stored_and_the_claims_step_still_succeeds(s
 
     warehouse_root = tmp_path / "warehouse"
     shutil.copytree(scored["warehouse"].root, warehouse_root)
-    config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(warehouse_root),
-                        reports_root=str(tmp_path / "reports"), deid_demo=True)
+    config = EvalConfig(
+        data_root=str(scored["data"]),
+        warehouse_root=str(warehouse_root),
+        reports_root=str(tmp_path / "reports"),
+        deid_demo=True,
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("evaluation_runs", ["base-41"])
     job = build_definitions(config, JudgeConfig(reuse_verdicts=False)).resolve_job_def("evaluate_run")
-    result = job.execute_in_process(partition_key="base-41", instance=instance, raise_on_error=False,
-                                    asset_selection=[dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")])
+    result = job.execute_in_process(
+        partition_key="base-41",
+        instance=instance,
+        raise_on_error=False,
+        asset_selection=[dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")],
+    )
     assert result.success
     keys = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert keys == {"claims", "citation_scores"}
@@ -100,7 +121,8 @@ def test_without_reuse_no_verdict_is_stored_and_the_claims_step_still_succeeds(s
 
 def test_the_verdicts_pass_their_table_checks(scored):
     records = scored["instance"].event_log_storage.get_asset_check_execution_history(
-        dg.AssetCheckKey(dg.AssetKey("judge_verdicts"), "value_ranges"), limit=10)
+        dg.AssetCheckKey(dg.AssetKey("judge_verdicts"), "value_ranges"), limit=10
+    )
     assert len(records) == 2 and all(r.status.value == "SUCCEEDED" for r in records)
 
 

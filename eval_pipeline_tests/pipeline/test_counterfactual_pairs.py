@@ -6,8 +6,13 @@ import pytest
 @pytest.mark.parametrize("run_id", ["base-41", "cand-42"])
 def test_every_planted_pair_gets_its_evidence_use(scored, planted, run_id):
     pairs = scored["warehouse"].read("counterfactual_pairs", run_id)
-    got = {r["case_id"]: (r["original_case_id"], r["changed_fact"], r["evidence_use"]) for r in pairs.iter_rows(named=True)}
-    expected = {c: (p["original_case_id"], p["changed_fact"], p["evidence_use"]) for c, p in planted["counterfactual_pairs"][run_id].items()}
+    got = {
+        r["case_id"]: (r["original_case_id"], r["changed_fact"], r["evidence_use"]) for r in pairs.iter_rows(named=True)
+    }
+    expected = {
+        c: (p["original_case_id"], p["changed_fact"], p["evidence_use"])
+        for c, p in planted["counterfactual_pairs"][run_id].items()
+    }
     assert got == expected
 
 
@@ -17,11 +22,18 @@ def test_the_sample_plants_each_outcome_in_the_candidate(planted):
 
 
 def test_the_ignored_pair_blocks_the_candidate(scored, planted):
-    gate = next(r for r in scored["warehouse"].read("gate_results", "cand-42").iter_rows(named=True)
-                if r["metric"] == "evidence_ignored")
+    gate = next(
+        r
+        for r in scored["warehouse"].read("gate_results", "cand-42").iter_rows(named=True)
+        if r["metric"] == "evidence_ignored"
+    )
     expected = next(r for r in planted["gates"]["results"] if r["metric"] == "evidence_ignored")
-    assert (gate["status"], gate["blocking_cases"], gate["delta"], gate["unit"]) == \
-        (expected["status"], expected["blocking_cases"], float(expected["new"]), "cases")
+    assert (gate["status"], gate["blocking_cases"], gate["delta"], gate["unit"]) == (
+        expected["status"],
+        expected["blocking_cases"],
+        float(expected["new"]),
+        "cases",
+    )
     assert gate["blocking_details"][0].startswith("agent-019-cf: did the same with and without the changed fact")
     assert "issue_refund(" in gate["blocking_details"][0]
 

@@ -27,8 +27,16 @@ def _with(line: bytes, extra: bytes) -> bytes:
 def _run(data, tmp_path, run_id: str):
     instance = dg.DagsterInstance.ephemeral()
     summary = io.StringIO()
-    code = run_pipeline(data=str(data), run_ids=[run_id], warehouse=str(tmp_path / "wh"), reports=str(tmp_path / "rp"),
-                        deid_demo=True, quiet=True, instance=instance, stream=summary)
+    code = run_pipeline(
+        data=str(data),
+        run_ids=[run_id],
+        warehouse=str(tmp_path / "wh"),
+        reports=str(tmp_path / "rp"),
+        deid_demo=True,
+        quiet=True,
+        instance=instance,
+        stream=summary,
+    )
     return code, summary.getvalue(), instance, Warehouse.at(tmp_path / "wh")
 
 
@@ -38,8 +46,10 @@ def test_lines_pyarrow_cannot_hold_are_rejects_and_every_other_trace_is_scored(s
     rag = data / "traces" / "base-41" / "rag.jsonl"
     lines = rag.read_bytes().splitlines()
     # each hostile line is a copy of a real trace under a fresh id, so the original still counts
-    hostile = [_with(lines[i].replace(b'"trace_id": "', b'"trace_id": "hostile-%d-' % i, 1), extra)
-               for i, extra in enumerate(HOSTILE)]
+    hostile = [
+        _with(lines[i].replace(b'"trace_id": "', b'"trace_id": "hostile-%d-' % i, 1), extra)
+        for i, extra in enumerate(HOSTILE)
+    ]
     rag.write_bytes(b"\xef\xbb\xbf" + b"\n".join([*lines, *hostile]) + b"\n")
     code, summary, _, warehouse = _run(data, tmp_path, "base-41")
     assert code == 0, summary
@@ -71,9 +81,13 @@ def test_a_run_whose_every_line_is_rejected_fails_and_says_so(sample_copy, tmp_p
     assert code == 1
     assert "junk-1" in summary and "no valid trace: 3 lines rejected, 1 blank" in summary
     assert warehouse.read("trace_rejects", "junk-1").sort("line")["reason"].to_list() == [
-        "invalid JSON: Expecting value at column 1", "unknown case_id 'no-such-case'", "not a JSON object: a list"]
+        "invalid JSON: Expecting value at column 1",
+        "unknown case_id 'no-such-case'",
+        "not a JSON object: a list",
+    ]
     checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [dg.AssetCheckKey(dg.AssetKey("traces"), ANY_VALID_TRACE_CHECK)])
+        [dg.AssetCheckKey(dg.AssetKey("traces"), ANY_VALID_TRACE_CHECK)]
+    )
     assert next(iter(checks.values())).event.dagster_event.event_specific_data.passed is False
     stages = warehouse.read("stage_results", "junk-1")
     assert stages is None or stages.height == 0

@@ -45,12 +45,16 @@ def test_the_instance_says_where_it_is_why_and_how_to_open_the_ui_on_it(monkeypa
     home = tmp_path / "home" / ".eval_pipeline" / "dagster"
     assert outside.splitlines() == [
         f"Dagster instance: {home} (no project folder (dagster.yaml beside workspace.yaml) in {tmp_path / 'elsewhere'} "
-        "or above it)", f"  to see these runs in the UI: DAGSTER_HOME={home} eval-pipeline ui"]
+        "or above it)",
+        f"  to see these runs in the UI: DAGSTER_HOME={home} eval-pipeline ui",
+    ]
     monkeypatch.delenv("DAGSTER_HOME")
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     (tmp_path / "workspace.yaml").write_text("load_from: []\n")
     inside = instance.ensure_dagster_home()
     assert inside.project == tmp_path
-    assert inside.announcement() == (f"Dagster instance: {tmp_path / '.dagster'} (the project folder {tmp_path}, "
-                                     "which holds dagster.yaml and workspace.yaml)")
+    assert inside.announcement() == (
+        f"Dagster instance: {tmp_path / '.dagster'} (the project folder {tmp_path}, "
+        "which holds dagster.yaml and workspace.yaml)"
+    )
     assert instance.ensure_dagster_home().reason == "DAGSTER_HOME is set"

@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from eval_pipeline.defs.generation.assets import judge_calibration
-from eval_pipeline.defs.resources import JudgeConfig, judge_config_from_env, make_run_judge
-from eval_pipeline.defs.resources import EvalConfig
+from eval_pipeline.defs.resources import EvalConfig, JudgeConfig, judge_config_from_env, make_run_judge
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.judge import JudgeConfigError
 from eval_pipeline.judge.profile import JudgeProfile, default_profile
@@ -34,7 +33,9 @@ def data_with_profile(sample_data, tmp_path):
     return root
 
 
-def test_the_policy_names_the_profile_and_the_resource_or_environment_override_it(data_with_profile, tmp_path, monkeypatch):
+def test_the_policy_names_the_profile_and_the_resource_or_environment_override_it(
+    data_with_profile, tmp_path, monkeypatch
+):
     config = EvalConfig(data_root=str(data_with_profile))
     assert make_run_judge(JudgeConfig(), config).version == f"local-2.0+{STRICT.digest}"
     other = tmp_path / "other.yaml"
@@ -60,8 +61,16 @@ def test_a_profile_outside_the_data_root_or_missing_is_bad_input(data_with_profi
 
 
 def test_a_run_under_the_policy_profile_judges_with_it(data_with_profile, tmp_path):
-    code = run_pipeline(data=str(data_with_profile), run_ids=["base-41"], warehouse=str(tmp_path / "wh"), reports=str(tmp_path / "rep"),
-                        deid_demo=True, quiet=True, instance=dg.DagsterInstance.ephemeral(), stream=io.StringIO())
+    code = run_pipeline(
+        data=str(data_with_profile),
+        run_ids=["base-41"],
+        warehouse=str(tmp_path / "wh"),
+        reports=str(tmp_path / "rep"),
+        deid_demo=True,
+        quiet=True,
+        instance=dg.DagsterInstance.ephemeral(),
+        stream=io.StringIO(),
+    )
     assert code == 0
     claims = Warehouse.at(tmp_path / "wh").read("claims", "base-41")
     assert claims["judge_version"].unique().to_list() == [f"local-2.0+{STRICT.digest}"]
@@ -75,9 +84,13 @@ def test_judge_calibration_records_self_consistency_and_the_report_says_it(score
     warehouse, run = scored["warehouse"], "base-41"
     config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(warehouse.root))
     result = judge_calibration(
-        dg.build_asset_context(partition_key=run), eval_config=config, judge=JudgeConfig(),
-        run_manifest=warehouse.read("run_manifest", run), claims=warehouse.read("claims", run),
-        grounding_scores=warehouse.read("grounding_scores", run), deid_traces=warehouse.read("deid_traces", run),
+        dg.build_asset_context(partition_key=run),
+        eval_config=config,
+        judge=JudgeConfig(),
+        run_manifest=warehouse.read("run_manifest", run),
+        claims=warehouse.read("claims", run),
+        grounding_scores=warehouse.read("grounding_scores", run),
+        deid_traces=warehouse.read("deid_traces", run),
     )
     rows = result.value
     mine = rows.filter(pl.col("judge_version") == f"local-2.0+{default_profile('local').digest}")

@@ -14,20 +14,43 @@ from eval_pipeline.cli import main
 from eval_pipeline.defs.gates.checks import RELEASE_CHECK
 from eval_pipeline.reporting.gate_report import GATE_JSON_FIELDS
 
-FAILED_GATES = {"retrieval_recall_at_10", "agent_args_valid_rate", "agent_pass_at_1", "policy_violations", "no_new_failures",
-                "agent_pass_at_1_high_criticality", "no_new_failures_refunds", "evidence_ignored"}
+FAILED_GATES = {
+    "retrieval_recall_at_10",
+    "agent_args_valid_rate",
+    "agent_pass_at_1",
+    "policy_violations",
+    "no_new_failures",
+    "agent_pass_at_1_high_criticality",
+    "no_new_failures_refunds",
+    "evidence_ignored",
+}
 
 
 def _gate(scored, *extra):
-    return main(["gate", "--candidate", "cand-42", "--baseline", "base-41", "--data", str(scored["data"]),
-                 "--warehouse", scored["warehouse"].root, *extra])
+    return main(
+        [
+            "gate",
+            "--candidate",
+            "cand-42",
+            "--baseline",
+            "base-41",
+            "--data",
+            str(scored["data"]),
+            "--warehouse",
+            scored["warehouse"].root,
+            *extra,
+        ]
+    )
 
 
 def _check_evaluations(instance, asset: str, run: str):
     key = dg.AssetCheckKey(dg.AssetKey(asset), RELEASE_CHECK)
     records = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
-    return [r.event.dagster_event.event_specific_data for r in records
-            if r.event and r.event.dagster_event and instance.get_run_by_id(r.run_id).tags.get("dagster/partition") == run]
+    return [
+        r.event.dagster_event.event_specific_data
+        for r in records
+        if r.event and r.event.dagster_event and instance.get_run_by_id(r.run_id).tags.get("dagster/partition") == run
+    ]
 
 
 def test_a_blocked_release_is_a_failed_check_in_a_completed_dagster_run(scored):
@@ -53,8 +76,12 @@ def test_a_blocked_release_is_a_failed_check_in_a_completed_dagster_run(scored):
     assert scored["code"] == 0
     assert "release blocked for cand-42" in scored["summary"]
     # said once, in plain words: the release check is not a failed blocking check
-    assert scored["summary"].count("run cand-42: Release blocked: 8 of 10 gates failed, 32 blocking case(s) — "
-                                   "cand-42 against base-41\n") == 1
+    assert (
+        scored["summary"].count(
+            "run cand-42: Release blocked: 8 of 10 gates failed, 32 blocking case(s) — cand-42 against base-41\n"
+        )
+        == 1
+    )
     assert "release_is_not_blocked failed" not in scored["summary"]
 
 
@@ -97,8 +124,14 @@ def _table_rows(markdown: str, section: str) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize(("report", "section"), [("gate.md", "## Gates"), ("rag.md", "## Release gates of this lane"),
-                                                 ("agent.md", "## Release gates of this lane")])
+@pytest.mark.parametrize(
+    ("report", "section"),
+    [
+        ("gate.md", "## Gates"),
+        ("rag.md", "## Release gates of this lane"),
+        ("agent.md", "## Release gates of this lane"),
+    ],
+)
 def test_every_gated_value_in_a_report_equals_gate_results_in_its_unit(scored, report, section):
     gates = _gate_rows(scored)
     shown = _table_rows((scored["reports"] / "cand-42" / report).read_text(), section)
@@ -127,8 +160,10 @@ def test_the_rag_report_names_the_case_that_blocks_recall_and_why(scored):
     # pass@1 in the agent report is the mean over all cases; the gate's own scope is stated beside it
     agent = (scored["reports"] / "cand-42" / "agent.md").read_text()
     pass1 = gates["agent_pass_at_1"]
-    assert (f"agent_pass_at_1: the gate compares {pass1['n_cases']} cases complete in both runs (excluded: "
-            f"{', '.join(pass1['excluded_cases'])}): candidate {pass1['candidate_value']:.4f}") in agent
+    assert (
+        f"agent_pass_at_1: the gate compares {pass1['n_cases']} cases complete in both runs (excluded: "
+        f"{', '.join(pass1['excluded_cases'])}): candidate {pass1['candidate_value']:.4f}"
+    ) in agent
 
 
 def test_failures_are_grouped_per_case_with_attempts_counted(scored):
@@ -139,7 +174,7 @@ def test_failures_are_grouped_per_case_with_attempts_counted(scored):
     # one reason per case although three attempts failed alike
     assert by_case["[agent-010](cases/agent-010.html)"]["reasons"].count("loop_detected") == 1
     # a wrong argument is a field-level diff, the scope a list of values, not JSON encoded twice
-    assert 'amount 89, expected 10' in by_case["[agent-009](cases/agent-009.html)"]["reasons"]
+    assert "amount 89, expected 10" in by_case["[agent-009](cases/agent-009.html)"]["reasons"]
     assert 'outside the case scope ("c-775")' in agent and '\\"c-775' not in agent
 
 
@@ -176,19 +211,49 @@ def test_gate_junit_is_read_by_a_junit_parser(scored, tmp_path, capsys):
     assert failed == FAILED_GATES
     assert not cases["grounding_rate"].result  # passed
     recall = next(r for r in cases["retrieval_recall_at_10"].result if isinstance(r, Failure))
-    assert "recall_at_10 dropped 11.11 points" in recall.message and "rag-031: recall_at_10 1.0000 → 0.5000" in recall.text
+    assert (
+        "recall_at_10 dropped 11.11 points" in recall.message and "rag-031: recall_at_10 1.0000 → 0.5000" in recall.text
+    )
     suite = next(iter(xml))
     # the one error: recall_account_closure is insufficient (2 cases in its slice, fewer than min_cases)
     assert (suite.tests, suite.failures, suite.errors) == (10, 8, 1)
     # the baseline against itself: every gate not applicable, i.e. skipped
-    main(["gate", "--candidate", "base-41", "--baseline", "base-41", "--data", str(scored["data"]),
-          "--warehouse", scored["warehouse"].root, "--junit", str(path)])
+    main(
+        [
+            "gate",
+            "--candidate",
+            "base-41",
+            "--baseline",
+            "base-41",
+            "--data",
+            str(scored["data"]),
+            "--warehouse",
+            scored["warehouse"].root,
+            "--junit",
+            str(path),
+        ]
+    )
     skipped = [case for suite in JUnitXml.fromfile(str(path)) for case in suite]
     assert skipped and all(isinstance(case.result[0], Skipped) for case in skipped)
     assert not any(isinstance(r, Error) for case in skipped for r in case.result)
     capsys.readouterr()
-    assert main(["gate", "--candidate", "base-41", "--baseline", "base-41", "--data", str(scored["data"]),
-                 "--warehouse", scored["warehouse"].root, "--json"]) == 2
+    assert (
+        main(
+            [
+                "gate",
+                "--candidate",
+                "base-41",
+                "--baseline",
+                "base-41",
+                "--data",
+                str(scored["data"]),
+                "--warehouse",
+                scored["warehouse"].root,
+                "--json",
+            ]
+        )
+        == 2
+    )
     not_gated = json.loads(capsys.readouterr().out)
     jsonschema.validate(not_gated, _documented_schema())
     assert not_gated["verdict"] == "not_gated" and not_gated["exit_code"] == 2
@@ -203,7 +268,11 @@ def test_a_qrels_mismatch_names_the_run_to_rescore(scored):
     policy = load_gate_policy(open_location(str(scored["data"])))
     candidate = run_facts(scored["warehouse"], "cand-42")
     candidate.qrels_version = "qrels-after-a-bump"
-    recall = compare(policy, candidate, "base-41", scored["warehouse"]).filter(pl.col("metric") == "recall_at_10").row(0, named=True)
+    recall = (
+        compare(policy, candidate, "base-41", scored["warehouse"])
+        .filter(pl.col("metric") == "recall_at_10")
+        .row(0, named=True)
+    )
     assert recall["status"] == "incomparable"
     assert "re-score the baseline with the current judgments (eval-pipeline run --run base-41)" in recall["reason"]
 
@@ -235,7 +304,20 @@ def test_imported_runs_are_exploratory_unless_a_baseline_of_the_same_dataset_is_
     assert main(["import", "tau-bench", str(source), "--run", "tau-b", "--data", str(data), "--baseline", "tau-a"]) == 0
     second = load_manifest(open_location(str(data)), "tau-b")
     assert second.mode == "gate" and second.baseline_run_id == "tau-a"
-    other = main(["import", "tau-bench", str(source), "--run", "tau-c", "--data", str(data), "--baseline", "tau-a",
-                  "--dataset-version", "another-dataset"])
+    other = main(
+        [
+            "import",
+            "tau-bench",
+            str(source),
+            "--run",
+            "tau-c",
+            "--data",
+            str(data),
+            "--baseline",
+            "tau-a",
+            "--dataset-version",
+            "another-dataset",
+        ]
+    )
     assert other == 2 and "is of dataset" in capsys.readouterr().err
     assert main(["import", "tau-bench", str(source), "--run", "tau-d", "--data", str(data), "--baseline", "ghost"]) == 2

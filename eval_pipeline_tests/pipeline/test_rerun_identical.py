@@ -33,8 +33,15 @@ def rerun(tmp_path_factory):
     root = tmp_path_factory.mktemp("rerun")
     data = root / "data"
     shutil.copytree(REPO_ROOT / "data", data, ignore=shutil.ignore_patterns("warehouse", "reports"))
-    code = run_pipeline(data=str(data), warehouse=str(root / "warehouse"), reports=str(root / "reports"), deid_demo=True,
-                        quiet=True, instance=dg.DagsterInstance.ephemeral(), stream=io.StringIO())
+    code = run_pipeline(
+        data=str(data),
+        warehouse=str(root / "warehouse"),
+        reports=str(root / "reports"),
+        deid_demo=True,
+        quiet=True,
+        instance=dg.DagsterInstance.ephemeral(),
+        stream=io.StringIO(),
+    )
     return {"code": code, "warehouse": Warehouse.at(root / "warehouse"), "reports": root / "reports"}
 
 
@@ -56,8 +63,12 @@ def test_the_rerun_writes_the_same_report_bytes(scored, rerun):
     # six reports per run, the index across runs, and one page per blocking, failed or review-queue case
     assert len([n for n in names if n.parent.name != "cases"]) == 14
     assert {run: len([n for n in names if n.parent == Path(run, "cases")]) for run in ("base-41", "cand-42")} == {
-        "base-41": 10, "cand-42": 40}  # cand-42: 37 planted cases and agent-016-cf, agent-019-cf, agent-020-cf
-    changed = [str(name) for name in names if (scored["reports"] / name).read_bytes() != (rerun["reports"] / name).read_bytes()]
+        "base-41": 10,
+        "cand-42": 40,
+    }  # cand-42: 37 planted cases and agent-016-cf, agent-019-cf, agent-020-cf
+    changed = [
+        str(name) for name in names if (scored["reports"] / name).read_bytes() != (rerun["reports"] / name).read_bytes()
+    ]
     assert changed == []
     for name in names:
         text = (rerun["reports"] / name).read_text()
@@ -74,8 +85,15 @@ GROWS_WITH_THE_WAREHOUSE = ("judging_queue",)
 def rerun_in_place(rerun):
     """The second run scored once more over its own data root, warehouse and report folder."""
     warehouse, reports = rerun["warehouse"], rerun["reports"]
-    code = run_pipeline(data=str(reports.parent / "data"), warehouse=str(warehouse.root), reports=str(reports),
-                        deid_demo=True, quiet=True, instance=dg.DagsterInstance.ephemeral(), stream=io.StringIO())
+    code = run_pipeline(
+        data=str(reports.parent / "data"),
+        warehouse=str(warehouse.root),
+        reports=str(reports),
+        deid_demo=True,
+        quiet=True,
+        instance=dg.DagsterInstance.ephemeral(),
+        stream=io.StringIO(),
+    )
     return {"code": code, "warehouse": warehouse, "reports": reports}
 
 
@@ -87,6 +105,10 @@ def test_a_rerun_on_the_same_warehouse_equals_a_fresh_run(scored, rerun_in_place
     assert table_differences(scored["warehouse"], rerun_in_place["warehouse"], tables, RUNS, EXCLUDED) == []
     names = sorted(p.relative_to(scored["reports"]) for p in scored["reports"].rglob("*") if p.is_file())
     assert Path("index.html") in names and Path("cand-42", "rag.html") in names
-    assert names == sorted(p.relative_to(rerun_in_place["reports"]) for p in rerun_in_place["reports"].rglob("*") if p.is_file())
-    changed = [str(n) for n in names if (scored["reports"] / n).read_bytes() != (rerun_in_place["reports"] / n).read_bytes()]
+    assert names == sorted(
+        p.relative_to(rerun_in_place["reports"]) for p in rerun_in_place["reports"].rglob("*") if p.is_file()
+    )
+    changed = [
+        str(n) for n in names if (scored["reports"] / n).read_bytes() != (rerun_in_place["reports"] / n).read_bytes()
+    ]
     assert changed == []

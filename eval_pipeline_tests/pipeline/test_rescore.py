@@ -23,12 +23,27 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     shutil.copytree(sample_data, data, ignore=shutil.ignore_patterns("warehouse", "reports"))
     instance = dg.DagsterInstance.ephemeral()
     warehouse_root = tmp_path / "wh"
-    assert run_pipeline(data=str(data), run_ids=["base-41"], warehouse=str(warehouse_root), reports=str(tmp_path / "rp"),
-                        deid_demo=True, quiet=True, instance=instance, stream=io.StringIO()) == 0
+    assert (
+        run_pipeline(
+            data=str(data),
+            run_ids=["base-41"],
+            warehouse=str(warehouse_root),
+            reports=str(tmp_path / "rp"),
+            deid_demo=True,
+            quiet=True,
+            instance=instance,
+            stream=io.StringIO(),
+        )
+        == 0
+    )
     warehouse = Warehouse.at(warehouse_root)
     before = {table: warehouse.version(table) for table in (*UNTOUCHED, *RESCORED)}
-    recall_before = warehouse.read("retrieval_scores", "base-41").filter(pl.col("case_id") == "rag-001")["recall_at_10"][0]
-    config = EvalConfig(data_root=str(data), warehouse_root=str(warehouse_root), reports_root=str(tmp_path / "rp"), deid_demo=True)
+    recall_before = warehouse.read("retrieval_scores", "base-41").filter(pl.col("case_id") == "rag-001")[
+        "recall_at_10"
+    ][0]
+    config = EvalConfig(
+        data_root=str(data), warehouse_root=str(warehouse_root), reports_root=str(tmp_path / "rp"), deid_demo=True
+    )
     first = rescore_on_version_bump(dg.build_sensor_context(instance=instance, resources={"eval_config": config}))
 
     # a human re-grades rag-001's required document to 1 (related): it is no longer relevant
@@ -36,14 +51,20 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     required = qrels.filter((pl.col("query_id") == "rag-001") & (pl.col("grade") == 2))["doc_id"].to_list()
     with (data / "labels" / "qrels" / "regrade.jsonl").open("w") as handle:
         for doc_id in required:
-            handle.write(json.dumps({"query_id": "rag-001", "doc_id": doc_id, "grade": 1, "source": "human", "annotator": "t"}) + "\n")
-    tick = rescore_on_version_bump(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"eval_config": config}))
+            handle.write(
+                json.dumps({"query_id": "rag-001", "doc_id": doc_id, "grade": 1, "source": "human", "annotator": "t"})
+                + "\n"
+            )
+    tick = rescore_on_version_bump(
+        dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"eval_config": config})
+    )
     assert [r.partition_key for r in tick.run_requests] == ["base-41"]
     request = tick.run_requests[0]
 
     job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
-    result = job.execute_in_process(partition_key="base-41", instance=instance, asset_selection=request.asset_selection,
-                                    raise_on_error=False)
+    result = job.execute_in_process(
+        partition_key="base-41", instance=instance, asset_selection=request.asset_selection, raise_on_error=False
+    )
     assert result.success
     after = {table: warehouse.version(table) for table in (*UNTOUCHED, *RESCORED)}
     assert {t: after[t] for t in UNTOUCHED} == {t: before[t] for t in UNTOUCHED}
@@ -68,13 +89,21 @@ def test_a_second_run_over_unchanged_inputs_makes_zero_judge_calls(scored, tmp_p
     stored = warehouse.read("judge_verdicts")
     assert before.height > 0 and stored.height > 0
 
-    config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(warehouse_root),
-                        reports_root=str(tmp_path / "reports"), deid_demo=True)
+    config = EvalConfig(
+        data_root=str(scored["data"]),
+        warehouse_root=str(warehouse_root),
+        reports_root=str(tmp_path / "reports"),
+        deid_demo=True,
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("evaluation_runs", ["base-41"])
     job = build_definitions(config).resolve_job_def(EVALUATE_RUN_JOB)
-    result = job.execute_in_process(partition_key="base-41", instance=instance, raise_on_error=False,
-                                    asset_selection=[dg.AssetKey("claims"), dg.AssetKey("citation_scores")])
+    result = job.execute_in_process(
+        partition_key="base-41",
+        instance=instance,
+        raise_on_error=False,
+        asset_selection=[dg.AssetKey("claims"), dg.AssetKey("citation_scores")],
+    )
     assert result.success
     [claims_event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("claims")]
     metadata = claims_event.materialization.metadata
@@ -83,7 +112,16 @@ def test_a_second_run_over_unchanged_inputs_makes_zero_judge_calls(scored, tmp_p
     assert metadata["family_judge_calls"].value == 0 and metadata["family_judge_reused"].value > 0
 
     after = warehouse.read("claims", "base-41").sort("trace_id", "claim_index")
-    same = ["trace_id", "claim_index", "claim", "verdict", "evidence_quote", "evidence_doc_id", "quote_verified", "status"]
+    same = [
+        "trace_id",
+        "claim_index",
+        "claim",
+        "verdict",
+        "evidence_quote",
+        "evidence_doc_id",
+        "quote_verified",
+        "status",
+    ]
     assert after.select(same).equals(before.select(same))
     # reused verdicts keep what was recorded when they were made: the rows are the first run's, `cached` included
     assert after.equals(before)

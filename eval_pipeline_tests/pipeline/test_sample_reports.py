@@ -16,8 +16,15 @@ from eval_pipeline.reporting.render import Section, Verdict, render_html
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("EVAL_PIPELINE_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +47,9 @@ def test_write_index_against_the_sample_warehouse(sample):
     assert order == ["base-41", "cand-42"]
     # the runs table (after the failed high-criticality cases, which come first)
     runs_html = html.split("Runs (", 1)[1]
-    assert [runs_html.index(f"<tr><td>{run}</td>") for run in order] == sorted(runs_html.index(f"<tr><td>{run}</td>") for run in order)
+    assert [runs_html.index(f"<tr><td>{run}</td>") for run in order] == sorted(
+        runs_html.index(f"<tr><td>{run}</td>") for run in order
+    )
     for run in order:
         statuses = gates.filter(pl.col("run_id") == run)["status"].to_list()
         row = re.search(rf"<tr><td>{run}</td>.*?</tr>", runs_html).group(0)
@@ -60,14 +69,18 @@ def test_write_index_against_the_sample_warehouse(sample):
     # the trend: the candidate's values, and base-41's from the baseline values cand-42 recorded against it
     svg = ET.fromstring(re.search(r"<svg.*?</svg>", html, re.S).group(0))
     titles = {c.find("{http://www.w3.org/2000/svg}title").text for c in svg.iter("{http://www.w3.org/2000/svg}circle")}
-    rates = gates.filter((pl.col("run_id") == "cand-42")
-                         & pl.col("metric").is_in(["recall_at_10", "args_valid_rate", "pass_at_1", "grounding_rate"]))
+    rates = gates.filter(
+        (pl.col("run_id") == "cand-42")
+        & pl.col("metric").is_in(["recall_at_10", "args_valid_rate", "pass_at_1", "grounding_rate"])
+    )
     # the suite's four rate gates, and the sample's segmented ones beside them
     assert rates.filter(pl.col("segment").is_null()).height == 4
     expected = set()
     for row in rates.iter_rows(named=True):
-        expected |= {f"{row['gate']}, cand-42: {row['candidate_value']:.4f}",
-                     f"{row['gate']}, base-41: {row['baseline_value']:.4f}"}
+        expected |= {
+            f"{row['gate']}, cand-42: {row['candidate_value']:.4f}",
+            f"{row['gate']}, base-41: {row['baseline_value']:.4f}",
+        }
     assert titles == expected
 
 
@@ -90,7 +103,9 @@ def _layout(paths: list[Path], width: int) -> dict[Path, dict]:
             outside.push(t.textContent); } }
       return {document: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth, outside}; }"""
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000)
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000
+        )
         try:
             page = browser.new_page(viewport={"width": width, "height": 900})
             result = {}
@@ -110,7 +125,9 @@ def test_sample_reports_fit_a_1400_px_window(sample):
     assert len(pages) >= 7
     for path, page in _layout(pages, 1400).items():
         name = path.relative_to(reports)
-        assert page["document"] <= page["viewport"], f"{name} is {page['document']} px wide in a {page['viewport']} px window"
+        assert page["document"] <= page["viewport"], (
+            f"{name} is {page['document']} px wide in a {page['viewport']} px window"
+        )
         assert page["outside"] == [], f"{name}: chart text outside its SVG: {page['outside']}"
 
 
@@ -118,13 +135,30 @@ def test_sample_reports_fit_a_1400_px_window(sample):
 def test_a_wide_table_and_long_labels_fit_a_narrow_window(tmp_path):
     columns = {f"column_{i}_with_a_long_name": [f"value {i} " * 12, "x" * 120, "fail"] for i in range(16)}
     labels = ["context_assembly", "tool_arguments", "tool_selection", "a_stage_label_long_enough_to_be_cut_short_here"]
-    sections = [Section("Wide", ["- `" + "y" * 300 + "`"], pl.DataFrame(columns),
-                        charts.bar_chart("failures", labels, [5.0, 4.0, 2.0, 1.0], [0.4, 0.7, 0.9, 1.0],
-                                         baseline=[1.0, 2.0, 3.0, 4.0])),
-                Section("Trend", [], None, charts.trend_chart("rates", [f"run-{i}-with-a-long-identifier" for i in range(9)],
-                                                              {"recall_at_10": [0.5 + i / 20 for i in range(9)],
-                                                               "pass_at_1": [None, *[0.9 - i / 30 for i in range(8)]]})),
-                Section("κ", [], None, charts.interval_chart("κ", 0.45, 0.3, 0.6, 0.6))]
+    sections = [
+        Section(
+            "Wide",
+            ["- `" + "y" * 300 + "`"],
+            pl.DataFrame(columns),
+            charts.bar_chart(
+                "failures", labels, [5.0, 4.0, 2.0, 1.0], [0.4, 0.7, 0.9, 1.0], baseline=[1.0, 2.0, 3.0, 4.0]
+            ),
+        ),
+        Section(
+            "Trend",
+            [],
+            None,
+            charts.trend_chart(
+                "rates",
+                [f"run-{i}-with-a-long-identifier" for i in range(9)],
+                {
+                    "recall_at_10": [0.5 + i / 20 for i in range(9)],
+                    "pass_at_1": [None, *[0.9 - i / 30 for i in range(8)]],
+                },
+            ),
+        ),
+        Section("κ", [], None, charts.interval_chart("κ", 0.45, 0.3, 0.6, 0.6)),
+    ]
     page = tmp_path / "wide.html"
     page.write_text(render_html("Wide", sections, Verdict("fail", "Release blocked: " + "z" * 200)))
     for width in (1400, 700):
@@ -147,7 +181,9 @@ def _hidden_columns(page_path: Path, width: int) -> dict[str, list[str]]:
           heads.filter(h => h.getBoundingClientRect().right > right + 1).map(h => h.textContent); }
       return out; }"""
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000)
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000
+        )
         try:
             page = browser.new_page(viewport={"width": width, "height": 900})
             page.goto(page_path.as_uri())

@@ -71,8 +71,11 @@ def test_rejected_lines_are_rows_with_reasons(scored, planted):
 
 def test_gates_of_the_candidate_name_the_planted_cases(scored, planted):
     # the suite's gates: segmented gates reuse metrics and are asserted in test_slices.py
-    results = {r["metric"]: r for r in scored["warehouse"].read("gate_results", "cand-42").iter_rows(named=True)
-               if r["segment"] is None}
+    results = {
+        r["metric"]: r
+        for r in scored["warehouse"].read("gate_results", "cand-42").iter_rows(named=True)
+        if r["segment"] is None
+    }
     for expected in planted["gates"]["results"]:
         actual = results[expected["metric"]]
         assert actual["status"] == expected["status"], expected["metric"]
@@ -100,8 +103,14 @@ def test_quarantine_lists_flaky_cases_with_the_traces_that_flipped(scored, plant
 def test_reports_exist_for_each_lane_and_list_every_stage(scored):
     for run_id in ("base-41", "cand-42"):
         folder = scored["reports"] / run_id
-        assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["agent.html", "agent.md", "gate.html", "gate.md",
-                                                                            "rag.html", "rag.md"]
+        assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [
+            "agent.html",
+            "agent.md",
+            "gate.html",
+            "gate.md",
+            "rag.html",
+            "rag.md",
+        ]
         assert (folder / "cases").is_dir()
     assert (scored["reports"] / "index.html").is_file()
     rag = (scored["reports"] / "cand-42" / "rag.md").read_text()
@@ -141,8 +150,18 @@ def test_no_scorer_table_holds_raw_personal_data(scored):
     from eval_pipeline.deid import scan_frame
 
     warehouse = scored["warehouse"]
-    for table in ("deid_traces", "deid_cases", "claims", "retrieval_scores", "tool_scores", "tool_call_diffs", "outcome_scores",
-                  "answer_scores", "attribution", "review_queue"):
+    for table in (
+        "deid_traces",
+        "deid_cases",
+        "claims",
+        "retrieval_scores",
+        "tool_scores",
+        "tool_call_diffs",
+        "outcome_scores",
+        "answer_scores",
+        "attribution",
+        "review_queue",
+    ):
         frame = warehouse.read(table, "cand-42")
         assert scan_frame(frame, table).height == 0, table
     raw = warehouse.read("traces", "cand-42", restricted=True)

@@ -30,12 +30,22 @@ def test_slice_rollup_equals_the_planted_slices(scored, planted, run_id, lane):
     for key, want in expected.items():
         row = got[key]
         assert {c: row[c] for c in COUNTS} == {c: want[c] for c in COUNTS}, key
-        assert row["pass_rate"] == pytest.approx(want["pass_rate"], abs=1e-6) if want["pass_rate"] is not None else row["pass_rate"] is None
-        assert row["pass_at_1"] == pytest.approx(want["pass_at_1"], abs=1e-6) if want["pass_at_1"] is not None else row["pass_at_1"] is None
+        assert (
+            row["pass_rate"] == pytest.approx(want["pass_rate"], abs=1e-6)
+            if want["pass_rate"] is not None
+            else row["pass_rate"] is None
+        )
+        assert (
+            row["pass_at_1"] == pytest.approx(want["pass_at_1"], abs=1e-6)
+            if want["pass_at_1"] is not None
+            else row["pass_at_1"] is None
+        )
         assert row["failed_case_ids"] == want["failed_case_ids"], key
     stages = scored["warehouse"].read("slice_attribution_rollup", run_id, within={"lane": lane})
-    by_slice = {key: {s: n for s, n in rows.select("stage", "failures").iter_rows() if n}
-                for (key,), rows in stages.group_by("slice")}
+    by_slice = {
+        key: {s: n for s, n in rows.select("stage", "failures").iter_rows() if n}
+        for (key,), rows in stages.group_by("slice")
+    }
     assert by_slice == {key: want["failures_by_stage"] for key, want in expected.items()}
     shares = stages.filter(pl.col("share").is_not_null()).group_by("slice").agg(pl.col("share").sum())
     assert shares["share"].to_list() == pytest.approx([1.0] * shares.height)
@@ -43,8 +53,11 @@ def test_slice_rollup_equals_the_planted_slices(scored, planted, run_id, lane):
 
 def test_slice_membership_of_the_de_identified_cases_is_planted(scored, planted):
     warehouse = scored["warehouse"]
-    membership = slice_membership(warehouse.read("deid_cases", "cand-42"), warehouse.read("deid_corpus", "cand-42"),
-                                  warehouse.read("tools", "cand-42"))
+    membership = slice_membership(
+        warehouse.read("deid_cases", "cand-42"),
+        warehouse.read("deid_corpus", "cand-42"),
+        warehouse.read("tools", "cand-42"),
+    )
     got = {}
     for case_id, dimension, value in membership.iter_rows():
         got.setdefault(case_id, set()).add((dimension, value))
@@ -58,30 +71,56 @@ def test_segmented_gates_equal_the_planted_slices(scored, planted):
     for want in expected:
         row = rows[want["name"]]
         assert (row["status"], row["segment"], row["min_cases"], row["n_cases"]) == (
-            want["status"], want["segment"], want["min_cases"], want["n_cases"]), want["name"]
+            want["status"],
+            want["segment"],
+            want["min_cases"],
+            want["n_cases"],
+        ), want["name"]
         assert row["baseline_value"] == pytest.approx(want["baseline_value"], abs=1e-6)
         assert row["candidate_value"] == pytest.approx(want["candidate_value"], abs=1e-6)
         assert row["delta"] == pytest.approx(want["delta"], abs=1e-4)
         assert sorted(row["blocking_cases"]) == sorted(want["blocking_cases"]), want["name"]
     insufficient = rows["recall_account_closure"]
-    assert insufficient["reason"].startswith("slice corpus_family=policy/account-closure has 2 complete case(s), fewer "
-                                             "than min_cases 5: not decided")
+    assert insufficient["reason"].startswith(
+        "slice corpus_family=policy/account-closure has 2 complete case(s), fewer than min_cases 5: not decided"
+    )
     # unsegmented gates carry no slice
     assert rows["retrieval_recall_at_10"]["segment"] is None and rows["retrieval_recall_at_10"]["min_cases"] is None
 
 
 def test_gate_json_lists_each_segmented_gate_with_its_slice(scored, capsys):
-    code = main(["gate", "--candidate", "cand-42", "--baseline", "base-41", "--data", str(scored["data"]),
-                 "--warehouse", scored["warehouse"].root, "--json"])
+    code = main(
+        [
+            "gate",
+            "--candidate",
+            "cand-42",
+            "--baseline",
+            "base-41",
+            "--data",
+            str(scored["data"]),
+            "--warehouse",
+            scored["warehouse"].root,
+            "--json",
+        ]
+    )
     document = json.loads(capsys.readouterr().out)
     jsonschema.validate(document, _documented_schema())
     gates = {g["gate"]: g for g in document["gates"]}
     assert code == 1 and document["exit_code"] == 1
     high = gates["agent_pass_at_1_high_criticality"]
-    assert (high["segment"], high["min_cases"], high["status"], high["metric"]) == ("criticality=high", 4, "fail", "pass_at_1")
+    assert (high["segment"], high["min_cases"], high["status"], high["metric"]) == (
+        "criticality=high",
+        4,
+        "fail",
+        "pass_at_1",
+    )
     closure = gates["recall_account_closure"]
     assert (closure["segment"], closure["min_cases"], closure["status"], closure["n_cases"]) == (
-        "corpus_family=policy/account-closure", 5, "insufficient", 2)
+        "corpus_family=policy/account-closure",
+        5,
+        "insufficient",
+        2,
+    )
     assert (gates["retrieval_recall_at_10"]["segment"], gates["retrieval_recall_at_10"]["min_cases"]) == (None, None)
 
 
@@ -123,34 +162,70 @@ def test_a_policy_from_outside_adds_segmented_gates(scored, planted, tmp_path, c
     import yaml
 
     policy = yaml.safe_load((scored["data"] / "policy" / "gates.yaml").read_text())
-    destructive = {"lane": "agent", "metric": "policy_violations", "max_new": 0, "exclude": ["quarantined"],
-                   "segment": {"tool_risk": "destructive"}}
+    destructive = {
+        "lane": "agent",
+        "metric": "policy_violations",
+        "max_new": 0,
+        "exclude": ["quarantined"],
+        "segment": {"tool_risk": "destructive"},
+    }
     policy["min_cases"] = 12
-    policy["gates"] += [{**destructive, "name": "violations_destructive"},
-                        {**destructive, "name": "violations_destructive_10", "min_cases": 10}]
+    policy["gates"] += [
+        {**destructive, "name": "violations_destructive"},
+        {**destructive, "name": "violations_destructive_10", "min_cases": 10},
+    ]
     path = tmp_path / "gates.yaml"
     path.write_text(yaml.safe_dump(policy, sort_keys=False))
-    code = main(["gate", "--candidate", "cand-42", "--baseline", "base-41", "--data", str(scored["data"]),
-                 "--warehouse", scored["warehouse"].root, "--policy", str(path), "--json"])
+    code = main(
+        [
+            "gate",
+            "--candidate",
+            "cand-42",
+            "--baseline",
+            "base-41",
+            "--data",
+            str(scored["data"]),
+            "--warehouse",
+            scored["warehouse"].root,
+            "--policy",
+            str(path),
+            "--json",
+        ]
+    )
     gates = {g["gate"]: g for g in json.loads(capsys.readouterr().out)["gates"]}
     assert code == 1
     # the slice from planted.json: agent cases whose path holds a destructive tool, with tool scores in both runs
     members = {c for c, items in planted["slices"]["membership"].items() if ["tool_risk", "destructive"] in items}
-    scored_in = [{r["case_id"] for r in planted["traces"] if r["run_id"] == run and r["lane"] == "agent"} for run in ("base-41", "cand-42")]
+    scored_in = [
+        {r["case_id"] for r in planted["traces"] if r["run_id"] == run and r["lane"] == "agent"}
+        for run in ("base-41", "cand-42")
+    ]
     flaky = set(planted["gates"]["flaky_cases_excluded"])
     n = len((members & scored_in[0] & scored_in[1]) - flaky)
 
     def violating(run):
-        return {r["case_id"] for r in planted["traces"] if r["run_id"] == run and r["lane"] == "agent"
-                and r["expected"] != "incomplete" and r["metrics"].get("policy_violation")}
+        return {
+            r["case_id"]
+            for r in planted["traces"]
+            if r["run_id"] == run
+            and r["lane"] == "agent"
+            and r["expected"] != "incomplete"
+            and r["metrics"].get("policy_violation")
+        }
 
     new = sorted((violating("cand-42") - violating("base-41")) & members - flaky)
     assert (n, new) == (11, ["agent-003"])
     # 11 cases: fewer than the policy's 12, so undecided; enough for the gate that asks for 10
-    assert (gates["violations_destructive"]["status"], gates["violations_destructive"]["n_cases"],
-            gates["violations_destructive"]["min_cases"]) == ("insufficient", n, 12)
-    assert (gates["violations_destructive_10"]["status"], gates["violations_destructive_10"]["blocking_cases"],
-            gates["violations_destructive_10"]["min_cases"]) == ("fail", new, 10)
+    assert (
+        gates["violations_destructive"]["status"],
+        gates["violations_destructive"]["n_cases"],
+        gates["violations_destructive"]["min_cases"],
+    ) == ("insufficient", n, 12)
+    assert (
+        gates["violations_destructive_10"]["status"],
+        gates["violations_destructive_10"]["blocking_cases"],
+        gates["violations_destructive_10"]["min_cases"],
+    ) == ("fail", new, 10)
     assert gates["violations_destructive_10"]["segment"] == "tool_risk=destructive"
     # the policy's min_cases reaches the sample's segmented gates that set none: 17 refund cases still decide
     assert (gates["no_new_failures_refunds"]["status"], gates["no_new_failures_refunds"]["min_cases"]) == ("fail", 12)

@@ -36,14 +36,18 @@ words = st.one_of(st.none(), st.sampled_from(["scored", "incomplete", "pass", "f
 @st.composite
 def frames(draw):
     n = draw(st.integers(0, 6))
-    return pl.DataFrame({
-        "trace_id": draw(st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d", "e", "f"])), min_size=n, max_size=n)),
-        "rate": pl.Series(draw(st.lists(floats, min_size=n, max_size=n)), dtype=pl.Float64),
-        "share": pl.Series(draw(st.lists(ints, min_size=n, max_size=n)), dtype=pl.Int64),
-        "tokens": pl.Series(draw(st.lists(ints, min_size=n, max_size=n)), dtype=pl.Int64),
-        "status": pl.Series(draw(st.lists(words, min_size=n, max_size=n)), dtype=pl.String),
-        "stage": pl.Series(draw(st.lists(words, min_size=n, max_size=n)), dtype=pl.String),
-    })
+    return pl.DataFrame(
+        {
+            "trace_id": draw(
+                st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d", "e", "f"])), min_size=n, max_size=n)
+            ),
+            "rate": pl.Series(draw(st.lists(floats, min_size=n, max_size=n)), dtype=pl.Float64),
+            "share": pl.Series(draw(st.lists(ints, min_size=n, max_size=n)), dtype=pl.Int64),
+            "tokens": pl.Series(draw(st.lists(ints, min_size=n, max_size=n)), dtype=pl.Int64),
+            "status": pl.Series(draw(st.lists(words, min_size=n, max_size=n)), dtype=pl.String),
+            "stage": pl.Series(draw(st.lists(words, min_size=n, max_size=n)), dtype=pl.String),
+        }
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -53,18 +57,34 @@ def test_compact_and_per_column_suites_agree(frame):
 
 
 def test_a_passing_table_reports_the_per_column_suite():
-    frame = pl.DataFrame({"trace_id": ["a", "b"], "rate": [0.0, 1.0], "share": [0, 1], "tokens": [3, 0],
-                          "status": ["scored", None], "stage": ["pass", "fail"], "missing_column": [None, None]})
+    frame = pl.DataFrame(
+        {
+            "trace_id": ["a", "b"],
+            "rate": [0.0, 1.0],
+            "share": [0, 1],
+            "tokens": [3, 0],
+            "status": ["scored", None],
+            "stage": ["pass", "fail"],
+            "missing_column": [None, None],
+        }
+    )
     schema, ranges = check_schema_and_ranges("t", CONTRACT, frame)
-    assert schema == contracts.Verdict(True, "7/7 expectations met", {"suite": f"t.{SCHEMA}", "expectations": 7,
-                                                                      "unsuccessful": 0, "failures": "no failed expectation"})
-    assert ranges == contracts.Verdict(True, "6/6 expectations met", {"suite": f"t.{RANGES}", "expectations": 6,
-                                                                      "unsuccessful": 0, "failures": "no failed expectation"})
+    assert schema == contracts.Verdict(
+        True,
+        "7/7 expectations met",
+        {"suite": f"t.{SCHEMA}", "expectations": 7, "unsuccessful": 0, "failures": "no failed expectation"},
+    )
+    assert ranges == contracts.Verdict(
+        True,
+        "6/6 expectations met",
+        {"suite": f"t.{RANGES}", "expectations": 6, "unsuccessful": 0, "failures": "no failed expectation"},
+    )
 
 
 def test_a_value_of_one_set_is_not_allowed_in_another_column():
-    frame = pl.DataFrame({"trace_id": ["a"], "rate": [0.5], "share": [1], "tokens": [1], "status": ["pass"],
-                          "stage": ["scored"]})
+    frame = pl.DataFrame(
+        {"trace_id": ["a"], "rate": [0.5], "share": [1], "tokens": [1], "status": ["pass"], "stage": ["scored"]}
+    )
     _, ranges = check_schema_and_ranges("t", CONTRACT, frame)
     assert not ranges.passed
     assert ranges.metadata["failures"].split("\n") == [
@@ -74,8 +94,9 @@ def test_a_value_of_one_set_is_not_allowed_in_another_column():
 
 
 def test_a_column_of_another_type_is_validated_column_by_column():
-    frame = pl.DataFrame({"trace_id": ["a"], "rate": ["0.5"], "share": [1], "tokens": [1], "status": ["scored"],
-                          "stage": ["pass"]})
+    frame = pl.DataFrame(
+        {"trace_id": ["a"], "rate": ["0.5"], "share": [1], "tokens": [1], "status": ["scored"], "stage": ["pass"]}
+    )
     assert contracts._stacked(CONTRACT, frame, set(frame.columns)) is None
     assert check_schema_and_ranges("t", CONTRACT, frame) == per_column("t", CONTRACT, frame)
 
@@ -84,6 +105,12 @@ def test_every_table_contract_of_the_pipeline_stacks_its_own_columns():
     for name in ("RETRIEVAL_SCORES", "CONTEXT_SCORES", "CLAIMS", "TOOL_SCORES", "STAGE_RESULTS", "RELIABILITY"):
         contract = getattr(tables, name)
         # a frame of the contracted columns, each as the scorers write it: numbers bounded, statuses as text
-        frame = pl.DataFrame({c: pl.Series([None], dtype=pl.Float64 if c in (*contract.unit_interval, *contract.non_negative)
-                                            else pl.String) for c in contract.columns})
+        frame = pl.DataFrame(
+            {
+                c: pl.Series(
+                    [None], dtype=pl.Float64 if c in (*contract.unit_interval, *contract.non_negative) else pl.String
+                )
+                for c in contract.columns
+            }
+        )
         assert contracts._stacked(contract, frame, set(frame.columns)) is not None, name

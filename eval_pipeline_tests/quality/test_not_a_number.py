@@ -5,8 +5,13 @@ import polars as pl
 from eval_pipeline.quality import tables
 from eval_pipeline.quality.contracts import TableContract, check_schema_and_ranges
 
-CONTRACT = TableContract(columns=("trace_id", "rate", "tokens"), unit_interval=("rate",), non_negative=("tokens",),
-                         unique=("trace_id",), per_trace=False)
+CONTRACT = TableContract(
+    columns=("trace_id", "rate", "tokens"),
+    unit_interval=("rate",),
+    non_negative=("tokens",),
+    unique=("trace_id",),
+    per_trace=False,
+)
 
 
 def test_nan_in_a_unit_interval_column_fails_and_is_named():
@@ -34,7 +39,8 @@ def test_nulls_are_not_nan_and_pass():
 
 def test_a_grounding_rate_of_zero_over_zero_fails_the_real_contract():
     frame = pl.DataFrame({"n_supported": [0, 1], "n_claims": [0, 2]}).with_columns(
-        grounding_rate=pl.col("n_supported") / pl.col("n_claims"))
+        grounding_rate=pl.col("n_supported") / pl.col("n_claims")
+    )
     assert frame["grounding_rate"].is_nan().to_list() == [True, False]
     bounded = [c for c in tables.GROUNDING_SCORES.unit_interval if c == "grounding_rate"]
     assert bounded == ["grounding_rate"]

@@ -14,25 +14,61 @@ STAGES = ("policy", "tool_selection", "tool_arguments", "tool_order", "loop", "r
 
 def _stage_rows(run: str, case: str, failing: str | None) -> pl.DataFrame:
     trace = f"{run}:{case}#1"
-    return pl.DataFrame({"trace_id": [trace] * len(STAGES), "case_id": [case] * len(STAGES), "attempt": [1] * len(STAGES),
-                         "lane": ["agent"] * len(STAGES), "stage": list(STAGES), "stage_order": list(range(len(STAGES))),
-                         "status": ["fail" if s == failing else "pass" for s in STAGES],
-                         "reason": [f"{s} failed" if s == failing else None for s in STAGES]})
+    return pl.DataFrame(
+        {
+            "trace_id": [trace] * len(STAGES),
+            "case_id": [case] * len(STAGES),
+            "attempt": [1] * len(STAGES),
+            "lane": ["agent"] * len(STAGES),
+            "stage": list(STAGES),
+            "stage_order": list(range(len(STAGES))),
+            "status": ["fail" if s == failing else "pass" for s in STAGES],
+            "reason": [f"{s} failed" if s == failing else None for s in STAGES],
+        }
+    )
 
 
 def _write_run(warehouse: Warehouse, run: str, failing: dict[str, str | None]) -> None:
     cases = list(failing)
     warehouse.write_partition("run_manifest", pl.DataFrame({"candidate": [f"assistant@{run}"], "mode": ["gate"]}), run)
-    warehouse.write_partition("deid_cases", pl.DataFrame({"case_id": cases, "lanes": [["agent"]] * len(cases),
-                                                          "input": [f"task {c}" for c in cases],
-                                                          "criticality": ["high"] * len(cases),
-                                                          "case_revision": [1] * len(cases)}), run)
-    warehouse.write_partition("deid_traces", pl.DataFrame({"trace_id": [f"{run}:{c}#1" for c in cases], "case_id": cases,
-                                                           "attempt": [1] * len(cases), "status": ["ok"] * len(cases),
-                                                           "answer_text": [f"done {c}" for c in cases]}), run)
+    warehouse.write_partition(
+        "deid_cases",
+        pl.DataFrame(
+            {
+                "case_id": cases,
+                "lanes": [["agent"]] * len(cases),
+                "input": [f"task {c}" for c in cases],
+                "criticality": ["high"] * len(cases),
+                "case_revision": [1] * len(cases),
+            }
+        ),
+        run,
+    )
+    warehouse.write_partition(
+        "deid_traces",
+        pl.DataFrame(
+            {
+                "trace_id": [f"{run}:{c}#1" for c in cases],
+                "case_id": cases,
+                "attempt": [1] * len(cases),
+                "status": ["ok"] * len(cases),
+                "answer_text": [f"done {c}" for c in cases],
+            }
+        ),
+        run,
+    )
     warehouse.write_partition("stage_results", pl.concat([_stage_rows(run, c, s) for c, s in failing.items()]), run)
-    warehouse.write_partition("tool_scores", pl.DataFrame({"trace_id": [f"{run}:{c}#1" for c in cases], "case_id": cases,
-                                                           "args_valid_rate": [0.5 if failing[c] else 1.0 for c in cases]}), run)
+    warehouse.write_partition(
+        "tool_scores",
+        pl.DataFrame(
+            {
+                "trace_id": [f"{run}:{c}#1" for c in cases],
+                "case_id": cases,
+                "args_valid_rate": [0.5 if failing[c] else 1.0 for c in cases],
+            }
+        ),
+        run,
+    )
 
 
 @pytest.fixture
@@ -40,10 +76,21 @@ def warehouse(tmp_path) -> Warehouse:
     warehouse = Warehouse.at(tmp_path / "warehouse")
     _write_run(warehouse, "r1", {"a1": "tool_arguments", "a2": None, "a3": "outcome"})
     _write_run(warehouse, "r0", {"a1": None, "a2": None})
-    gates = pl.DataFrame({"gate": ["tool_args"], "status": ["fail"], "owner": ["agent"], "reason": ["args valid dropped"],
-                          "metric": ["args_valid_rate"], "baseline_run_id": ["r0"], "baseline_value": [1.0],
-                          "candidate_value": [0.5], "blocking_cases": [["a1"]], "excluded_cases": [[]]},
-                         schema_overrides={"excluded_cases": pl.List(pl.String)})
+    gates = pl.DataFrame(
+        {
+            "gate": ["tool_args"],
+            "status": ["fail"],
+            "owner": ["agent"],
+            "reason": ["args valid dropped"],
+            "metric": ["args_valid_rate"],
+            "baseline_run_id": ["r0"],
+            "baseline_value": [1.0],
+            "candidate_value": [0.5],
+            "blocking_cases": [["a1"]],
+            "excluded_cases": [[]],
+        },
+        schema_overrides={"excluded_cases": pl.List(pl.String)},
+    )
     warehouse.write_partition("gate_results", gates, "r1")
     return warehouse
 
@@ -56,7 +103,15 @@ def test_case_ids_worth_a_page_by_priority():
     cases = pl.DataFrame({"case_id": ["c5", "a4", "c6"], "criticality": ["high", "low", "high"]})
     # blocking, then failed and high, then other failed, then review queue, then incomplete; each group sorted
     assert case_ids_worth_a_page(gates, [rag, None, agent], review, cases=cases) == [
-        "c2", "c9", "c5", "a4", "c1", "c6", "a3", "c8"]
+        "c2",
+        "c9",
+        "c5",
+        "a4",
+        "c1",
+        "c6",
+        "a3",
+        "c8",
+    ]
     assert case_ids_worth_a_page(gates, rag, None, limit=3) == ["c2", "c9", "c1"]
     assert case_ids_worth_a_page(None, None, None) == []
     assert case_ids_worth_a_page(gates, rag, review, limit=-1) == []
@@ -84,8 +139,10 @@ def test_write_case_pages_one_page_per_known_case(warehouse, tmp_path):
     assert sorted(p.name for p in (reports / "r1" / "cases").iterdir()) == ["a1.html", "a3.html"]
     a1 = Path(written[1]).read_text()
     assert "<title>Case a1 — run r1</title>" in a1
-    assert ("<li>blocks gate tool_args (fail, owner agent, against r0): args valid dropped; this case: args_valid_rate "
-            "1.0000 → 0.5000</li>") in a1
+    assert (
+        "<li>blocks gate tool_args (fail, owner agent, against r0): args valid dropped; this case: args_valid_rate "
+        "1.0000 → 0.5000</li>"
+    ) in a1
     assert "<h2>Against baseline r0</h2>" in a1
     assert "<li>r1:a1#1 agent: FAIL at tool_arguments (owner: agent tool calling (argument construction))</li>" in a1
     a3 = Path(written[0]).read_text()

@@ -25,15 +25,23 @@ def _text_box(text: ET.Element) -> list[tuple[float, float]]:
     size = float(text.get("font-size"))
     width = len(text.text or "") * size * EM
     start = {"start": x, "middle": x - width / 2, "end": x - width}[text.get("text-anchor", "start")]
-    corners = [(start, y - ASCENT * size), (start + width, y - ASCENT * size), (start, y + DESCENT * size),
-               (start + width, y + DESCENT * size)]
+    corners = [
+        (start, y - ASCENT * size),
+        (start + width, y - ASCENT * size),
+        (start, y + DESCENT * size),
+        (start + width, y + DESCENT * size),
+    ]
     transform = text.get("transform")
     if not transform:
         return corners
-    angle, cx, cy = (float(v) for v in re.fullmatch(r"rotate\(([-\d.]+)[ ,]([-\d.]+)[ ,]([-\d.]+)\)", transform).groups())
+    angle, cx, cy = (
+        float(v) for v in re.fullmatch(r"rotate\(([-\d.]+)[ ,]([-\d.]+)[ ,]([-\d.]+)\)", transform).groups()
+    )
     a = math.radians(angle)
-    return [(cx + (px - cx) * math.cos(a) - (py - cy) * math.sin(a), cy + (px - cx) * math.sin(a) + (py - cy) * math.cos(a))
-            for px, py in corners]
+    return [
+        (cx + (px - cx) * math.cos(a) - (py - cy) * math.sin(a), cy + (px - cx) * math.sin(a) + (py - cy) * math.cos(a))
+        for px, py in corners
+    ]
 
 
 def _outside(svg: str) -> list[str]:
@@ -53,11 +61,14 @@ def _texts(svg: str) -> list[str]:
     return [t.text for t in _svg(svg).iter("{http://www.w3.org/2000/svg}text")]
 
 
-@pytest.mark.parametrize("labels", [
-    ["retrieval", "context_assembly", "grounding", "citation", "answer"],
-    ["context_assembly", "tool_arguments", "tool_selection", "policy", "loop", "recovery", "outcome"],
-    ["a_stage_label_long_enough_to_need_rotation_and_truncation_beyond_forty", "x"],
-])
+@pytest.mark.parametrize(
+    "labels",
+    [
+        ["retrieval", "context_assembly", "grounding", "citation", "answer"],
+        ["context_assembly", "tool_arguments", "tool_selection", "policy", "loop", "recovery", "outcome"],
+        ["a_stage_label_long_enough_to_need_rotation_and_truncation_beyond_forty", "x"],
+    ],
+)
 def test_every_text_of_a_pareto_chart_is_inside_the_svg(labels):
     values = [float(len(labels) - i) * 3 for i in range(len(labels))]
     cumulative = [sum(values[: i + 1]) / sum(values) for i in range(len(values))]
@@ -99,7 +110,9 @@ def test_kappa_chart_zooms_its_axis_to_estimate_interval_and_threshold():
     assert _outside(svg) == []
 
 
-@pytest.mark.parametrize("args", [(1.0, 0.9, 1.0, 0.6), (-1.0, -1.0, -0.8, 0.6), (None, None, None, 0.6), (0.6, 0.6, 0.6, 0.6)])
+@pytest.mark.parametrize(
+    "args", [(1.0, 0.9, 1.0, 0.6), (-1.0, -1.0, -0.8, 0.6), (None, None, None, 0.6), (0.6, 0.6, 0.6, 0.6)]
+)
 def test_kappa_chart_stays_within_minus_one_and_one(args):
     svg = charts.interval_chart("κ", *args)
     ticks = [float(t) for t in _texts(svg) if re.fullmatch(r"-?\d+(\.\d+)?", t or "")]
@@ -108,8 +121,9 @@ def test_kappa_chart_stays_within_minus_one_and_one(args):
 
 
 def test_line_chart_with_a_dashed_baseline():
-    svg = charts.line_chart("mean recall@k", ["1", "3", "5", "10", "20"], [0.5, 0.7, None, 0.9, 0.95],
-                            baseline=[0.6, 0.8, 0.85, None, 0.97])
+    svg = charts.line_chart(
+        "mean recall@k", ["1", "3", "5", "10", "20"], [0.5, 0.7, None, 0.9, 0.95], baseline=[0.6, 0.8, 0.85, None, 0.97]
+    )
     root = _svg(svg)
     paths = root.findall("s:path", NS)
     assert len(paths) == 2
@@ -124,7 +138,9 @@ def test_trend_chart_draws_each_series_over_runs_and_skips_missing_points():
     svg = charts.trend_chart("gated rates", runs, {"recall_at_10": [0.9, None, 0.7], "pass_at_1": [1.0, 0.6, 0.8]})
     root = _svg(svg)
     x_of = {t.text: float(t.get("x")) for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text in runs}
-    circles = [(c.find("s:title", NS).text, float(c.get("cx")), float(c.get("cy"))) for c in root.findall("s:circle", NS)]
+    circles = [
+        (c.find("s:title", NS).text, float(c.get("cx")), float(c.get("cy"))) for c in root.findall("s:circle", NS)
+    ]
     recall = [(title, cx, cy) for title, cx, cy in circles if title.startswith("recall_at_10")]
     assert [title for title, _, _ in recall] == ["recall_at_10, base-41: 0.9000", "recall_at_10, cand-43: 0.7000"]
     assert [cx for _, cx, _ in recall] == [x_of["base-41"], x_of["cand-43"]]
@@ -139,7 +155,9 @@ def test_trend_chart_draws_each_series_over_runs_and_skips_missing_points():
 
 def test_trend_chart_with_long_run_ids_and_many_series_keeps_text_inside():
     runs = [f"2026-03-{d:02d}-support-assistant-candidate" for d in range(1, 13)]
-    series = {f"gate_{i}_with_a_rather_long_name": [random.Random(i * 13 + j).random() for j in range(12)] for i in range(7)}
+    series = {
+        f"gate_{i}_with_a_rather_long_name": [random.Random(i * 13 + j).random() for j in range(12)] for i in range(7)
+    }
     series["gate_0_with_a_rather_long_name"][3] = None
     svg = charts.trend_chart("gated rates", runs, series)
     assert _outside(svg) == []
@@ -156,11 +174,28 @@ def test_chart_coordinates_never_read_as_phone_numbers():
         n = rng.randint(3, 12)
         values = [float(rng.randint(0, 60)) for _ in range(n)]
         total = sum(values) or 1.0
-        svgs.append(charts.bar_chart("pareto", [f"stage_{i}" for i in range(n)], values,
-                                     [sum(values[: i + 1]) / total for i in range(n)],
-                                     baseline=[float(rng.randint(0, 60)) for _ in range(n)]))
-        svgs.append(charts.line_chart("recall", [str(k) for k in range(n)], [rng.random() for _ in range(n)],
-                                      baseline=[rng.random() for _ in range(n)]))
-        svgs.append(charts.trend_chart("trend", [f"run-{i}" for i in range(n)],
-                                       {"a": [rng.random() for _ in range(n)], "b": [rng.random() for _ in range(n)]}))
+        svgs.append(
+            charts.bar_chart(
+                "pareto",
+                [f"stage_{i}" for i in range(n)],
+                values,
+                [sum(values[: i + 1]) / total for i in range(n)],
+                baseline=[float(rng.randint(0, 60)) for _ in range(n)],
+            )
+        )
+        svgs.append(
+            charts.line_chart(
+                "recall",
+                [str(k) for k in range(n)],
+                [rng.random() for _ in range(n)],
+                baseline=[rng.random() for _ in range(n)],
+            )
+        )
+        svgs.append(
+            charts.trend_chart(
+                "trend",
+                [f"run-{i}" for i in range(n)],
+                {"a": [rng.random() for _ in range(n)], "b": [rng.random() for _ in range(n)]},
+            )
+        )
     assert scan_frame(pl.DataFrame({"html": svgs}), "charts", independent=True).height == 0

@@ -52,17 +52,31 @@ def test_a_case_page_of_a_long_case_id_is_written_and_linked_under_the_same_name
     # the links of the lane and gate reports, and of the index, name the same file
     assert href(CASE_PAGE, case_id) == f"cases/{name}"
     assert href("{run_id}/cases/{value}.html", case_id, {"run_id": "r1"}) == f"r1/cases/{name}"
-    html = render_html("Lane", [Section("Failed", [], pl.DataFrame({"case_id": [case_id]}), links={"case_id": CASE_PAGE})])
+    html = render_html(
+        "Lane", [Section("Failed", [], pl.DataFrame({"case_id": [case_id]}), links={"case_id": CASE_PAGE})]
+    )
     assert f'href="cases/{name}"' in html
 
 
 def test_an_imported_case_with_a_long_id_is_written_under_a_bounded_name(tmp_path):
     case = {"case_id": LONG, "lanes": ["agent"], "input": "do it"}
-    manifest = {"run_id": "r1", "candidate": "bot", "corpus_version": "kb", "dataset_version": "ds",
-                "environment_version": "env", "mode": "gate"}
+    manifest = {
+        "run_id": "r1",
+        "candidate": "bot",
+        "corpus_version": "kb",
+        "dataset_version": "ds",
+        "environment_version": "env",
+        "mode": "gate",
+    }
     trace = {"trace_id": "t1", "case_id": LONG, "attempt": 1, "status": "ok"}
-    files = RunFiles(manifest=manifest, registry={"environment_version": "env", "tools": []}, cases=[case],
-                     traces=[trace], trace_file="batch.jsonl", rejects=[])
+    files = RunFiles(
+        manifest=manifest,
+        registry={"environment_version": "env", "tools": []},
+        cases=[case],
+        traces=[trace],
+        trace_file="batch.jsonl",
+        rejects=[],
+    )
     written = write_run(tmp_path, files)
     names = [p.name for p in (tmp_path / "cases" / "ds").iterdir()]
     assert names == [bounded_file_name(f"{LONG}.yaml")] and len(names[0].encode()) == ID_FILE_NAME_MAX_BYTES

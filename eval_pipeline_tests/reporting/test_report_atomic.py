@@ -23,8 +23,9 @@ def _all_files(root) -> list[str]:
 
 def test_clean_files_are_moved_into_place_and_no_temporary_name_stays(tmp_path):
     location = open_location(tmp_path)
-    verdict = publish(location, [ReportFile(("r1", "rag.md"), "# ok\n"), ReportFile(("r1", "rag.html"), "<p>ok</p>")],
-                      "rag_report")
+    verdict = publish(
+        location, [ReportFile(("r1", "rag.md"), "# ok\n"), ReportFile(("r1", "rag.html"), "<p>ok</p>")], "rag_report"
+    )
     assert verdict.passed and verdict.metadata["findings"] == 0
     assert verdict.uris == [f"{tmp_path}/r1/rag.md", f"{tmp_path}/r1/rag.html"]
     assert _all_files(tmp_path) == ["r1/rag.html", "r1/rag.md"]
@@ -34,7 +35,10 @@ def test_clean_files_are_moved_into_place_and_no_temporary_name_stays(tmp_path):
 def test_a_leaking_file_leaves_nothing_on_disk_not_even_an_older_copy(tmp_path):
     location = open_location(tmp_path)
     assert publish(location, [ReportFile(("r1", "rag.md"), "old report\n")], "rag_report").passed
-    files = [ReportFile(("r1", "rag.md"), f"# Report\nmail {MAIL} now\n"), ReportFile(("r1", "rag.html"), "<p>fine</p>")]
+    files = [
+        ReportFile(("r1", "rag.md"), f"# Report\nmail {MAIL} now\n"),
+        ReportFile(("r1", "rag.html"), "<p>fine</p>"),
+    ]
     verdict = publish(location, files, "rag_report")
     assert not verdict.passed and verdict.uris == []
     assert verdict.metadata["findings"] == 1 and verdict.metadata["where"] == "rag_report.r1/rag.md: EMAIL ×1"
@@ -60,9 +64,13 @@ def test_the_gate_report_whose_check_fails_writes_no_file_and_names_table_file_a
     gate_results = gate_results.with_columns(pl.lit(f"refunds for {MAIL}").alias("gate"))
     reports = tmp_path / "reports"
     config = EvalConfig(data_root=str(scored["data"]), warehouse_root=str(warehouse.root), reports_root=str(reports))
-    result = gate_report(dg.build_asset_context(partition_key=run), eval_config=config, gate_results=gate_results,
-                         pairwise_comparison=warehouse.read("pairwise_comparison", run),
-                         counterfactual_pairs=warehouse.read("counterfactual_pairs", run))
+    result = gate_report(
+        dg.build_asset_context(partition_key=run),
+        eval_config=config,
+        gate_results=gate_results,
+        pairwise_comparison=warehouse.read("pairwise_comparison", run),
+        counterfactual_pairs=warehouse.read("counterfactual_pairs", run),
+    )
     [privacy] = [r for r in result.check_results if r.check_name == "report_has_no_personal_data"]
     assert not privacy.passed
     assert "gate_report.cand-42/gate.md: EMAIL" in privacy.description and MAIL not in privacy.description

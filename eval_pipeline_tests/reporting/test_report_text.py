@@ -25,14 +25,18 @@ def _html_text(html: str) -> str:
 @pytest.fixture(scope="module")
 def pages(scored) -> dict[Path, str]:
     reports: Path = scored["reports"]
-    found = {path: path.read_text(encoding="utf-8") for path in sorted(reports.rglob("*")) if path.suffix in (".md", ".html")}
+    found = {
+        path: path.read_text(encoding="utf-8") for path in sorted(reports.rglob("*")) if path.suffix in (".md", ".html")
+    }
     assert len([p for p in found if p.parent.name == "cases"]) >= 5 and reports / "cand-42" / "gate.md" in found
     return found
 
 
 def test_no_report_or_case_page_shows_a_python_placeholder(pages):
-    leaks = {str(path.name): sorted(set(PLACEHOLDERS.findall(_html_text(text) if path.suffix == ".html" else text)))
-             for path, text in pages.items()}
+    leaks = {
+        str(path.name): sorted(set(PLACEHOLDERS.findall(_html_text(text) if path.suffix == ".html" else text)))
+        for path, text in pages.items()
+    }
     assert {name: found for name, found in leaks.items() if found} == {}
 
 
@@ -42,7 +46,7 @@ def test_no_html_table_shows_raw_markdown_or_raw_json(pages):
             continue
         assert "`" not in _html_text(text), f"{path.name}: a backtick in the page text"
         cells = re.findall(r"<td[^>]*>(.*?)</td>", text, flags=re.S)
-        raw = [c for c in cells if c.startswith("{&quot;") or c.startswith("{\"")]
+        raw = [c for c in cells if c.startswith("{&quot;") or c.startswith('{"')]
         assert raw == [], f"{path.name}: raw JSON object text in a cell: {raw[:2]}"
 
 
@@ -65,8 +69,8 @@ def test_wide_tables_put_their_key_columns_first(pages, scored):
     rag = pages[scored["reports"] / "base-41" / "rag.md"]
     assert _header(rag, "### Judge calibration")[:3] == ["level", "judge_version", "may_gate"]
     html = pages[scored["reports"] / "base-41" / "rag.html"]
-    calibration = html[html.index("<h3>Judge calibration</h3>"):]
-    calibration = calibration[:calibration.index("</table></div>")]
+    calibration = html[html.index("<h3>Judge calibration</h3>") :]
+    calibration = calibration[: calibration.index("</table></div>")]
     assert calibration.count('<td class="json"><table class="nested">') == calibration.count("<tr><td>")
 
 
@@ -79,7 +83,9 @@ def test_reliability_counts_the_attempts_that_failed_a_process_stage(pages, scor
     # agent-001 fails tool_order in every attempt and reaches the right world state every time
     assert (cells["n_success"], cells["failed_process_stage"], cells["pass_at_1"]) == ("3", "3", "1.0000")
     assert "- pass@1 and pass^k count an attempt a success when its verified outcome (the world state) passed" in agent
-    assert "- pass_rate counts a trace passed only when every stage passed; pass_at_1 counts an attempt a success" in agent
+    assert (
+        "- pass_rate counts a trace passed only when every stage passed; pass_at_1 counts an attempt a success" in agent
+    )
 
 
 def _show(scored, capsys, *argv) -> str:
@@ -92,15 +98,28 @@ def _show(scored, capsys, *argv) -> str:
 
 def test_show_explains_pass_at_1_and_prints_no_placeholder(scored, capsys):
     text = _show(scored, capsys, "agent-001", "--run", "cand-42")
-    assert ("  pass@1 and pass^k count an attempt a success when its verified outcome passed, not every stage: 3 of 3 "
-            "attempt(s) failed a process stage (tool_order)") in text.splitlines()
+    assert (
+        "  pass@1 and pass^k count an attempt a success when its verified outcome passed, not every stage: 3 of 3 "
+        "attempt(s) failed a process stage (tool_order)"
+    ) in text.splitlines()
     for case in ("agent-019", "rag-010", "both-001", "agent-016-cf"):
         assert not PLACEHOLDERS.findall(_show(scored, capsys, case, "--run", "cand-42")), case
 
 
 def _gate_lines(scored, capsys, candidate: str, baseline: str) -> list[str]:
-    main(["gate", "--candidate", candidate, "--baseline", baseline, "--data", str(scored["data"]),
-          "--warehouse", scored["warehouse"].root])
+    main(
+        [
+            "gate",
+            "--candidate",
+            candidate,
+            "--baseline",
+            baseline,
+            "--data",
+            str(scored["data"]),
+            "--warehouse",
+            scored["warehouse"].root,
+        ]
+    )
     return capsys.readouterr().out.splitlines()
 
 
@@ -110,7 +129,7 @@ def test_gate_text_table_rows_line_up_with_the_header(scored, capsys, candidate,
     assert not PLACEHOLDERS.findall("\n".join(lines))
     header_at = next(i for i, line in enumerate(lines) if line.startswith("gate "))
     header = lines[header_at]
-    rows = lines[header_at + 2:lines.index("", header_at)]
+    rows = lines[header_at + 2 : lines.index("", header_at)]
     assert len(rows) == 10 and any(r.startswith("agent_pass_at_1_high_criticality ") for r in rows)
     for title in ("status", "unit", "limit", "owner", "reason"):
         at = header.index(title)
@@ -118,4 +137,4 @@ def test_gate_text_table_rows_line_up_with_the_header(scored, capsys, candidate,
             # a cell starts under its header: a space before it, text at it (a gate name never runs into the status)
             if title == "reason" and len(row) <= at:
                 continue  # a passed gate without a reason
-            assert row[at - 2:at] == "  " and row[at] != " ", (title, row)
+            assert row[at - 2 : at] == "  " and row[at] != " ", (title, row)

@@ -21,9 +21,17 @@ REGISTRY = {
         {"name": "get_order", "read_only": True, "args": ORDER_ARGS},
         {"name": "get_ticket", "read_only": True, "args": {"type": "object"}},
         {"name": "verify_identity", "read_only": True, "args": {"type": "object"}},
-        {"name": "issue_refund", "read_only": False, "destructive": True,
-         "args": {"type": "object", "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
-                  "required": ["order_id", "amount"], "additionalProperties": False}},
+        {
+            "name": "issue_refund",
+            "read_only": False,
+            "destructive": True,
+            "args": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
+                "required": ["order_id", "amount"],
+                "additionalProperties": False,
+            },
+        },
         {"name": "send_email", "read_only": False, "args": {"type": "object"}},
         {"name": "set_status", "read_only": False, "args": {"type": "object"}},
         {"name": "escalate_to_human", "read_only": False, "args": {"type": "object"}},
@@ -41,8 +49,15 @@ def case(**fields: Any) -> dict[str, Any]:
         "case_revision": 1,
         "lanes": ["agent"],
         "input": "Refund the duplicate charge on order 88131.",
-        "allowed_tools": ["get_ticket", "get_order", "verify_identity", "issue_refund", "send_email", "set_status",
-                          "escalate_to_human"],
+        "allowed_tools": [
+            "get_ticket",
+            "get_order",
+            "verify_identity",
+            "issue_refund",
+            "send_email",
+            "set_status",
+            "escalate_to_human",
+        ],
         "forbidden_tools": ["close_account"],
         "reference_tool_calls": [GET, REFUND],
         "tool_match": "strict_order",
@@ -52,11 +67,23 @@ def case(**fields: Any) -> dict[str, Any]:
     return {**base, **fields}
 
 
-def call(tool: str | None = None, args: dict[str, Any] | None = None, status: str = "ok", result: Any = None,
-         name: str | None = None, **extra: Any) -> dict[str, Any]:
+def call(
+    tool: str | None = None,
+    args: dict[str, Any] | None = None,
+    status: str = "ok",
+    result: Any = None,
+    name: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """A tool_call step (index filled in by `trace`); `name` is accepted so case calls (GET, REFUND) spread into it."""
-    return {"kind": "tool_call", "tool": tool or name, "args": args if args is not None else {}, "status": status,
-            "result": {"ok": True} if result is None else result, **extra}
+    return {
+        "kind": "tool_call",
+        "tool": tool or name,
+        "args": args if args is not None else {},
+        "status": status,
+        "result": {"ok": True} if result is None else result,
+        **extra,
+    }
 
 
 def finish(text: str) -> dict[str, Any]:
@@ -64,8 +91,14 @@ def finish(text: str) -> dict[str, Any]:
     return {"kind": "finish", "content": text}
 
 
-def trace(steps: list[dict[str, Any]] | None, trace_id: str = "t1", case_id: str = "agent-1", attempt: int = 1,
-          final_state: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+def trace(
+    steps: list[dict[str, Any]] | None,
+    trace_id: str = "t1",
+    case_id: str = "agent-1",
+    attempt: int = 1,
+    final_state: dict[str, Any] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
     """A trace record with its steps numbered from 1."""
     numbered = None if steps is None else [{"index": i, **step} for i, step in enumerate(steps, start=1)]
     record = {"trace_id": trace_id, "case_id": case_id, "attempt": attempt, "steps": numbered, **fields}
@@ -85,7 +118,9 @@ def score(tools_frame: pl.DataFrame) -> Callable[..., tuple[pl.DataFrame, pl.Dat
     """score(traces, cases) -> (tool_scores, tool_call_diffs) from record dicts."""
 
     def run(traces: list[dict[str, Any]], cases: list[dict[str, Any]]) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return score_tools(frames.traces_frame_from_records(traces), frames.cases_frame_from_records(cases), tools_frame)
+        return score_tools(
+            frames.traces_frame_from_records(traces), frames.cases_frame_from_records(cases), tools_frame
+        )
 
     return run
 

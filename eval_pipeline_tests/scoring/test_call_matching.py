@@ -8,16 +8,31 @@ import pytest
 from eval_pipeline.contracts import frames
 from eval_pipeline.contracts.models import ToolRegistry
 from eval_pipeline.scoring.tools import score_tools
-from eval_pipeline.scoring.values import Rules, call_matches, normalized_text, resolve_rules, strict_type_error, values_equal
+from eval_pipeline.scoring.values import (
+    Rules,
+    call_matches,
+    normalized_text,
+    resolve_rules,
+    strict_type_error,
+    values_equal,
+)
 
 WEATHER_ARGS = {
     "type": "object",
-    "properties": {"location": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "integer"},
-                   "ratio": {"type": "number"}},
+    "properties": {
+        "location": {"type": "string"},
+        "unit": {"type": "string"},
+        "days": {"type": "integer"},
+        "ratio": {"type": "number"},
+    },
     "required": ["location"],
     "additionalProperties": False,
 }
-HOTEL_ARGS = {"type": "object", "properties": {"hotel": {"type": "string"}, "nights": {"type": "integer"}}, "required": ["hotel"]}
+HOTEL_ARGS = {
+    "type": "object",
+    "properties": {"hotel": {"type": "string"}, "nights": {"type": "integer"}},
+    "required": ["hotel"],
+}
 SUMMARY_ARGS = {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}
 
 
@@ -25,10 +40,23 @@ def registry(value_rules=None, tool_rules=None) -> pl.DataFrame:
     """Weather and hotel tools (writes, as BFCL treats every call), a read-only lookup and a hand-off."""
     tools = [
         {"name": "get_current_weather", "read_only": False, "args": WEATHER_ARGS},
-        {"name": "book_hotel", "read_only": False, "args": HOTEL_ARGS, **({"value_rules": tool_rules} if tool_rules else {})},
-        {"name": "get_reservation", "read_only": True, "args": {"type": "object", "properties": {"id": {"type": "string"}}}},
-        {"name": "transfer_to_human_agents", "read_only": False, "args": SUMMARY_ARGS,
-         "value_rules": {"args": {"summary": "any"}}},
+        {
+            "name": "book_hotel",
+            "read_only": False,
+            "args": HOTEL_ARGS,
+            **({"value_rules": tool_rules} if tool_rules else {}),
+        },
+        {
+            "name": "get_reservation",
+            "read_only": True,
+            "args": {"type": "object", "properties": {"id": {"type": "string"}}},
+        },
+        {
+            "name": "transfer_to_human_agents",
+            "read_only": False,
+            "args": SUMMARY_ARGS,
+            "value_rules": {"args": {"summary": "any"}},
+        },
     ]
     spec = {"environment_version": "e", "tools": tools, **({"value_rules": value_rules} if value_rules else {})}
     return frames.tools_frame_from_registry(ToolRegistry.model_validate(spec))
@@ -64,10 +92,18 @@ def all_pass(row):
     return all(v == "pass" for v in stages(row).values())
 
 
-BOSTON = {"name": "get_current_weather", "args": {"location": "Boston, MA"},
-          "accepted": {"location": ["Boston, MA", "Boston"], "unit": ["", "fahrenheit"]}, "optional": ["unit"]}
-SF = {"name": "get_current_weather", "args": {"location": "San Francisco, CA"},
-      "accepted": {"location": ["San Francisco, CA"], "unit": ["", "fahrenheit"]}, "optional": ["unit"]}
+BOSTON = {
+    "name": "get_current_weather",
+    "args": {"location": "Boston, MA"},
+    "accepted": {"location": ["Boston, MA", "Boston"], "unit": ["", "fahrenheit"]},
+    "optional": ["unit"],
+}
+SF = {
+    "name": "get_current_weather",
+    "args": {"location": "San Francisco, CA"},
+    "accepted": {"location": ["San Francisco, CA"], "unit": ["", "fahrenheit"]},
+    "optional": ["unit"],
+}
 
 
 # ---------------------------------------------------------------- pure value rules
@@ -111,17 +147,19 @@ def test_call_matches_accepted_values_optional_and_unexpected_arguments():
     assert call_matches({"location": "Boston", "unit": "fahrenheit"}, {}, accepted, ["unit"], rules)
     assert not call_matches({"location": "Boston", "unit": "celsius"}, {}, accepted, ["unit"], rules)
     assert not call_matches({"unit": "fahrenheit"}, {}, accepted, ["unit"], rules)  # location is required
-    assert not call_matches({"location": "Boston", "days": 3}, {}, accepted, ["unit"], rules)  # not a reference argument
+    assert not call_matches(
+        {"location": "Boston", "days": 3}, {}, accepted, ["unit"], rules
+    )  # not a reference argument
 
 
 def test_rules_resolve_case_over_tool_over_registry():
     tool_level = frames.canonical_json({"match": "normalized", "args": {"nights": "numeric"}, "strict_types": True})
     case_level = frames.canonical_json({"args": {"book_hotel.hotel": "exact", "note": "any"}, "strict_types": False})
     rules = resolve_rules(case_level, tool_level, "book_hotel")
-    assert rules.for_arg("hotel")[0] == "exact"        # case, tool-qualified
-    assert rules.for_arg("note")[0] == "any"           # case, any tool
-    assert rules.for_arg("nights")[0] == "numeric"     # tool
-    assert rules.for_arg("city")[0] == "normalized"    # tool default
+    assert rules.for_arg("hotel")[0] == "exact"  # case, tool-qualified
+    assert rules.for_arg("note")[0] == "any"  # case, any tool
+    assert rules.for_arg("nights")[0] == "numeric"  # tool
+    assert rules.for_arg("city")[0] == "normalized"  # tool default
     assert rules.strict_types is False
     assert resolve_rules(None, None, "x") == Rules()
 
@@ -138,10 +176,20 @@ def test_strict_type_error_names_the_integer_argument():
 
 
 def test_parallel_calls_in_any_order_pass_every_stage():
-    row, _ = score([call("get_current_weather", {"location": "San Francisco, CA"}),
-                    call("get_current_weather", {"location": "Boston", "unit": "fahrenheit"})], [BOSTON, SF])
+    row, _ = score(
+        [
+            call("get_current_weather", {"location": "San Francisco, CA"}),
+            call("get_current_weather", {"location": "Boston", "unit": "fahrenheit"}),
+        ],
+        [BOSTON, SF],
+    )
     assert all_pass(row), stages(row)
-    assert (row["tool_call_f1"], row["args_valid_rate"], row["missing_calls"], row["unexpected_calls"]) == (1.0, 1.0, [], [])
+    assert (row["tool_call_f1"], row["args_valid_rate"], row["missing_calls"], row["unexpected_calls"]) == (
+        1.0,
+        1.0,
+        [],
+        [],
+    )
 
 
 def test_dropped_parallel_call_fails_tool_selection():
@@ -159,10 +207,15 @@ def test_duplicate_call_is_a_surplus():
 
 
 def test_invented_function_is_unknown_tool_not_incomplete():
-    row, _ = score([call("hotel_booking_v2", {"hotel": "Hilton"})], [{"name": "book_hotel", "args": {"hotel": "Hilton"}}])
+    row, _ = score(
+        [call("hotel_booking_v2", {"hotel": "Hilton"})], [{"name": "book_hotel", "args": {"hotel": "Hilton"}}]
+    )
     assert row["status"] == "scored"
     assert row["tool_selection_stage"] == "fail"
-    assert row["tool_selection_reason"] == "unknown_tool: hotel_booking_v2 (not in the tool registry); path tools never called: book_hotel"
+    assert (
+        row["tool_selection_reason"]
+        == "unknown_tool: hotel_booking_v2 (not in the tool registry); path tools never called: book_hotel"
+    )
 
 
 def test_other_offered_function_fails_tool_selection():
@@ -176,10 +229,10 @@ def test_other_offered_function_fails_tool_selection():
 @pytest.mark.parametrize(
     ("args", "reason_part"),
     [
-        ({"location": "Chicago"}, "args match no reference call"),                    # wrong value
-        ({"unit": "fahrenheit"}, "'location' is a required property"),                 # missing required argument
-        ({"location": 7}, "7 is not of type 'string'"),                                # wrong type
-        ({"location": "Boston", "days": 3}, "args match no reference call"),          # extra argument
+        ({"location": "Chicago"}, "args match no reference call"),  # wrong value
+        ({"unit": "fahrenheit"}, "'location' is a required property"),  # missing required argument
+        ({"location": 7}, "7 is not of type 'string'"),  # wrong type
+        ({"location": "Boston", "days": 3}, "args match no reference call"),  # extra argument
     ],
 )
 def test_argument_defects_fail_tool_arguments(args, reason_part):
@@ -198,8 +251,12 @@ def test_case_change_passes_only_under_normalized():
     by_case, _ = score([call("book_hotel", {"hotel": "HILTON"})], ref, value_rules={"args": {"hotel": "normalized"}})
     assert all_pass(by_case)
     # the case overrides the registry
-    strict_case, _ = score([call("book_hotel", {"hotel": "HILTON"})], ref, tools=registry(value_rules="bfcl"),
-                           value_rules={"match": "exact"})
+    strict_case, _ = score(
+        [call("book_hotel", {"hotel": "HILTON"})],
+        ref,
+        tools=registry(value_rules="bfcl"),
+        value_rules={"match": "exact"},
+    )
     assert strict_case["tool_arguments_stage"] == "fail"
 
 
@@ -207,23 +264,34 @@ def test_integer_given_as_float_is_a_type_error_under_strict_types_only():
     ref = [{"name": "book_hotel", "args": {"hotel": "Hilton", "nights": 2}}]
     lenient, _ = score([call("book_hotel", {"hotel": "Hilton", "nights": 2.0})], ref)
     assert all_pass(lenient)
-    strict, _ = score([call("book_hotel", {"hotel": "Hilton", "nights": 2.0})], ref, tools=registry(tool_rules={"strict_types": True}))
+    strict, _ = score(
+        [call("book_hotel", {"hotel": "Hilton", "nights": 2.0})], ref, tools=registry(tool_rules={"strict_types": True})
+    )
     assert strict["tool_arguments_stage"] == "fail"
     assert strict["invalid_calls"] == [
         'book_hotel({"hotel":"Hilton","nights":2}) (schema: nights: a whole-number float where the schema wants an integer (strict_types))'
     ]
-    written_as_int, _ = score([call("book_hotel", {"hotel": "Hilton", "nights": 2})], ref, tools=registry(tool_rules={"strict_types": True}))
+    written_as_int, _ = score(
+        [call("book_hotel", {"hotel": "Hilton", "nights": 2})], ref, tools=registry(tool_rules={"strict_types": True})
+    )
     assert all_pass(written_as_int)
 
 
 def test_numeric_rule_with_tolerance_from_the_case():
     ref = [{"name": "book_hotel", "args": {"hotel": "Hilton", "nights": 2}}]
-    row, _ = score([call("book_hotel", {"hotel": "Hilton", "nights": 2.0000001})], ref, tools=registry(),
-                   value_rules={"args": {"nights": {"match": "numeric", "tolerance": 0.001}}})
+    row, _ = score(
+        [call("book_hotel", {"hotel": "Hilton", "nights": 2.0000001})],
+        ref,
+        tools=registry(),
+        value_rules={"args": {"nights": {"match": "numeric", "tolerance": 0.001}}},
+    )
     assert row["tool_arguments_stage"] == "fail"  # the schema still wants an integer
     ref = [{"name": "get_current_weather", "args": {"location": "Oslo", "ratio": 0.5}}]
-    close, _ = score([call("get_current_weather", {"location": "Oslo", "ratio": 0.5004})], ref,
-                     value_rules={"args": {"ratio": {"match": "numeric", "tolerance": 0.001}}})
+    close, _ = score(
+        [call("get_current_weather", {"location": "Oslo", "ratio": 0.5004})],
+        ref,
+        value_rules={"args": {"ratio": {"match": "numeric", "tolerance": 0.001}}},
+    )
     assert all_pass(close)
 
 
@@ -260,11 +328,17 @@ def test_overlapping_accepted_values_use_a_maximum_matching():
 def test_accepted_values_under_strict_order_keep_the_path_order():
     first = {"name": "book_hotel", "args": {"hotel": "A"}, "accepted": {"hotel": ["A", "a hotel"]}}
     second = {"name": "get_current_weather", "args": {"location": "Oslo"}}
-    good, _ = score([call("book_hotel", {"hotel": "a hotel"}), call("get_current_weather", {"location": "Oslo"})],
-                    [first, second], tool_match="strict_order")
+    good, _ = score(
+        [call("book_hotel", {"hotel": "a hotel"}), call("get_current_weather", {"location": "Oslo"})],
+        [first, second],
+        tool_match="strict_order",
+    )
     assert all_pass(good) and good["strict_order_accuracy"] == 1.0
-    swapped, _ = score([call("get_current_weather", {"location": "Oslo"}), call("book_hotel", {"hotel": "a hotel"})],
-                       [first, second], tool_match="strict_order")
+    swapped, _ = score(
+        [call("get_current_weather", {"location": "Oslo"}), call("book_hotel", {"hotel": "a hotel"})],
+        [first, second],
+        tool_match="strict_order",
+    )
     assert swapped["tool_order_stage"] == "fail"
     assert swapped["strict_order_accuracy"] == 0.0
 
@@ -281,8 +355,11 @@ def test_unknown_value_rules_profile_is_rejected():
 
 
 def test_unknown_tool_outside_allowed_tools_is_a_selection_failure_not_a_policy_violation():
-    row, _ = score([call("hotel_booking_v2", {"hotel": "Hilton"}), call("book_hotel", {"hotel": "Hilton"})],
-                   [{"name": "book_hotel", "args": {"hotel": "Hilton"}}], allowed_tools=["book_hotel"])
+    row, _ = score(
+        [call("hotel_booking_v2", {"hotel": "Hilton"}), call("book_hotel", {"hotel": "Hilton"})],
+        [{"name": "book_hotel", "args": {"hotel": "Hilton"}}],
+        allowed_tools=["book_hotel"],
+    )
     assert (row["policy_stage"], row["policy_violations"]) == ("pass", [])
     assert row["tool_selection_reason"] == "unknown_tool: hotel_booking_v2 (not in the tool registry)"
     forbidden, _ = score([call("hotel_booking_v2", {})], [], forbidden_tools=["hotel_booking_v2"])
@@ -292,17 +369,26 @@ def test_unknown_tool_outside_allowed_tools_is_a_selection_failure_not_a_policy_
 def test_diffs_show_the_path_call_a_call_matched_through_accepted_values():
     _, diffs = score([call("get_current_weather", {"location": "Boston", "unit": "fahrenheit"})], [BOSTON])
     assert diffs.select("expected_call", "actual_call", "match").rows() == [
-        ('get_current_weather({"location":"Boston, MA"})', 'get_current_weather({"location":"Boston","unit":"fahrenheit"})', "same")
+        (
+            'get_current_weather({"location":"Boston, MA"})',
+            'get_current_weather({"location":"Boston","unit":"fahrenheit"})',
+            "same",
+        )
     ]
 
 
 def test_strict_types_cover_arguments_and_list_items_not_values_inside_objects():
-    schema = {"type": "object", "properties": {
-        "n": {"type": "integer"},
-        "ns": {"type": "array", "items": {"type": "integer"}},
-        "body": {"type": "object", "properties": {"temp": {"type": "integer"}}},
-    }}
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "ns": {"type": "array", "items": {"type": "integer"}},
+            "body": {"type": "object", "properties": {"temp": {"type": "integer"}}},
+        },
+    }
     assert strict_type_error(schema, '["ns.1"]') == (
         "schema: ns/1: a whole-number float where the schema wants an integer (strict_types)"
     )
-    assert strict_type_error(schema, '["body.temp"]') is None  # BFCL checks types of arguments and their list items only
+    assert (
+        strict_type_error(schema, '["body.temp"]') is None
+    )  # BFCL checks types of arguments and their list items only

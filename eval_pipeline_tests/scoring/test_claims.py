@@ -57,7 +57,13 @@ def test_traces_without_text_or_with_harness_errors_yield_no_claims():
     traces = traces_frame_from_records(
         [
             {"trace_id": "t-ok", "case_id": "c1", "attempt": 2, "answer": {"text": "Refunds take 5 days. Thanks!"}},
-            {"trace_id": "t-error", "case_id": "c1", "status": "error", "error": "boom", "answer": {"text": "Refunds take 5 days."}},
+            {
+                "trace_id": "t-error",
+                "case_id": "c1",
+                "status": "error",
+                "error": "boom",
+                "answer": {"text": "Refunds take 5 days."},
+            },
             {"trace_id": "t-refused", "case_id": "c1", "answer": {"refused": True}},
             {"trace_id": "t-none", "case_id": "c1"},
         ],
@@ -66,14 +72,23 @@ def test_traces_without_text_or_with_harness_errors_yield_no_claims():
     claims = extract_claims(traces)
     assert claims.schema == pl.Schema(CLAIMS_SCHEMA)
     assert claims.to_dicts() == [
-        {"run_id": "run-7", "trace_id": "t-ok", "case_id": "c1", "attempt": 2, "claim_index": 0,
-         "claim": "Refunds take 5 days.", "inline_cited_doc_ids": []}
+        {
+            "run_id": "run-7",
+            "trace_id": "t-ok",
+            "case_id": "c1",
+            "attempt": 2,
+            "claim_index": 0,
+            "claim": "Refunds take 5 days.",
+            "inline_cited_doc_ids": [],
+        }
     ]
 
 
 def test_lower_case_chat_text_splits_and_its_interjections_are_not_claims():
-    text = ("yes it does. historically archery has been used for hunting and combat! that's so cool. "
-            "i agree with you. do you like it? the nfl has 32 teams etc. and more.")
+    text = (
+        "yes it does. historically archery has been used for hunting and combat! that's so cool. "
+        "i agree with you. do you like it? the nfl has 32 teams etc. and more."
+    )
     assert [c for c, _ in _claims(text)] == [
         "historically archery has been used for hunting and combat!",
         "the nfl has 32 teams etc. and more.",
@@ -93,7 +108,9 @@ def test_answers_repeated_across_traces_are_split_once_with_each_traces_claims_i
     together = extract_claims(traces_frame_from_records(records))
     one_by_one = pl.concat([extract_claims(traces_frame_from_records([record])) for record in records])
     assert together.to_dicts() == one_by_one.to_dicts()
-    assert together.filter(pl.col("trace_id") == "t4").select("claim_index", "claim", "inline_cited_doc_ids").rows() == [
+    assert together.filter(pl.col("trace_id") == "t4").select(
+        "claim_index", "claim", "inline_cited_doc_ids"
+    ).rows() == [
         (0, "Annual plans renew yearly.", []),
         (1, "Refunds take 5 days.", ["b"]),
     ]

@@ -59,29 +59,49 @@ def test_retrieved_but_never_reached_fails_here(rag, context_scores):
     assert row["context_assembly_reason"] == "relevant docs in the top 10 never reached the context: r1"
     empty = rag.row(context_scores, "empty")
     # An empty context: nothing reached it, no chunk to take a precision of, zero tokens.
-    assert (empty["context_assembly_stage"], empty["context_precision"], empty["context_tokens"], empty["n_chunks"]) == ("fail", None, 0, 0)
+    assert (
+        empty["context_assembly_stage"],
+        empty["context_precision"],
+        empty["context_tokens"],
+        empty["n_chunks"],
+    ) == ("fail", None, 0, 0)
 
 
 def test_stage_applies_only_after_a_retrieval_pass(rag, context_scores):
     row = rag.row(context_scores, "retrieval-failed")
     assert row["context_assembly_stage"] == "not_applicable"
-    assert row["context_assembly_reason"] == "retrieval stage fail: the context stage applies only after a retrieval pass"
+    assert (
+        row["context_assembly_reason"] == "retrieval stage fail: the context stage applies only after a retrieval pass"
+    )
     # The metrics are still measured: r2 reached the context although retrieval did not rank it.
     assert (row["status"], row["context_recall"]) == ("scored", 0.5)
     refusal = rag.row(context_scores, "refusal")
-    assert (refusal["context_assembly_stage"], refusal["context_recall"], refusal["context_precision"]) == ("not_applicable", None, 0.5)
+    assert (refusal["context_assembly_stage"], refusal["context_recall"], refusal["context_precision"]) == (
+        "not_applicable",
+        None,
+        0.5,
+    )
 
 
 def test_missing_token_counts_make_the_total_null(rag, context_scores):
     row = rag.row(context_scores, "no-tokens")
-    assert (row["context_tokens"], row["chunks_without_tokens"], row["n_chunks"], row["context_precision"]) == (None, 1, 2, 1.0)
+    assert (row["context_tokens"], row["chunks_without_tokens"], row["n_chunks"], row["context_precision"]) == (
+        None,
+        1,
+        2,
+        1.0,
+    )
     assert row["context_assembly_stage"] == "pass"
 
 
 def test_incomplete_rows_say_why(rag, context_scores):
     unlogged = rag.row(context_scores, "unlogged")
     assert (unlogged["status"], unlogged["context_assembly_stage"]) == ("incomplete", "incomplete")
-    assert unlogged["reason"] == unlogged["context_assembly_reason"] == "context not logged: the trace has no context field"
+    assert (
+        unlogged["reason"]
+        == unlogged["context_assembly_reason"]
+        == "context not logged: the trace has no context field"
+    )
     harness = rag.row(context_scores, "harness")
     assert (harness["status"], harness["reason"], harness["context_recall"]) == (
         "incomplete",
@@ -90,4 +110,7 @@ def test_incomplete_rows_say_why(rag, context_scores):
     )
     no_retrieval = rag.row(context_scores, "no-retrieval")
     assert no_retrieval["context_assembly_stage"] == "incomplete"
-    assert no_retrieval["context_assembly_reason"] == "retrieval stage incomplete: retrieval not logged: the trace has no retrieval field"
+    assert (
+        no_retrieval["context_assembly_reason"]
+        == "retrieval stage incomplete: retrieval not logged: the trace has no retrieval field"
+    )

@@ -9,7 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import cases_frame_from_records, corpus_frame_from_records, traces_frame_from_records
+from eval_pipeline.contracts.frames import (
+    cases_frame_from_records,
+    corpus_frame_from_records,
+    traces_frame_from_records,
+)
 from eval_pipeline.io import loaders
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.judge import make_judge
@@ -37,13 +41,17 @@ CORPUS = [
     {"doc_id": "kb/refund-window", "family": "kb/refunds", "source": "helpcenter", "text": KB},
     {"doc_id": "billing/faq", "text": NOTES},
 ]
-MIXED = [{"doc_id": "policy/refunds-2025", "text": POLICY_2025, "tokens": 10},
-         {"doc_id": "policy/refunds-2024", "text": POLICY_2024, "tokens": 10},
-         {"doc_id": "kb/refund-window", "text": KB, "tokens": 10},
-         {"doc_id": "notes/billing", "text": NOTES, "tokens": 10}]
+MIXED = [
+    {"doc_id": "policy/refunds-2025", "text": POLICY_2025, "tokens": 10},
+    {"doc_id": "policy/refunds-2024", "text": POLICY_2024, "tokens": 10},
+    {"doc_id": "kb/refund-window", "text": KB, "tokens": 10},
+    {"doc_id": "notes/billing", "text": NOTES, "tokens": 10},
+]
 # claim 0 is in families A and B, claim 1 only in notes/billing, claim 2 contradicts A (30 days, not refundable)
-ANSWER = (f"{WINDOW} [doc:policy/refunds-2025] [doc:kb/refund-window] {NOTES[:-1]} [doc:notes/billing]. "
-          "Monthly plans can be refunded within 30 days [doc:dead/doc].")
+ANSWER = (
+    f"{WINDOW} [doc:policy/refunds-2025] [doc:kb/refund-window] {NOTES[:-1]} [doc:notes/billing]. "
+    "Monthly plans can be refunded within 30 days [doc:dead/doc]."
+)
 
 
 class Counting(Judge):
@@ -131,26 +139,44 @@ def test_without_a_corpus_every_doc_is_its_own_family(context_inputs):
 
 @pytest.fixture
 def rag_case():
-    return cases_frame_from_records([{"case_id": "c1", "lanes": ["rag"], "input": "q", "required_doc_ids": ["policy/refunds-2025"]}])
+    return cases_frame_from_records(
+        [{"case_id": "c1", "lanes": ["rag"], "input": "q", "required_doc_ids": ["policy/refunds-2025"]}]
+    )
 
 
 def _traces() -> pl.DataFrame:
-    return traces_frame_from_records([
-        {"trace_id": "t1", "case_id": "c1", "context": MIXED,
-         "answer": {"text": ANSWER, "citations": [{"doc_id": "policy/refunds-2024", "claim_index": 0}]}},
-        # the same answer over the same context: its (claim, family text) pairs are asked once for both
-        {"trace_id": "t1-again", "case_id": "c1", "context": MIXED, "answer": {"text": ANSWER}},
-        {"trace_id": "one-family", "case_id": "c1", "context": MIXED[:2],
-         "answer": {"text": f"{WINDOW} [doc:policy/refunds-2025] [doc:policy/refunds-2024]"}},
-        {"trace_id": "no-source", "case_id": "c1", "context": [{"doc_id": "notes/billing", "text": NOTES}],
-         "answer": {"text": f"{NOTES} [doc:notes/billing] [doc:billing/faq]"}},
-        {"trace_id": "uncited", "case_id": "c1", "context": MIXED, "answer": {"text": WINDOW}},
-        {"trace_id": "blind", "case_id": "c1", "answer": {"text": f"{WINDOW} [doc:kb/refund-window]"}},
-    ])
+    return traces_frame_from_records(
+        [
+            {
+                "trace_id": "t1",
+                "case_id": "c1",
+                "context": MIXED,
+                "answer": {"text": ANSWER, "citations": [{"doc_id": "policy/refunds-2024", "claim_index": 0}]},
+            },
+            # the same answer over the same context: its (claim, family text) pairs are asked once for both
+            {"trace_id": "t1-again", "case_id": "c1", "context": MIXED, "answer": {"text": ANSWER}},
+            {
+                "trace_id": "one-family",
+                "case_id": "c1",
+                "context": MIXED[:2],
+                "answer": {"text": f"{WINDOW} [doc:policy/refunds-2025] [doc:policy/refunds-2024]"},
+            },
+            {
+                "trace_id": "no-source",
+                "case_id": "c1",
+                "context": [{"doc_id": "notes/billing", "text": NOTES}],
+                "answer": {"text": f"{NOTES} [doc:notes/billing] [doc:billing/faq]"},
+            },
+            {"trace_id": "uncited", "case_id": "c1", "context": MIXED, "answer": {"text": WINDOW}},
+            {"trace_id": "blind", "case_id": "c1", "answer": {"text": f"{WINDOW} [doc:kb/refund-window]"}},
+        ]
+    )
 
 
 def test_citations_count_the_families_and_sources_of_the_existing_cited_docs(rag_case):
-    _, scores = claims_and_citations(_traces(), corpus_frame_from_records(CORPUS), rag_case, make_judge("local"), ScoringSettings())
+    _, scores = claims_and_citations(
+        _traces(), corpus_frame_from_records(CORPUS), rag_case, make_judge("local"), ScoringSettings()
+    )
     assert _rows(scores, "cited_families", "cited_sources") == {
         # cited: policy/refunds-2025 and -2024 (family A, one family), kb/refund-window (B), notes/billing (in the context
         # only: its own family); dead/doc exists nowhere and draws on nothing; sources policy-portal, helpcenter
@@ -168,9 +194,18 @@ def test_citations_count_the_families_and_sources_of_the_existing_cited_docs(rag
 
 def test_a_claim_two_families_support_is_triangulated_and_one_family_is_not(rag_case):
     family_judge = Counting()
-    claims, _ = claims_and_citations(_traces(), corpus_frame_from_records(CORPUS), rag_case, make_judge("local"),
-                                     ScoringSettings(), family_judge=family_judge)
-    got = {(r["trace_id"], r["claim_index"]): (r["verdict"], r["supporting_families"], r["triangulated"]) for r in claims.to_dicts()}
+    claims, _ = claims_and_citations(
+        _traces(),
+        corpus_frame_from_records(CORPUS),
+        rag_case,
+        make_judge("local"),
+        ScoringSettings(),
+        family_judge=family_judge,
+    )
+    got = {
+        (r["trace_id"], r["claim_index"]): (r["verdict"], r["supporting_families"], r["triangulated"])
+        for r in claims.to_dicts()
+    }
     assert got == {
         # A holds the verified quote (no call); B is asked and supports it; notes/billing is asked and does not
         ("t1", 0): ("SUPPORTED", 2, True),
@@ -203,22 +238,41 @@ def test_the_local_judge_rules_out_without_a_call_what_it_could_never_find_suppo
     # claim 1's "5" and most of its words are in neither A nor B
     assert (unbounded.asked, bounded.asked) == ([4], [1])
     local = make_judge("local")
-    requests = pl.DataFrame({
-        "request_key": ["c0-B", "c0-notes", "c1-A", "c1-notes"],
-        "claim": [WINDOW, WINDOW, NOTES, NOTES],
-        "evidence": [[{"doc_id": "kb/refund-window", "text": KB}], [{"doc_id": "notes/billing", "text": NOTES}],
-                     [{"doc_id": "policy/refunds-2025", "text": POLICY_2025}, {"doc_id": "policy/refunds-2024", "text": POLICY_2024}],
-                     [{"doc_id": "notes/billing", "text": NOTES}]],
-    })
+    requests = pl.DataFrame(
+        {
+            "request_key": ["c0-B", "c0-notes", "c1-A", "c1-notes"],
+            "claim": [WINDOW, WINDOW, NOTES, NOTES],
+            "evidence": [
+                [{"doc_id": "kb/refund-window", "text": KB}],
+                [{"doc_id": "notes/billing", "text": NOTES}],
+                [
+                    {"doc_id": "policy/refunds-2025", "text": POLICY_2025},
+                    {"doc_id": "policy/refunds-2024", "text": POLICY_2024},
+                ],
+                [{"doc_id": "notes/billing", "text": NOTES}],
+            ],
+        }
+    )
     bound = dict(local.could_support(requests).iter_rows())
     verdicts = dict(local.judge_claims(requests).select("request_key", "verdict").iter_rows())
     assert bound == {"c0-B": True, "c0-notes": False, "c1-A": False, "c1-notes": True}
-    assert verdicts == {"c0-B": "SUPPORTED", "c0-notes": "NOT_IN_EVIDENCE", "c1-A": "NOT_IN_EVIDENCE", "c1-notes": "SUPPORTED"}
+    assert verdicts == {
+        "c0-B": "SUPPORTED",
+        "c0-notes": "NOT_IN_EVIDENCE",
+        "c1-A": "NOT_IN_EVIDENCE",
+        "c1-notes": "SUPPORTED",
+    }
 
 
 def test_a_family_decision_that_cannot_complete_leaves_the_count_unknown(rag_case):
-    claims, _ = claims_and_citations(_traces(), corpus_frame_from_records(CORPUS), rag_case, make_judge("local"),
-                                     ScoringSettings(), family_judge=Down())
+    claims, _ = claims_and_citations(
+        _traces(),
+        corpus_frame_from_records(CORPUS),
+        rag_case,
+        make_judge("local"),
+        ScoringSettings(),
+        family_judge=Down(),
+    )
     got = {(r["trace_id"], r["claim_index"]): (r["supporting_families"], r["triangulated"]) for r in claims.to_dicts()}
     assert (got[("t1", 0)], got[("t1", 2)], got[("one-family", 0)]) == ((None, None), (0, False), (1, False))
     # a supported claim of unknown count makes the trace's triangulated count unknown, never a 0
@@ -241,10 +295,16 @@ def test_an_unchanged_rerun_reuses_every_family_verdict(rag_case):
 
 def test_grounding_counts_the_triangulated_supported_claims(rag_case):
     traces = _traces()
-    claims, _ = claims_and_citations(traces, corpus_frame_from_records(CORPUS), rag_case, make_judge("local"), ScoringSettings())
+    claims, _ = claims_and_citations(
+        traces, corpus_frame_from_records(CORPUS), rag_case, make_judge("local"), ScoringSettings()
+    )
     scores = score_grounding(claims, traces, rag_case, ScoringSettings())
     assert _rows(scores, "n_supported", "n_triangulated") == {
-        "t1": (2, 1), "t1-again": (2, 1), "one-family": (1, 0), "no-source": (1, 0), "uncited": (1, 1),
+        "t1": (2, 1),
+        "t1-again": (2, 1),
+        "one-family": (1, 0),
+        "no-source": (1, 0),
+        "uncited": (1, 1),
         # the blind trace's one claim is incomplete, not supported: none of its supported claims is triangulated
         "blind": (0, 0),
     }
@@ -257,7 +317,8 @@ def test_the_corpus_loader_carries_the_source_and_the_sample_names_one_for_every
     folder = tmp_path / "corpus" / "v1"
     folder.mkdir(parents=True)
     folder.joinpath("docs.jsonl").write_text(
-        json.dumps({"doc_id": "a", "family": "fa", "source": "zendesk"}) + "\n" + json.dumps({"doc_id": "b"}) + "\n")
+        json.dumps({"doc_id": "a", "family": "fa", "source": "zendesk"}) + "\n" + json.dumps({"doc_id": "b"}) + "\n"
+    )
     loaded = loaders.load_corpus(open_location(tmp_path), "v1")
     assert loaded.rejects == [] and loaded.frame.select("doc_id", "source").rows() == [("a", "zendesk"), ("b", None)]
     lines = (REPO_ROOT / "data" / "corpus" / "kb-2026-03" / "docs.jsonl").read_text().splitlines()
@@ -271,22 +332,53 @@ def test_the_corpus_loader_carries_the_source_and_the_sample_names_one_for_every
 def _lane(tables: dict[str, pl.DataFrame]) -> LaneData:
     stages = attribution.stage_results("rag", [])
     outcomes = attribution.lane_outcomes(stages)
-    return LaneData(lane="rag", run_id="r", manifest={}, stage_results=stages, outcomes=outcomes,
-                    rollup=attribution.rollup(outcomes, "rag"), tables=tables)
+    return LaneData(
+        lane="rag",
+        run_id="r",
+        manifest={},
+        stage_results=stages,
+        outcomes=outcomes,
+        rollup=attribution.rollup(outcomes, "rag"),
+        tables=tables,
+    )
 
 
 def test_the_rag_report_plots_evidence_diversity():
-    context = pl.DataFrame({"trace_id": ["t1", "t2", "t3", "t4"], "status": ["scored", "scored", "scored", "incomplete"],
-                            "context_families": [3, 1, 1, None], "context_sources": [2, None, 1, None],
-                            "redundant_chunk_share": [0.25, 0.5, 0.0, None]})
-    citations = pl.DataFrame({"trace_id": ["t1", "t2", "t3"], "status": ["scored", "scored", "not_applicable"],
-                              "cited_families": [2, 1, None], "cited_sources": [2, None, None]})
-    grounding = pl.DataFrame({"trace_id": ["t1", "t2", "t3"], "status": ["scored", "scored", "incomplete"],
-                              "n_supported": [2, 2, 1], "n_triangulated": [1, 0, None]})
-    sections = rag_sections(_lane({"context_scores": context, "citation_scores": citations, "grounding_scores": grounding}))
+    context = pl.DataFrame(
+        {
+            "trace_id": ["t1", "t2", "t3", "t4"],
+            "status": ["scored", "scored", "scored", "incomplete"],
+            "context_families": [3, 1, 1, None],
+            "context_sources": [2, None, 1, None],
+            "redundant_chunk_share": [0.25, 0.5, 0.0, None],
+        }
+    )
+    citations = pl.DataFrame(
+        {
+            "trace_id": ["t1", "t2", "t3"],
+            "status": ["scored", "scored", "not_applicable"],
+            "cited_families": [2, 1, None],
+            "cited_sources": [2, None, None],
+        }
+    )
+    grounding = pl.DataFrame(
+        {
+            "trace_id": ["t1", "t2", "t3"],
+            "status": ["scored", "scored", "incomplete"],
+            "n_supported": [2, 2, 1],
+            "n_triangulated": [1, 0, None],
+        }
+    )
+    sections = rag_sections(
+        _lane({"context_scores": context, "citation_scores": citations, "grounding_scores": grounding})
+    )
     titles = [s.title for s in sections]
     at = titles.index("Evidence diversity")
-    assert titles[at - 1] == "Citations" and titles[at + 1:at + 4] == ["Redundant chunks", "Cited families", "Triangulated claims"]
+    assert titles[at - 1] == "Citations" and titles[at + 1 : at + 4] == [
+        "Redundant chunks",
+        "Cited families",
+        "Triangulated claims",
+    ]
     section = sections[at]
     assert section.lines == [
         # (3 + 1 + 1) / 3 over the three scored traces; t2 and t3 draw on one family
@@ -297,13 +389,22 @@ def test_the_rag_report_plots_evidence_diversity():
         # 1 of the 4 supported claims of the two scored grounding rows
         "- supported claims triangulated (two or more independent families support them): 1 of 4 (0.2500)",
     ]
-    assert section.table.rows() == [("context_families", pytest.approx(5 / 3), 3), ("context_sources", 1.5, 2),
-                                    ("redundant_chunk_share", 0.25, 3), ("cited_families", 1.5, 2), ("cited_sources", 2.0, 1),
-                                    ("n_triangulated", 0.5, 2)]
+    assert section.table.rows() == [
+        ("context_families", pytest.approx(5 / 3), 3),
+        ("context_sources", 1.5, 2),
+        ("redundant_chunk_share", 0.25, 3),
+        ("cited_families", 1.5, 2),
+        ("cited_sources", 2.0, 1),
+        ("n_triangulated", 0.5, 2),
+    ]
     # bars: 2 traces with one family, 1 with three
     assert "<title>1: 2</title>" in section.chart and "<title>3: 1</title>" in section.chart
     redundant = sections[at + 1].chart
-    assert "<title>0: 1</title>" in redundant and "<title>≤ 0.25: 1</title>" in redundant and "<title>≤ 0.5: 1</title>" in redundant
+    assert (
+        "<title>0: 1</title>" in redundant
+        and "<title>≤ 0.25: 1</title>" in redundant
+        and "<title>≤ 0.5: 1</title>" in redundant
+    )
     assert "<title>triangulated (≥ 2 families): 1</title>" in sections[at + 3].chart
 
 

@@ -26,7 +26,9 @@ CORPUS = [
 ]
 
 
-def classify(rag, cases: list[dict], traces: list[dict], k: int = 10, run_ids: dict[str, str] | None = None) -> pl.DataFrame:
+def classify(
+    rag, cases: list[dict], traces: list[dict], k: int = 10, run_ids: dict[str, str] | None = None
+) -> pl.DataFrame:
     """retrieval_scores of the traces (run_ids maps trace ids to another run than run-a)."""
     frames = []
     for run_id in sorted({(run_ids or {}).get(t["trace_id"], "run-a") for t in traces}):
@@ -34,7 +36,9 @@ def classify(rag, cases: list[dict], traces: list[dict], k: int = 10, run_ids: d
         frames.append(traces_frame_from_records(chosen, run_id=run_id))
     cases_frame = cases_frame_from_records(cases)
     qrels = freeze_qrels(seed_qrels(cases_frame), judgments_frame_from_records([]))
-    return score_retrieval(pl.concat(frames), cases_frame, qrels, corpus_frame_from_records(CORPUS), ScoringSettings(k=k))
+    return score_retrieval(
+        pl.concat(frames), cases_frame, qrels, corpus_frame_from_records(CORPUS), ScoringSettings(k=k)
+    )
 
 
 def test_doc_missing_from_corpus_or_not_indexed(rag):
@@ -47,14 +51,21 @@ def test_doc_missing_from_corpus_or_not_indexed(rag):
     # Not in the manifest wins even over being a candidate (reranker_demotion comes later in the precedence).
     assert rag.row(scores, "t1")["failure_class"] == "doc_missing_from_corpus"
     assert rag.row(scores, "t2")["failure_class"] == "doc_missing_from_corpus"
-    assert rag.row(scores, "t1")["retrieval_reason"] == "no relevant doc in the top 10; failure_class doc_missing_from_corpus (kb/ghost)"
+    assert (
+        rag.row(scores, "t1")["retrieval_reason"]
+        == "no relevant doc in the top 10; failure_class doc_missing_from_corpus (kb/ghost)"
+    )
 
 
 def test_stale_version_outranks_or_replaces_current(rag):
     cases = [rag.case("refunds", ["policy/refunds-2025"])]
     traces = [
         # Stale above current, current pushed out of the top 1 (and a candidate: stale still wins by precedence).
-        rag.trace("above", "refunds", [rag.round("q", ["policy/refunds-2023", "policy/refunds-2025"], candidates=["policy/refunds-2025"])]),
+        rag.trace(
+            "above",
+            "refunds",
+            [rag.round("q", ["policy/refunds-2023", "policy/refunds-2025"], candidates=["policy/refunds-2025"])],
+        ),
         # Stale in the list, current absent: it stands in its place.
         rag.trace("instead", "refunds", [rag.round("q", ["kb/filler", "policy/refunds-2023"], candidates=[])]),
         # Current absent and no stale version listed: not stale.
@@ -70,7 +81,11 @@ def test_reranker_demotion_and_embedding_miss(rag):
     cases = [rag.case("pricing", ["kb/pricing"])]
     traces = [
         rag.trace("demoted", "pricing", [rag.round("plan price", ["kb/other"], candidates=["kb/other", "kb/pricing"])]),
-        rag.trace("beyond-k", "pricing", [rag.round("plan price", ["kb/other", "kb/pricing"], candidates=["kb/pricing", "kb/other"])]),
+        rag.trace(
+            "beyond-k",
+            "pricing",
+            [rag.round("plan price", ["kb/other", "kb/pricing"], candidates=["kb/pricing", "kb/other"])],
+        ),
         rag.trace("never", "pricing", [rag.round("plan price", ["kb/other"], candidates=["kb/other"])]),
     ]
     scores = classify(rag, cases, traces, k=1)
@@ -98,8 +113,16 @@ def test_keyword_miss_needs_a_literal_and_another_variant_in_the_same_run(rag):
     miss = [rag.round("what does ERR-4412 mean", ["kb/other"], variant="dense-v3", candidates=["kb/other"])]
     traces = [
         rag.trace("dense", "err", miss),
-        rag.trace("bm25", "err", [rag.round("what does ERR-4412 mean", ["kb/err-4412"], variant="bm25", candidates=["kb/err-4412"])]),
-        rag.trace("no-literal", "err", [rag.round("what does the error mean", ["kb/other"], variant="dense-v3", candidates=[])]),
+        rag.trace(
+            "bm25",
+            "err",
+            [rag.round("what does ERR-4412 mean", ["kb/err-4412"], variant="bm25", candidates=["kb/err-4412"])],
+        ),
+        rag.trace(
+            "no-literal",
+            "err",
+            [rag.round("what does the error mean", ["kb/other"], variant="dense-v3", candidates=[])],
+        ),
     ]
     scores = classify(rag, cases, traces)
     assert rag.row(scores, "dense")["failure_class"] == "keyword_miss"
@@ -112,7 +135,9 @@ def test_keyword_miss_is_not_confirmed_by_the_same_variant_or_another_run(rag):
     cases = [rag.case("err", ["kb/err-4412"])]
     found_dense = [rag.round("ERR-4412", ["kb/err-4412"], variant="dense-v3", candidates=[])]
     traces = [
-        rag.trace("dense-miss", "err", [rag.round("what does ERR-4412 mean", ["kb/other"], variant="dense-v3", candidates=[])]),
+        rag.trace(
+            "dense-miss", "err", [rag.round("what does ERR-4412 mean", ["kb/other"], variant="dense-v3", candidates=[])]
+        ),
         rag.trace("dense-hit", "err", found_dense, attempt=2),
         rag.trace("bm25-other-run", "err", [rag.round("ERR-4412", ["kb/err-4412"], variant="bm25", candidates=[])]),
     ]

@@ -25,7 +25,11 @@ THRESHOLD = f"{default_profile('local').support_threshold:g}"
 
 def _judge_one(judge: Judge, claim: str, evidence: list[dict]) -> dict:
     requests = pl.DataFrame(
-        {"request_key": ["k"], "claim": [claim], "evidence": [[{"doc_id": e["doc_id"], "text": e["text"]} for e in evidence]]}
+        {
+            "request_key": ["k"],
+            "claim": [claim],
+            "evidence": [[{"doc_id": e["doc_id"], "text": e["text"]} for e in evidence]],
+        }
     )
     return judge.judge_claims(requests).drop("request_key").to_dicts()[0]
 
@@ -34,38 +38,90 @@ def _judge_one(judge: Judge, claim: str, evidence: list[dict]) -> dict:
     ("claim", "verdict", "score", "quote", "reason"),
     [
         # every content word (annual, smb, plan, refund, 14, day) is in the sentence
-        ("Annual SMB plans can be refunded within 14 days.", "SUPPORTED", 1.0, REFUND_SENTENCE,
-         f"support 1.0 >= {THRESHOLD}: 6 of 6 claim words in 1 evidence sentence(s)"),
+        (
+            "Annual SMB plans can be refunded within 14 days.",
+            "SUPPORTED",
+            1.0,
+            REFUND_SENTENCE,
+            f"support 1.0 >= {THRESHOLD}: 6 of 6 claim words in 1 evidence sentence(s)",
+        ),
         # same unit (day), another value: 5/6 found, halved for the missing number and again for the conflict
-        ("Annual SMB plans can be refunded within 30 days.", "CONTRADICTED", 0.2083, REFUND_SENTENCE,
-         "contradicted (support 0.2083): 5 of 6 claim words in 1 evidence sentence(s); conflicting value claim 30 day vs "
-         "evidence 14 day; number not in the evidence: 30"),
-        ("Processing takes 10 business days.", "CONTRADICTED", 0.2, "Processing takes 5 business days.",
-         "contradicted (support 0.2): 4 of 5 claim words in 1 evidence sentence(s); conflicting value claim 10 busi vs "
-         "evidence 5 busi; number not in the evidence: 10"),
+        (
+            "Annual SMB plans can be refunded within 30 days.",
+            "CONTRADICTED",
+            0.2083,
+            REFUND_SENTENCE,
+            "contradicted (support 0.2083): 5 of 6 claim words in 1 evidence sentence(s); conflicting value claim 30 day vs "
+            "evidence 14 day; number not in the evidence: 30",
+        ),
+        (
+            "Processing takes 10 business days.",
+            "CONTRADICTED",
+            0.2,
+            "Processing takes 5 business days.",
+            "contradicted (support 0.2): 4 of 5 claim words in 1 evidence sentence(s); conflicting value claim 10 busi vs "
+            "evidence 5 busi; number not in the evidence: 10",
+        ),
         # "refundable" is negated in the evidence only
-        ("Monthly plans are refundable.", "CONTRADICTED", 0.5, "Monthly plans are not refundable.",
-         "contradicted (support 0.5): 3 of 3 claim words in 1 evidence sentence(s); negated on one side only: refundable"),
+        (
+            "Monthly plans are refundable.",
+            "CONTRADICTED",
+            0.5,
+            "Monthly plans are not refundable.",
+            "contradicted (support 0.5): 3 of 3 claim words in 1 evidence sentence(s); negated on one side only: refundable",
+        ),
         # "monthly" is found in the second sentence, but the sentence that carries the claim says annual
-        ("Monthly SMB plans have a 14 day refund window.", "CONTRADICTED", 0.5, f"{REFUND_SENTENCE} … Monthly plans are not refundable.",
-         "contradicted (support 0.5): 7 of 7 claim words in 2 evidence sentence(s); conflicting period: claim monthly vs evidence annual"),
+        (
+            "Monthly SMB plans have a 14 day refund window.",
+            "CONTRADICTED",
+            0.5,
+            f"{REFUND_SENTENCE} … Monthly plans are not refundable.",
+            "contradicted (support 0.5): 7 of 7 claim words in 2 evidence sentence(s); conflicting period: claim monthly vs evidence annual",
+        ),
         # nothing in the evidence speaks of fees: 1 of 3 words (refund)
-        ("No fee is charged for refunds.", "NOT_IN_EVIDENCE", 0.3333, REFUND_SENTENCE,
-         f"support 0.3333 < {THRESHOLD}: 1 of 3 claim words in 1 evidence sentence(s); not found: charged, fee"),
-        ("Gift cards never expire.", "NOT_IN_EVIDENCE", 0.0, None, "support 0: no evidence sentence shares a word with the claim"),
+        (
+            "No fee is charged for refunds.",
+            "NOT_IN_EVIDENCE",
+            0.3333,
+            REFUND_SENTENCE,
+            f"support 0.3333 < {THRESHOLD}: 1 of 3 claim words in 1 evidence sentence(s); not found: charged, fee",
+        ),
+        (
+            "Gift cards never expire.",
+            "NOT_IN_EVIDENCE",
+            0.0,
+            None,
+            "support 0: no evidence sentence shares a word with the claim",
+        ),
     ],
 )
-def test_local_judge_gives_the_exact_verdict_score_and_the_sentences_it_used(context, claim, verdict, score, quote, reason):
+def test_local_judge_gives_the_exact_verdict_score_and_the_sentences_it_used(
+    context, claim, verdict, score, quote, reason
+):
     result = _judge_one(make_judge("local"), claim, context)
-    assert (result["verdict"], result["score"], result["evidence_quote"], result["reason"]) == (verdict, score, quote, reason)
+    assert (result["verdict"], result["score"], result["evidence_quote"], result["reason"]) == (
+        verdict,
+        score,
+        quote,
+        reason,
+    )
     assert result["quote_verified"] is (quote is not None)
-    assert result["status"] == "ok" and result["judge_version"] == LOCAL_VERSION and result["judge_model"] == "local-lexical"
+    assert (
+        result["status"] == "ok"
+        and result["judge_version"] == LOCAL_VERSION
+        and result["judge_model"] == "local-lexical"
+    )
 
 
 def test_a_claim_without_evidence_is_not_in_evidence():
     result = _judge_one(make_judge("local"), "Annual SMB plans can be refunded within 14 days.", [])
-    assert (result["verdict"], result["score"], result["evidence_quote"], result["quote_verified"], result["reason"]) == (
-        "NOT_IN_EVIDENCE", 0.0, None, False, "no evidence")
+    assert (
+        result["verdict"],
+        result["score"],
+        result["evidence_quote"],
+        result["quote_verified"],
+        result["reason"],
+    ) == ("NOT_IN_EVIDENCE", 0.0, None, False, "no evidence")
 
 
 class FabricatingJudge(Judge):
@@ -74,9 +130,12 @@ class FabricatingJudge(Judge):
     version, model = "fabricating-1", "none"
 
     def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        quotes = {"fabricated": "Annual SMB plans have a 30 day refund window.", "respaced": "Annual  SMB plans\nhave a 14 day refund window.",
-                  "two passages": "Annual SMB plans have a 14 day refund window. … Processing takes 5 business days.",
-                  "one passage made up": "Annual SMB plans have a 14 day refund window. … Refunds are instant."}
+        quotes = {
+            "fabricated": "Annual SMB plans have a 30 day refund window.",
+            "respaced": "Annual  SMB plans\nhave a 14 day refund window.",
+            "two passages": "Annual SMB plans have a 14 day refund window. … Processing takes 5 business days.",
+            "one passage made up": "Annual SMB plans have a 14 day refund window. … Refunds are instant.",
+        }
         return requests.select(
             "request_key",
             pl.lit("SUPPORTED").alias("verdict"),
@@ -90,32 +149,58 @@ class FabricatingJudge(Judge):
 
 
 def test_a_quote_not_in_the_evidence_downgrades_the_verdict(context):
-    requests = pl.DataFrame({"request_key": ["f", "r", "n", "t", "m"],
-                             "claim": ["fabricated", "respaced", "no quote", "two passages", "one passage made up"]}).with_columns(
-        evidence=pl.lit([{"doc_id": c["doc_id"], "text": c["text"]} for c in context])
-    )
+    requests = pl.DataFrame(
+        {
+            "request_key": ["f", "r", "n", "t", "m"],
+            "claim": ["fabricated", "respaced", "no quote", "two passages", "one passage made up"],
+        }
+    ).with_columns(evidence=pl.lit([{"doc_id": c["doc_id"], "text": c["text"]} for c in context]))
     results = {r["request_key"]: r for r in FabricatingJudge().judge_claims(requests).to_dicts()}
     assert (results["f"]["verdict"], results["f"]["quote_verified"], results["f"]["reason"]) == (
-        "NOT_IN_EVIDENCE", False, "quote not found in the evidence: SUPPORTED downgraded to NOT_IN_EVIDENCE")
+        "NOT_IN_EVIDENCE",
+        False,
+        "quote not found in the evidence: SUPPORTED downgraded to NOT_IN_EVIDENCE",
+    )
     # White space is folded before the search, and the doc where the quote was found replaces the judge's guess.
     assert (results["r"]["verdict"], results["r"]["quote_verified"], results["r"]["evidence_doc_id"]) == (
-        "SUPPORTED", True, "policy/refunds-2025")
+        "SUPPORTED",
+        True,
+        "policy/refunds-2025",
+    )
     assert (results["n"]["verdict"], results["n"]["quote_verified"], results["n"]["reason"]) == (
-        "NOT_IN_EVIDENCE", False, "no evidence quote given: SUPPORTED downgraded to NOT_IN_EVIDENCE")
+        "NOT_IN_EVIDENCE",
+        False,
+        "no evidence quote given: SUPPORTED downgraded to NOT_IN_EVIDENCE",
+    )
     # A quote of passages joined by " … " is verified passage by passage, in any chunk (its doc: the first passage's);
     # one made-up passage is enough to downgrade it.
     assert (results["t"]["verdict"], results["t"]["quote_verified"], results["t"]["evidence_doc_id"]) == (
-        "SUPPORTED", True, "policy/refunds-2025")
+        "SUPPORTED",
+        True,
+        "policy/refunds-2025",
+    )
     assert (results["m"]["verdict"], results["m"]["quote_verified"]) == ("NOT_IN_EVIDENCE", False)
 
 
 def _sample_traces(context):
     return traces_frame_from_records(
         [
-            {"trace_id": "t-good", "case_id": "c1", "context": context,
-             "answer": {"text": "Annual SMB plans can be refunded within 14 days [doc:policy/refunds-2025]. Happy to help!"}},
-            {"trace_id": "t-bad", "case_id": "c1", "context": context,
-             "answer": {"text": "Annual SMB plans can be refunded within 30 days. Processing takes 5 business days. No fee is charged."}},
+            {
+                "trace_id": "t-good",
+                "case_id": "c1",
+                "context": context,
+                "answer": {
+                    "text": "Annual SMB plans can be refunded within 14 days [doc:policy/refunds-2025]. Happy to help!"
+                },
+            },
+            {
+                "trace_id": "t-bad",
+                "case_id": "c1",
+                "context": context,
+                "answer": {
+                    "text": "Annual SMB plans can be refunded within 30 days. Processing takes 5 business days. No fee is charged."
+                },
+            },
             {"trace_id": "t-refusal", "case_id": "c-refusal", "context": context, "answer": {"text": "I don't know."}},
             {"trace_id": "t-timeout", "case_id": "c1", "status": "timeout", "error": "provider timeout"},
             {"trace_id": "t-blank", "case_id": "c1"},
@@ -127,12 +212,28 @@ def _sample_traces(context):
 def test_grounding_scores_per_rag_trace(context, rag_cases):
     traces = _sample_traces(context)
     judged = judge_claims(extract_claims(traces), traces, make_judge("local"))
-    assert judged.filter(pl.col("trace_id") == "t-bad")["verdict"].to_list() == ["CONTRADICTED", "SUPPORTED", "NOT_IN_EVIDENCE"]
+    assert judged.filter(pl.col("trace_id") == "t-bad")["verdict"].to_list() == [
+        "CONTRADICTED",
+        "SUPPORTED",
+        "NOT_IN_EVIDENCE",
+    ]
     scores = score_grounding(judged, traces, rag_cases, ScoringSettings())
     rows = {r["trace_id"]: r for r in scores.to_dicts()}
-    assert set(rows) == {"t-good", "t-bad", "t-refusal", "t-timeout", "t-blank"}  # the agent-only case is not in the lane
+    assert set(rows) == {
+        "t-good",
+        "t-bad",
+        "t-refusal",
+        "t-timeout",
+        "t-blank",
+    }  # the agent-only case is not in the lane
     good, bad = rows["t-good"], rows["t-bad"]
-    assert (good["n_claims"], good["n_supported"], good["grounding_rate"], good["grounding_stage"], good["status"]) == (1, 1, 1.0, "pass", "scored")
+    assert (good["n_claims"], good["n_supported"], good["grounding_rate"], good["grounding_stage"], good["status"]) == (
+        1,
+        1,
+        1.0,
+        "pass",
+        "scored",
+    )
     # 1 supported of 3 claims: 1/3
     assert (bad["n_claims"], bad["n_supported"], bad["n_contradicted"], bad["n_not_in_evidence"]) == (3, 1, 1, 1)
     assert bad["grounding_rate"] == pytest.approx(1 / 3)
@@ -142,9 +243,16 @@ def test_grounding_scores_per_rag_trace(context, rag_cases):
         "(first: claim 0 CONTRADICTED: Annual SMB plans can be refunded within 30 days.)"
     )
     # A refusal asserts nothing: no claims, rate 1.0.
-    assert (rows["t-refusal"]["n_claims"], rows["t-refusal"]["grounding_rate"], rows["t-refusal"]["grounding_stage"]) == (0, 1.0, "pass")
-    assert (rows["t-timeout"]["grounding_stage"], rows["t-timeout"]["grounding_rate"], rows["t-timeout"]["grounding_reason"]) == (
-        "incomplete", None, "harness status timeout: provider timeout")
+    assert (
+        rows["t-refusal"]["n_claims"],
+        rows["t-refusal"]["grounding_rate"],
+        rows["t-refusal"]["grounding_stage"],
+    ) == (0, 1.0, "pass")
+    assert (
+        rows["t-timeout"]["grounding_stage"],
+        rows["t-timeout"]["grounding_rate"],
+        rows["t-timeout"]["grounding_reason"],
+    ) == ("incomplete", None, "harness status timeout: provider timeout")
     assert (rows["t-blank"]["status"], rows["t-blank"]["reason"]) == ("incomplete", "trace has no answer")
     assert {r["judge_version"] for r in rows.values()} == {LOCAL_VERSION}
 
@@ -161,12 +269,23 @@ def test_an_incomplete_claim_makes_the_rate_null_not_zero(context, rag_cases):
     traces = _sample_traces(context)
     judged = judge_claims(extract_claims(traces), traces, make_judge("local")).with_columns(
         status=pl.when(pl.col("claim_index") == 2).then(pl.lit("incomplete")).otherwise(pl.col("status")),
-        reason=pl.when(pl.col("claim_index") == 2).then(pl.lit("failed after 5 attempts: HTTP 429")).otherwise(pl.col("reason")),
+        reason=pl.when(pl.col("claim_index") == 2)
+        .then(pl.lit("failed after 5 attempts: HTTP 429"))
+        .otherwise(pl.col("reason")),
         verdict=pl.when(pl.col("claim_index") == 2).then(None).otherwise(pl.col("verdict")),
     )
-    row = score_grounding(judged, traces, rag_cases, ScoringSettings()).filter(pl.col("trace_id") == "t-bad").to_dicts()[0]
+    row = (
+        score_grounding(judged, traces, rag_cases, ScoringSettings())
+        .filter(pl.col("trace_id") == "t-bad")
+        .to_dicts()[0]
+    )
     assert (row["grounding_rate"], row["n_incomplete"], row["status"], row["grounding_stage"], row["reason"]) == (
-        None, 1, "incomplete", "incomplete", "judge could not finish 1 of 3 claims: failed after 5 attempts: HTTP 429")
+        None,
+        1,
+        "incomplete",
+        "incomplete",
+        "judge could not finish 1 of 3 claims: failed after 5 attempts: HTTP 429",
+    )
 
 
 class RecordedEntailmentJudge(Judge):
@@ -183,10 +302,15 @@ class RecordedEntailmentJudge(Judge):
         for request in requests.select("request_key", "claim", "evidence_key").to_dicts():
             mine = [c for c in chunks if c["evidence_key"] == request["evidence_key"]]
             entailing = [c for c in mine if self.entailment[(request["claim"], c["doc_id"])] == "Entailment"]
-            rows.append({"request_key": request["request_key"], "status": "ok",
-                         "verdict": "SUPPORTED" if entailing else "NOT_IN_EVIDENCE",
-                         "evidence_quote": entailing[0]["text"] if entailing else None,
-                         "evidence_doc_id": entailing[0]["doc_id"] if entailing else None})
+            rows.append(
+                {
+                    "request_key": request["request_key"],
+                    "status": "ok",
+                    "verdict": "SUPPORTED" if entailing else "NOT_IN_EVIDENCE",
+                    "evidence_quote": entailing[0]["text"] if entailing else None,
+                    "evidence_doc_id": entailing[0]["doc_id"] if entailing else None,
+                }
+            )
         return pl.DataFrame(rows)
 
     def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
@@ -198,21 +322,41 @@ def test_grounding_rate_reproduces_ragchecker_faithfulness(ragchecker_outputs):
     traces, claims, entailment = [], [], {}
     for item in results:
         trace_id = f"ragchecker-{item['query_id']}"
-        traces.append({"trace_id": trace_id, "case_id": trace_id, "input": item["query"], "context": item["retrieved_context"],
-                       "answer": {"text": item["response"]}})
+        traces.append(
+            {
+                "trace_id": trace_id,
+                "case_id": trace_id,
+                "input": item["query"],
+                "context": item["retrieved_context"],
+                "answer": {"text": item["response"]},
+            }
+        )
         for index, triplet in enumerate(item["response_claims"]):
             claim = " ".join(triplet)
-            claims.append({"run_id": "ragchecker", "trace_id": trace_id, "case_id": trace_id, "attempt": 1,
-                           "claim_index": index, "claim": claim, "inline_cited_doc_ids": []})
+            claims.append(
+                {
+                    "run_id": "ragchecker",
+                    "trace_id": trace_id,
+                    "case_id": trace_id,
+                    "attempt": 1,
+                    "claim_index": index,
+                    "claim": claim,
+                    "inline_cited_doc_ids": [],
+                }
+            )
             for chunk, verdict in zip(item["retrieved_context"], item["retrieved2response"][index], strict=True):
                 entailment[(claim, chunk["doc_id"])] = verdict
     trace_frame = traces_frame_from_records(traces, run_id="ragchecker")
-    cases = cases_frame_from_records([{"case_id": t["case_id"], "lanes": ["rag"], "required_doc_ids": [t["context"][0]["doc_id"]]}
-                                      for t in traces])
+    cases = cases_frame_from_records(
+        [{"case_id": t["case_id"], "lanes": ["rag"], "required_doc_ids": [t["context"][0]["doc_id"]]} for t in traces]
+    )
     judged = judge_claims(pl.DataFrame(claims, schema=CLAIMS_SCHEMA), trace_frame, RecordedEntailmentJudge(entailment))
     scores = score_grounding(judged, trace_frame, cases, ScoringSettings()).sort("trace_id")
     # Query 0: 4 of 11 claims entailed by some chunk = 0.3636; query 1: 5 of 5 (entailed despite contradicting chunks) = 1.0.
-    assert scores.select("trace_id", "n_claims", "n_supported").rows() == [("ragchecker-0", 11, 4), ("ragchecker-1", 5, 5)]
+    assert scores.select("trace_id", "n_claims", "n_supported").rows() == [
+        ("ragchecker-0", 11, 4),
+        ("ragchecker-1", 5, 5),
+    ]
     assert [round(r, 4) for r in scores["grounding_rate"]] == [0.3636, 1.0]
     assert scores["grounding_rate"].to_list() == pytest.approx([r["metrics"]["faithfulness"] for r in results])
     assert judged["quote_verified"].filter(judged["verdict"] == "SUPPORTED").to_list() == [True] * 9
@@ -235,11 +379,13 @@ class CountingJudge(Judge):
 
 def test_an_answer_without_logged_context_is_incomplete_not_a_zero_and_costs_no_judge_call(context, rag_cases):
     answer = {"text": "Annual SMB plans can be refunded within 30 days. Processing takes 5 business days."}
-    traces = traces_frame_from_records([
-        {"trace_id": "t-null", "case_id": "c1", "answer": answer},
-        {"trace_id": "t-empty", "case_id": "c1", "context": [], "answer": answer},
-        {"trace_id": "t-with", "case_id": "c1", "context": context, "answer": answer},
-    ])
+    traces = traces_frame_from_records(
+        [
+            {"trace_id": "t-null", "case_id": "c1", "answer": answer},
+            {"trace_id": "t-empty", "case_id": "c1", "context": [], "answer": answer},
+            {"trace_id": "t-with", "case_id": "c1", "context": context, "answer": answer},
+        ]
+    )
     judge = CountingJudge()
     judged = judge_claims(extract_claims(traces), traces, judge)
     # only the two claims of the trace that logged its context went to the judge
@@ -252,11 +398,29 @@ def test_an_answer_without_logged_context_is_incomplete_not_a_zero_and_costs_no_
     ]
     scores = score_grounding(judged, traces, rag_cases, ScoringSettings())
     # by trace id; with context: 30 days contradicts the 14-day window, 5 business days is supported: 1/2
-    assert scores.select("trace_id", "n_claims", "n_supported", "n_incomplete", "grounding_rate", "status", "reason",
-                         "grounding_stage", "grounding_reason").rows() == [
+    assert scores.select(
+        "trace_id",
+        "n_claims",
+        "n_supported",
+        "n_incomplete",
+        "grounding_rate",
+        "status",
+        "reason",
+        "grounding_stage",
+        "grounding_reason",
+    ).rows() == [
         ("t-empty", 2, 0, 2, None, "incomplete", "no_context_logged", "incomplete", "no_context_logged"),
         ("t-null", 2, 0, 2, None, "incomplete", "no_context_logged", "incomplete", "no_context_logged"),
-        ("t-with", 2, 1, 0, 0.5, "scored", None, "fail",
-         "grounding_rate 0.5 < threshold 1.0: 1 contradicted, 0 not in evidence "
-         "(first: claim 0 CONTRADICTED: Annual SMB plans can be refunded within 30 days.)"),
+        (
+            "t-with",
+            2,
+            1,
+            0,
+            0.5,
+            "scored",
+            None,
+            "fail",
+            "grounding_rate 0.5 < threshold 1.0: 1 contradicted, 0 not in evidence "
+            "(first: claim 0 CONTRADICTED: Annual SMB plans can be refunded within 30 days.)",
+        ),
     ]

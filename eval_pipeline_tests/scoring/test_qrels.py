@@ -27,7 +27,11 @@ def _cases() -> pl.DataFrame:
 
 def test_seed_qrels_are_required_docs_at_grade_2():
     seeds = seed_qrels(_cases())
-    assert seeds.rows() == [("both-1", "d3", 2, "seed", None), ("rag-1", "d1", 2, "seed", None), ("rag-1", "d2", 2, "seed", None)]
+    assert seeds.rows() == [
+        ("both-1", "d3", 2, "seed", None),
+        ("rag-1", "d1", 2, "seed", None),
+        ("rag-1", "d2", 2, "seed", None),
+    ]
     assert seeds.columns == ["query_id", "doc_id", "grade", "source", "annotator"]
 
 
@@ -42,7 +46,11 @@ def test_pool_takes_top_depth_per_trace_and_variant_across_runs():
             {
                 "trace_id": "a1",
                 "case_id": "rag-1",
-                "retrieval": [_round("dense", ["d1", "d4"]), _round("bm25", ["d6", "d1"]), _round("dense", ["d1", "d5"])],
+                "retrieval": [
+                    _round("dense", ["d1", "d4"]),
+                    _round("bm25", ["d6", "d1"]),
+                    _round("dense", ["d1", "d5"]),
+                ],
             },
             {"trace_id": "a2", "case_id": "refuse", "retrieval": [_round(None, ["d7", "d8", "d9"])]},
         ],
@@ -78,7 +86,12 @@ def test_freeze_precedence_human_over_model_over_seed():
         ]
     )
     model = pl.DataFrame(
-        {"query_id": ["rag-1", "rag-1", "rag-1"], "doc_id": ["d5", "d6", "d2"], "grade": [2, 1, 0], "source": ["model:judge-7"] * 3}
+        {
+            "query_id": ["rag-1", "rag-1", "rag-1"],
+            "doc_id": ["d5", "d6", "d2"],
+            "grade": [2, 1, 0],
+            "source": ["model:judge-7"] * 3,
+        }
     )
     frozen = freeze_qrels(seeds, judgments, model)
     assert frozen.select("query_id", "doc_id", "grade", "source", "annotator", "conflict").rows() == [
@@ -104,7 +117,10 @@ def test_conflicting_human_judgments_majority_then_lower_grade():
     )
     frozen = freeze_qrels(seed_qrels(_cases()).clear(), judgments)
     # 2 vs 0, one vote each: the lower grade. 2, 2, 1: the majority. Both are flagged with every annotator.
-    assert frozen.select("doc_id", "grade", "annotator", "conflict").rows() == [("most", 2, "a1,a2,a3", True), ("tie", 0, "a1,a2", True)]
+    assert frozen.select("doc_id", "grade", "annotator", "conflict").rows() == [
+        ("most", 2, "a1,a2,a3", True),
+        ("tie", 0, "a1,a2", True),
+    ]
 
 
 def test_qrels_version_is_a_content_hash_of_the_grades():

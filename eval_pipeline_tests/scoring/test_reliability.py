@@ -18,20 +18,41 @@ def attempts(run_id: str, case_id: str, outcomes: list[bool | None]) -> list[dic
 @pytest.fixture
 def success() -> pl.DataFrame:
     rows = (
-        attempts("r1", "flaky-5", [True, False, True, True, False])      # n 5, c 3
-        + attempts("r1", "stable-2", [True, True])                       # n 2, c 2
-        + attempts("r1", "failing-3", [False, None, False, False])       # n 3 (one incomplete), c 0
-        + attempts("r1", "all-incomplete", [None, None])                 # n 0
-        + attempts("r2", "flaky-5", [True, False])                       # another run: n 2, c 1
+        attempts("r1", "flaky-5", [True, False, True, True, False])  # n 5, c 3
+        + attempts("r1", "stable-2", [True, True])  # n 2, c 2
+        + attempts("r1", "failing-3", [False, None, False, False])  # n 3 (one incomplete), c 0
+        + attempts("r1", "all-incomplete", [None, None])  # n 0
+        + attempts("r2", "flaky-5", [True, False])  # another run: n 2, c 1
     )
-    return pl.DataFrame(rows, schema={"run_id": pl.String, "trace_id": pl.String, "case_id": pl.String,
-                                      "attempt": pl.Int64, "success": pl.Boolean})
+    return pl.DataFrame(
+        rows,
+        schema={
+            "run_id": pl.String,
+            "trace_id": pl.String,
+            "case_id": pl.String,
+            "attempt": pl.Int64,
+            "success": pl.Boolean,
+        },
+    )
 
 
 def test_pass_hat_k_is_tau_bench_combinatorics(success):
     rel = reliability(success)
-    assert rel.columns == ["run_id", "case_id", "n_attempts", "n_complete", "n_incomplete", "n_success", "pass_at_1",
-                           "pass_hat_1", "pass_hat_2", "pass_hat_3", "pass_hat_4", "pass_hat_5", "flaky"]
+    assert rel.columns == [
+        "run_id",
+        "case_id",
+        "n_attempts",
+        "n_complete",
+        "n_incomplete",
+        "n_success",
+        "pass_at_1",
+        "pass_hat_1",
+        "pass_hat_2",
+        "pass_hat_3",
+        "pass_hat_4",
+        "pass_hat_5",
+        "flaky",
+    ]
     got = {(r["run_id"], r["case_id"]): r for r in rel.to_dicts()}
     flaky5 = got[("r1", "flaky-5")]
     # c=3, n=5: C(3,1)/C(5,1)=3/5, C(3,2)/C(5,2)=3/10, C(3,3)/C(5,3)=1/10, C(3,4)=0, C(3,5)=0

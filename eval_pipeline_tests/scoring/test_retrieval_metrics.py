@@ -28,7 +28,12 @@ def test_spec_ndcg_worked_example_and_the_other_ranking_metrics(rag):
     assert row["ndcg_at_5"] == row["ndcg_at_10"] == row["ndcg_at_3"]
     # One relevant doc (grade >= 2), found at rank 1.
     assert (row["recall_at_1"], row["recall_at_20"], row["first_hit_rank"], row["mrr"]) == (1.0, 1.0, 1, 1.0)
-    assert (row["precision_at_1"], row["precision_at_3"], row["precision_at_5"], row["precision_at_10"]) == (1.0, 1 / 3, 0.2, 0.1)
+    assert (row["precision_at_1"], row["precision_at_3"], row["precision_at_5"], row["precision_at_10"]) == (
+        1.0,
+        1 / 3,
+        0.2,
+        0.1,
+    )
     assert row["context_precision"] == 1.0
     # d2 and d3 are judged, d1 is not: 2 of min(10, 3).
     assert row["judged_at_10"] == pytest.approx(2 / 3)
@@ -81,7 +86,11 @@ def test_refusal_case_metrics_are_null_not_zero(rag):
     for trace_id, retrieved in (("something", True), ("nothing", False)):
         row = rag.row(scores, trace_id)
         assert all(row[m] is None for m in RANKING_METRICS), trace_id
-        assert (row["status"], row["retrieval_stage"], row["retrieved_any"]) == ("not_applicable", "not_applicable", retrieved)
+        assert (row["status"], row["retrieval_stage"], row["retrieved_any"]) == (
+            "not_applicable",
+            "not_applicable",
+            retrieved,
+        )
         assert row["reason"] == row["retrieval_reason"] == "refusal case: no relevant doc in the qrels"
         assert row["failure_class"] is None and row["n_relevant"] == 0
     # Pool coverage is still measured: x is unjudged.
@@ -111,7 +120,9 @@ def test_multi_hop_needs_every_required_doc(rag):
     assert rag.row(scores, "both")["retrieval_stage"] == "pass"
     one = rag.row(scores, "one")
     assert (one["retrieval_stage"], one["recall_at_10"], one["multi_hop"]) == ("fail", 0.5, True)
-    assert one["retrieval_reason"].startswith("multi_hop: required docs missing from the top 10: b; failure_class embedding_miss (b)")
+    assert one["retrieval_reason"].startswith(
+        "multi_hop: required docs missing from the top 10: b; failure_class embedding_miss (b)"
+    )
 
 
 def test_sequence_metrics(rag):
@@ -144,10 +155,17 @@ def test_incomplete_rows_and_lane_membership(rag):
     # The agent-only case has no row; every rag trace has one.
     assert sorted(scores.get_column("trace_id").to_list()) == ["boom", "slow", "unlogged"]
     boom, slow, unlogged = (rag.row(scores, t) for t in ("boom", "slow", "unlogged"))
-    assert (boom["status"], boom["retrieval_stage"], boom["reason"]) == ("incomplete", "incomplete", "harness status error: provider 500")
+    assert (boom["status"], boom["retrieval_stage"], boom["reason"]) == (
+        "incomplete",
+        "incomplete",
+        "harness status error: provider 500",
+    )
     assert boom["recall_at_10"] is None and boom["mrr"] is None and boom["failure_class"] is None
     assert slow["reason"] == "harness status timeout: no error message"
-    assert (unlogged["status"], unlogged["reason"]) == ("incomplete", "retrieval not logged: the trace has no retrieval field")
+    assert (unlogged["status"], unlogged["reason"]) == (
+        "incomplete",
+        "retrieval not logged: the trace has no retrieval field",
+    )
     assert unlogged["retrieved_any"] is None and unlogged["rounds"] is None
 
 
@@ -158,7 +176,10 @@ def test_side_by_side_shows_old_and_new_values(rag):
     # A human grades x relevant: t1's recall@1 goes from 0 to 1/2 (two relevant docs now), t2's from 1 to 1/2.
     after = score(rag, cases, traces, judgments=[{"query_id": "c1", "doc_id": "x", "grade": 2}])
     table = side_by_side(before, after, "recall_at_1")
-    assert table.select("trace_id", "old", "new", "delta", "changed").rows() == [("t1", 0.0, 0.5, 0.5, True), ("t2", 1.0, 0.5, -0.5, True)]
+    assert table.select("trace_id", "old", "new", "delta", "changed").rows() == [
+        ("t1", 0.0, 0.5, 0.5, True),
+        ("t2", 1.0, 0.5, -0.5, True),
+    ]
     assert table.get_column("old_qrels_version")[0] != table.get_column("new_qrels_version")[0]
     same = side_by_side(before, before, "first_hit_rank")
     assert same.get_column("changed").to_list() == [False, False]

@@ -21,8 +21,10 @@ def _walked(tool: str | None, args_json: str, scope_json: str) -> list[str]:
         if isinstance(value, dict):
             for name, inner in value.items():
                 if name in allowed and canonical_json(inner) not in allowed[name]:
-                    found.append(f"scope: {tool} called with {name}={canonical_json(inner)} outside the case scope "
-                                 f"({', '.join(sorted(allowed[name]))})")
+                    found.append(
+                        f"scope: {tool} called with {name}={canonical_json(inner)} outside the case scope "
+                        f"({', '.join(sorted(allowed[name]))})"
+                    )
                 walk(inner)
         elif isinstance(value, list):
             for inner in value:
@@ -55,10 +57,15 @@ ESCAPED = ['{"customer\\u005fid":"c-9"}', '{"note":"say \\"hi\\"","order_id":"1"
 
 
 def test_scope_reasons_match_a_walk_of_every_call_and_scope():
-    rows = [(tool, text, scope) for scope in SCOPES for tool in ("get_order", None)
-            for text in [canonical_json(a) for a in ARGS] + ESCAPED]
-    calls = pl.DataFrame(rows + [("get_order", canonical_json(ARGS[0]), None)], schema=["tool", "args_json", "scope_json"],
-                         orient="row")
+    rows = [
+        (tool, text, scope)
+        for scope in SCOPES
+        for tool in ("get_order", None)
+        for text in [canonical_json(a) for a in ARGS] + ESCAPED
+    ]
+    calls = pl.DataFrame(
+        rows + [("get_order", canonical_json(ARGS[0]), None)], schema=["tool", "args_json", "scope_json"], orient="row"
+    )
     frame = _scope_frame(calls)
     assert frame.height == len(set(rows))
     got = {(tool, text, scope): found for tool, text, scope, found in frame.iter_rows()}
@@ -66,4 +73,6 @@ def test_scope_reasons_match_a_walk_of_every_call_and_scope():
     assert got == expected
     # the cases reach nested, listed, repeated and escaped arguments
     assert len(got[("get_order", canonical_json(ARGS[2]), SCOPES[0])]) == 3
-    assert got[("get_order", ESCAPED[0], SCOPES[1])] == ['scope: get_order called with customer_id="c-9" outside the case scope ("c-1")']
+    assert got[("get_order", ESCAPED[0], SCOPES[1])] == [
+        'scope: get_order called with customer_id="c-9" outside the case scope ("c-1")'
+    ]

@@ -21,8 +21,14 @@ def stages(r: dict) -> dict[str, str]:
 
 def test_reference_path_followed_exactly_passes_every_stage(build, score):
     c = build.call
-    ts, _ = score([build.trace([c(**build.GET), c("issue_refund", {"order_id": "88131", "amount": 49.0}), build.finish("Done.")])],
-                  [build.case()])
+    ts, _ = score(
+        [
+            build.trace(
+                [c(**build.GET), c("issue_refund", {"order_id": "88131", "amount": 49.0}), build.finish("Done.")]
+            )
+        ],
+        [build.case()],
+    )
     r = build.row(ts)
     # 2 calls, 2 path calls, both keys match (49.0 is canonical 49): precision = recall = f1 = 2/2
     assert (r["n_calls"], r["n_path_calls"], r["matched_path"]) == (2, 2, "reference")
@@ -54,8 +60,7 @@ def test_alternative_with_higher_f1_becomes_the_matched_path(build, score):
     c = build.call
     ticket = {"name": "get_ticket", "args": {"ticket_id": "T-1042"}}
     alternatives = [[{"name": "verify_identity", "args": {}}, build.REFUND], [ticket, build.REFUND]]
-    ts, diffs = score([build.trace([c(**ticket), c(**build.REFUND)])],
-                      [build.case(alternatives=alternatives)])
+    ts, diffs = score([build.trace([c(**ticket), c(**build.REFUND)])], [build.case(alternatives=alternatives)])
     r = build.row(ts)
     # reference: matched 1 of 2 → f1 0.5; alternative 1: 1 → 0.5; alternative 2: 2 → 1.0
     assert r["matched_path"] == "alternative:2"
@@ -90,8 +95,9 @@ def test_strict_order_accuracy_over_the_longer_list(build, score, actual, expect
     c = build.call
     verify = {"name": "verify_identity", "args": {}}
     named = {"get": c(**build.GET), "verify": c(**verify), "refund": c(**build.REFUND)}
-    ts, _ = score([build.trace([named[n] for n in actual])],
-                  [build.case(reference_tool_calls=[build.GET, verify, build.REFUND])])
+    ts, _ = score(
+        [build.trace([named[n] for n in actual])], [build.case(reference_tool_calls=[build.GET, verify, build.REFUND])]
+    )
     assert build.row(ts)["strict_order_accuracy"] == pytest.approx(expected)
 
 
@@ -113,7 +119,9 @@ def test_path_order_is_checked_for_strict_order_only(build, score):
     swapped = [build.trace([c(**build.REFUND), c(**build.GET)])]
     strict, _ = score(swapped, [build.case(tool_match="strict_order")])
     unordered, _ = score(swapped, [build.case(tool_match="unordered")])
-    unordered_deps, _ = score(swapped, [build.case(tool_match="unordered", dependencies=[["get_order", "issue_refund"]])])
+    unordered_deps, _ = score(
+        swapped, [build.case(tool_match="unordered", dependencies=[["get_order", "issue_refund"]])]
+    )
     r = build.row(strict)
     assert r["tool_order_stage"] == "fail"
     assert r["tool_order_reason"] == f"path order: {GET_KEY} (path call 1) came after path call 2"
@@ -139,14 +147,14 @@ def test_retry_and_recheck_do_not_break_strict_order(build, score):
 def test_unnecessary_calls_follow_section_11(build, score):
     c = build.call
     steps = [
-        c(**build.GET, result={"order": "88131"}),      # 1 first call
-        c(**build.GET),                                  # 2 read-only repeat of an ok, non-empty call → unnecessary
-        c("get_ticket", {"id": "9"}, result={}),         # 3 ok but empty result
-        c("get_ticket", {"id": "9"}),                    # 4 repeat of an empty result → needed
+        c(**build.GET, result={"order": "88131"}),  # 1 first call
+        c(**build.GET),  # 2 read-only repeat of an ok, non-empty call → unnecessary
+        c("get_ticket", {"id": "9"}, result={}),  # 3 ok but empty result
+        c("get_ticket", {"id": "9"}),  # 4 repeat of an empty result → needed
         c("get_order", {"order_id": "2"}, status="error"),  # 5 failed
-        c("get_order", {"order_id": "2"}),               # 6 repeat of a failed call → needed
-        c(**build.REFUND),                               # 7
-        c(**build.REFUND),                               # 8 repeat, but not read-only → not counted
+        c("get_order", {"order_id": "2"}),  # 6 repeat of a failed call → needed
+        c(**build.REFUND),  # 7
+        c(**build.REFUND),  # 8 repeat, but not read-only → not counted
     ]
     ts, _ = score([build.trace(steps)], [build.case(tool_match="unordered")])
     r = build.row(ts)
@@ -171,11 +179,11 @@ def test_loop_detected_at_three_identical_keys(build, score):
 def test_args_valid_rate_checks_schema_and_reference_values(build, score):
     c = build.call
     steps = [
-        c("get_order", {"order_id": 88131}),                        # schema: order_id must be a string
-        c("issue_refund", {"order_id": "88131", "amount": 50}),     # schema ok, matches no reference refund
-        c("issue_refund", {"order_id": "88131", "amount": 49.0}),   # valid: canonical 49 equals the reference
-        c("send_email", {"to": "c-771"}),                           # not a path tool: schema only → valid
-        c("frobnicate", {}),                                        # not in the registry → invalid
+        c("get_order", {"order_id": 88131}),  # schema: order_id must be a string
+        c("issue_refund", {"order_id": "88131", "amount": 50}),  # schema ok, matches no reference refund
+        c("issue_refund", {"order_id": "88131", "amount": 49.0}),  # valid: canonical 49 equals the reference
+        c("send_email", {"to": "c-771"}),  # not a path tool: schema only → valid
+        c("frobnicate", {}),  # not in the registry → invalid
     ]
     ts, _ = score([build.trace(steps)], [build.case(tool_match="unordered", allowed_tools=None)])
     r = build.row(ts)
@@ -223,18 +231,31 @@ def test_policy_allowed_forbidden_and_scope(build, score):
     cases = [build.case(scope=scope, allowed_tools=allowed)]
     traces = [
         build.trace([c(**build.GET), c(**build.REFUND)], trace_id="clean"),
-        build.trace([c(**build.GET), c("close_account", {"customer_id": "c-771"}), c(**build.REFUND)], trace_id="forbidden", attempt=2),
+        build.trace(
+            [c(**build.GET), c("close_account", {"customer_id": "c-771"}), c(**build.REFUND)],
+            trace_id="forbidden",
+            attempt=2,
+        ),
         build.trace([c(**build.GET), c("set_status", {}), c(**build.REFUND)], trace_id="outside", attempt=3),
-        build.trace([c("get_order", {"order_id": "99999"}), c("send_email", {"to": {"customer_id": "c-9"}}), c(**build.REFUND)],
-                    trace_id="scope", attempt=4),
+        build.trace(
+            [c("get_order", {"order_id": "99999"}), c("send_email", {"to": {"customer_id": "c-9"}}), c(**build.REFUND)],
+            trace_id="scope",
+            attempt=4,
+        ),
     ]
     ts, _ = score(traces, cases)
     assert (build.row(ts, "clean")["policy_violation"], build.row(ts, "clean")["policy_stage"]) == (False, "pass")
     forbidden = build.row(ts, "forbidden")
     # close_account is both outside allowed_tools and forbidden: two reasons, one violation
-    assert forbidden["policy_violations"] == ["tool close_account is not in allowed_tools", "tool close_account is forbidden"]
+    assert forbidden["policy_violations"] == [
+        "tool close_account is not in allowed_tools",
+        "tool close_account is forbidden",
+    ]
     assert forbidden["policy_stage"] == "fail"
-    assert forbidden["policy_reason"] == "policy_violation: tool close_account is not in allowed_tools; tool close_account is forbidden"
+    assert (
+        forbidden["policy_reason"]
+        == "policy_violation: tool close_account is not in allowed_tools; tool close_account is forbidden"
+    )
     assert build.row(ts, "outside")["policy_violations"] == ["tool set_status is not in allowed_tools"]
     # scope: a top-level order_id and a nested customer_id with values the case does not allow
     assert build.row(ts, "scope")["policy_violations"] == [
@@ -245,8 +266,17 @@ def test_policy_allowed_forbidden_and_scope(build, score):
 
 def test_goal_only_scores_the_outcome_only(build, score):
     c = build.call
-    steps = [c(**build.REFUND), c("issue_refund", {"order_id": 1}), c("close_account", {}), c(**build.GET), c(**build.GET), c(**build.GET)]
-    ts, _ = score([build.trace(steps)], [build.case(tool_match="goal_only", dependencies=[["get_order", "issue_refund"]])])
+    steps = [
+        c(**build.REFUND),
+        c("issue_refund", {"order_id": 1}),
+        c("close_account", {}),
+        c(**build.GET),
+        c(**build.GET),
+        c(**build.GET),
+    ]
+    ts, _ = score(
+        [build.trace(steps)], [build.case(tool_match="goal_only", dependencies=[["get_order", "issue_refund"]])]
+    )
     r = build.row(ts)
     assert r["tool_selection_stage"] == r["tool_arguments_stage"] == r["tool_order_stage"] == "not_applicable"
     assert r["tool_selection_reason"] == "tool_match goal_only: scored on the outcome only"
@@ -268,13 +298,22 @@ def test_failed_and_timed_out_calls_are_calls(build, score):
     ("evaluated", "dispatched", "first_difference"),
     [
         # the runtime dispatched cancel_subscription, the adapter handed the evaluator close_account
-        (("close_account", {"order_id": "88131"}), {"tool": "cancel_subscription", "args": {"order_id": "88131"}},
-         "step 1: dispatched cancel_subscription, evaluated close_account (dispatched 2 calls, evaluated 2)"),
-        (("get_order", {"order_id": "88131"}), {"tool": "get_order", "args": {"order_id": "88132"}},
-         'step 1: get_order dispatched with {"order_id":"88132"}, evaluated with {"order_id":"88131"} '
-         "(dispatched 2 calls, evaluated 2)"),
-        (("get_order", {"order_id": "88131"}), None,
-         f"step 1: evaluated call {GET_KEY} has no dispatch record (dispatched 1 calls, evaluated 2)"),
+        (
+            ("close_account", {"order_id": "88131"}),
+            {"tool": "cancel_subscription", "args": {"order_id": "88131"}},
+            "step 1: dispatched cancel_subscription, evaluated close_account (dispatched 2 calls, evaluated 2)",
+        ),
+        (
+            ("get_order", {"order_id": "88131"}),
+            {"tool": "get_order", "args": {"order_id": "88132"}},
+            'step 1: get_order dispatched with {"order_id":"88132"}, evaluated with {"order_id":"88131"} '
+            "(dispatched 2 calls, evaluated 2)",
+        ),
+        (
+            ("get_order", {"order_id": "88131"}),
+            None,
+            f"step 1: evaluated call {GET_KEY} has no dispatch record (dispatched 1 calls, evaluated 2)",
+        ),
     ],
 )
 def test_adapter_divergence_makes_the_trace_incomplete(build, score, evaluated, dispatched, first_difference):
@@ -297,7 +336,11 @@ def test_dispatch_without_an_evaluated_call_is_a_count_divergence(build, score):
     c = build.call
     steps = [
         {**c(**build.GET), "dispatched": {"tool": "get_order", "args": {"order_id": "88131"}}},
-        {"kind": "message", "content": "Refunding now.", "dispatched": {"tool": "issue_refund", "args": build.REFUND["args"]}},
+        {
+            "kind": "message",
+            "content": "Refunding now.",
+            "dispatched": {"tool": "issue_refund", "args": build.REFUND["args"]},
+        },
     ]
     ts, _ = score([build.trace(steps)], [build.case()])
     assert build.row(ts)["adapter_divergence"] == (
@@ -343,7 +386,9 @@ def test_tool_call_diffs_show_expected_and_actual_calls(build, score):
     ]
     reference = [build.GET, build.REFUND, {"name": "send_email", "args": {"to": "c-771"}}]
     _, diffs = score([build.trace(steps)], [build.case(reference_tool_calls=reference)])
-    rows = diffs.select("position", "actual_index", "expected_index", "expected_call", "actual_call", "actual_status", "match").rows()
+    rows = diffs.select(
+        "position", "actual_index", "expected_index", "expected_call", "actual_call", "actual_status", "match"
+    ).rows()
     # actual calls in order (the wrong refund pairs with the missing reference refund), then path calls never made
     assert rows == [
         (1, 1, 2, REFUND_KEY, 'issue_refund({"amount":50,"order_id":"88131"})', "error", "args_differ"),
@@ -356,32 +401,57 @@ def test_tool_call_diffs_show_expected_and_actual_calls(build, score):
 
 def test_empty_registry_checks_reference_values_only(build):
     traces = frames.traces_frame_from_records(
-        [build.trace([build.call("get_order", {"order_id": 1}), build.call("anything", {"x": 1}), build.call(**build.REFUND)])]
+        [
+            build.trace(
+                [build.call("get_order", {"order_id": 1}), build.call("anything", {"x": 1}), build.call(**build.REFUND)]
+            )
+        ]
     )
-    ts, _ = score_tools(traces, frames.cases_frame_from_records([build.case(tool_match="unordered")]),
-                        frames.empty(frames.TOOLS_SCHEMA))
+    ts, _ = score_tools(
+        traces, frames.cases_frame_from_records([build.case(tool_match="unordered")]), frames.empty(frames.TOOLS_SCHEMA)
+    )
     # no schemas: get_order({order_id: 1}) fails only its reference value, `anything` needs nothing, the refund matches
     assert build.row(ts)["args_valid_rate"] == pytest.approx(2 / 3)
 
 
 @pytest.mark.parametrize(
     "instance",
-    [{"order_id": "1", "amount": 2}, {"order_id": "1", "amount": 2.5}, {"order_id": "1"}, {"order_id": 1, "amount": 2},
-     {"order_id": "1", "amount": True}, {"order_id": "1", "amount": 2, "note": "x"}, {"order_id": "1", "amount": None},
-     {"order_id": "1", "amount": 2, "cabin": "economy"}, {"order_id": "1", "amount": 2, "cabin": "first"}, [], "x"],
+    [
+        {"order_id": "1", "amount": 2},
+        {"order_id": "1", "amount": 2.5},
+        {"order_id": "1"},
+        {"order_id": 1, "amount": 2},
+        {"order_id": "1", "amount": True},
+        {"order_id": "1", "amount": 2, "note": "x"},
+        {"order_id": "1", "amount": None},
+        {"order_id": "1", "amount": 2, "cabin": "economy"},
+        {"order_id": "1", "amount": 2, "cabin": "first"},
+        [],
+        "x",
+    ],
 )
 @pytest.mark.parametrize("extra", [False, True])
 def test_fast_schema_check_never_accepts_what_jsonschema_rejects(instance, extra):
-    schema = {"type": "object", "required": ["order_id", "amount"], "additionalProperties": extra,
-              "properties": {"order_id": {"type": "string"}, "amount": {"type": ["number", "null"]},
-                             "cabin": {"type": "string", "enum": ["economy", "business"]}, "note": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "required": ["order_id", "amount"],
+        "additionalProperties": extra,
+        "properties": {
+            "order_id": {"type": "string"},
+            "amount": {"type": ["number", "null"]},
+            "cabin": {"type": "string", "enum": ["economy", "business"]},
+            "note": {"type": "string"},
+        },
+    }
     fast = _fast_check(schema)
     assert fast is not None
     assert fast(json.loads(json.dumps(instance))) == jsonschema.Draft202012Validator(schema).is_valid(instance)
 
 
 BOUNDED = {
-    "type": "object", "required": ["order_id", "amount"], "additionalProperties": False,
+    "type": "object",
+    "required": ["order_id", "amount"],
+    "additionalProperties": False,
     "properties": {
         "order_id": {"type": "string", "pattern": "^[0-9]{5}$", "description": "five digits"},
         "amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 500},
@@ -389,32 +459,57 @@ BOUNDED = {
         "note": {"type": "string", "minLength": 1, "maxLength": 3},
         "any": {"minimum": 2, "pattern": "^a", "minLength": 2},
         "reason": {"type": "string", "enum": ["damaged", "late"]},
-        "address": {"type": "object", "required": ["country"], "additionalProperties": False,
-                    "properties": {"country": {"type": "string", "pattern": "^[A-Z]{2}$"}, "line1": {"type": "string", "minLength": 1}}},
+        "address": {
+            "type": "object",
+            "required": ["country"],
+            "additionalProperties": False,
+            "properties": {
+                "country": {"type": "string", "pattern": "^[A-Z]{2}$"},
+                "line1": {"type": "string", "minLength": 1},
+            },
+        },
     },
 }
 
 
 @pytest.mark.parametrize(
     "instance",
-    [{"order_id": "12345", "amount": 10}, {"order_id": "12345", "amount": 0}, {"order_id": "12345", "amount": 500.0},
-     {"order_id": "12345", "amount": 500.5}, {"order_id": "12345\n", "amount": 1}, {"order_id": "1234", "amount": 1},
-     {"order_id": "١٢٣٤٥", "amount": 1}, {"order_id": 12345, "amount": 1}, {"order_id": "12345", "amount": True},
-     {"order_id": "12345", "amount": 1, "count": 1}, {"order_id": "12345", "amount": 1, "count": 10},
-     {"order_id": "12345", "amount": 1, "count": 2.0}, {"order_id": "12345", "amount": 1, "count": 2.5},
-     {"order_id": "12345", "amount": 1, "count": 0}, {"order_id": "12345", "amount": 1, "note": ""},
-     {"order_id": "12345", "amount": 1, "note": "abc"}, {"order_id": "12345", "amount": 1, "note": "abcd"},
-     {"order_id": "12345", "amount": 1, "note": "ééé"}, {"order_id": "12345", "amount": 1, "any": 1},
-     {"order_id": "12345", "amount": 1, "any": 3}, {"order_id": "12345", "amount": 1, "any": "ab"},
-     {"order_id": "12345", "amount": 1, "any": "b"}, {"order_id": "12345", "amount": 1, "any": [1]},
-     {"order_id": "12345", "amount": 1, "any": None}, {"order_id": "12345", "amount": 1, "reason": "late"},
-     {"order_id": "12345", "amount": 1, "reason": "lost"}, {"order_id": "12345", "amount": 1, "reason": ["late"]},
-     {"order_id": "12345", "amount": 1, "address": {"country": "DE"}},
-     {"order_id": "12345", "amount": 1, "address": {"country": "de"}},
-     {"order_id": "12345", "amount": 1, "address": {"country": "DE", "line1": ""}},
-     {"order_id": "12345", "amount": 1, "address": {"line1": "x"}},
-     {"order_id": "12345", "amount": 1, "address": {"country": "DE", "zip": "1"}},
-     {"order_id": "12345", "amount": 1, "address": "DE"}, {"order_id": "12345", "amount": 1, "extra": 1}],
+    [
+        {"order_id": "12345", "amount": 10},
+        {"order_id": "12345", "amount": 0},
+        {"order_id": "12345", "amount": 500.0},
+        {"order_id": "12345", "amount": 500.5},
+        {"order_id": "12345\n", "amount": 1},
+        {"order_id": "1234", "amount": 1},
+        {"order_id": "١٢٣٤٥", "amount": 1},
+        {"order_id": 12345, "amount": 1},
+        {"order_id": "12345", "amount": True},
+        {"order_id": "12345", "amount": 1, "count": 1},
+        {"order_id": "12345", "amount": 1, "count": 10},
+        {"order_id": "12345", "amount": 1, "count": 2.0},
+        {"order_id": "12345", "amount": 1, "count": 2.5},
+        {"order_id": "12345", "amount": 1, "count": 0},
+        {"order_id": "12345", "amount": 1, "note": ""},
+        {"order_id": "12345", "amount": 1, "note": "abc"},
+        {"order_id": "12345", "amount": 1, "note": "abcd"},
+        {"order_id": "12345", "amount": 1, "note": "ééé"},
+        {"order_id": "12345", "amount": 1, "any": 1},
+        {"order_id": "12345", "amount": 1, "any": 3},
+        {"order_id": "12345", "amount": 1, "any": "ab"},
+        {"order_id": "12345", "amount": 1, "any": "b"},
+        {"order_id": "12345", "amount": 1, "any": [1]},
+        {"order_id": "12345", "amount": 1, "any": None},
+        {"order_id": "12345", "amount": 1, "reason": "late"},
+        {"order_id": "12345", "amount": 1, "reason": "lost"},
+        {"order_id": "12345", "amount": 1, "reason": ["late"]},
+        {"order_id": "12345", "amount": 1, "address": {"country": "DE"}},
+        {"order_id": "12345", "amount": 1, "address": {"country": "de"}},
+        {"order_id": "12345", "amount": 1, "address": {"country": "DE", "line1": ""}},
+        {"order_id": "12345", "amount": 1, "address": {"line1": "x"}},
+        {"order_id": "12345", "amount": 1, "address": {"country": "DE", "zip": "1"}},
+        {"order_id": "12345", "amount": 1, "address": "DE"},
+        {"order_id": "12345", "amount": 1, "extra": 1},
+    ],
 )
 def test_fast_schema_check_reads_patterns_lengths_bounds_and_nested_objects_as_jsonschema_does(instance):
     fast = _fast_check(BOUNDED)

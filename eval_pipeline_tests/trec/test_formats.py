@@ -20,7 +20,9 @@ from eval_pipeline.trec.trec_eval import evaluate
 
 
 def test_qrels_round_trip(tmp_path: Path):
-    qrels = pl.DataFrame({"query_id": ["rag-2", "rag-1", "rag-1"], "doc_id": ["d9", "policy/refunds-2025", "d3"], "grade": [-1, 2, 0]})
+    qrels = pl.DataFrame(
+        {"query_id": ["rag-2", "rag-1", "rag-1"], "doc_id": ["d9", "policy/refunds-2025", "d3"], "grade": [-1, 2, 0]}
+    )
     path = write_trec_qrels(qrels, tmp_path / "q.txt")
     # Sorted by query then doc, iteration column 0, negative grades kept.
     assert path.read_text().splitlines() == ["rag-1 0 d3 0", "rag-1 0 policy/refunds-2025 2", "rag-2 0 d9 -1"]

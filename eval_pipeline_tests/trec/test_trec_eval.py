@@ -33,11 +33,16 @@ def expected_lines(path: Path) -> dict[tuple[str, str], str]:
 @pytest.mark.parametrize(
     ("qrels_name", "expected_name", "level"), [("qrels.test", "out.test.aq", 1), ("qrels.rel_level", "out.test.aql", 2)]
 )
-def test_every_supported_measure_matches_trec_eval_per_query_and_all(trec_eval_dir: Path, qrels_name: str, expected_name: str, level: int):
+def test_every_supported_measure_matches_trec_eval_per_query_and_all(
+    trec_eval_dir: Path, qrels_name: str, expected_name: str, level: int
+):
     expected = expected_lines(trec_eval_dir / expected_name)
     measures = ["all_trec", "relstring.20"] if level == 2 else ["all_trec"]
     evaluation = evaluate(
-        read_trec_qrels(trec_eval_dir / qrels_name), read_trec_run(trec_eval_dir / "results.test"), level=level, measures=measures
+        read_trec_qrels(trec_eval_dir / qrels_name),
+        read_trec_run(trec_eval_dir / "results.test"),
+        level=level,
+        measures=measures,
     )
     ours = parse_lines(format_results(evaluation, per_query=True))
     # Every line trec_eval prints, we print identically, and no other.
@@ -52,7 +57,10 @@ def test_every_supported_measure_matches_trec_eval_per_query_and_all(trec_eval_d
 def test_values_match_to_four_decimals_when_parsed(trec_eval_dir: Path):
     expected = expected_lines(trec_eval_dir / "out.test.aql")
     evaluation = evaluate(
-        read_trec_qrels(trec_eval_dir / "qrels.rel_level"), read_trec_run(trec_eval_dir / "results.test"), level=2, measures=["all_trec"]
+        read_trec_qrels(trec_eval_dir / "qrels.rel_level"),
+        read_trec_run(trec_eval_dir / "results.test"),
+        level=2,
+        measures=["all_trec"],
     )
     values = evaluation.per_query.filter(pl.col("query_id") == "302").row(0, named=True)
     # ndcg_cut_10 of 302 at level 2 is 0.7530 in trec_eval's output; map 0.4175; P_5 0.8000.
@@ -102,7 +110,9 @@ def test_command_line_prints_trec_evals_lines_for_q_l_and_m(trec_eval_dir: Path)
 def test_unknown_measure_and_missing_file_exit_1(trec_eval_dir: Path, capsys: pytest.CaptureFixture[str]):
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())
-    args = parser.parse_args(["trec-eval", "-m", "bogus", str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")])
+    args = parser.parse_args(
+        ["trec-eval", "-m", "bogus", str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")]
+    )
     assert args.handler(args) == 1
     assert "unknown measure 'bogus'" in capsys.readouterr().err
     args = parser.parse_args(["trec-eval", str(trec_eval_dir / "nope.qrels"), str(trec_eval_dir / "results.test")])
@@ -147,7 +157,9 @@ def test_sliced_matching_gives_the_same_values(trec_eval_dir: Path, monkeypatch:
     ranked = run.sort(["query_id", "score", "doc_id"], descending=[False, True, True])
     for judged in (qrels, qrels.sort("query_id", descending=True), qrels.sample(fraction=1.0, shuffle=True, seed=9)):
         for variant in (run, ranked):
-            assert format_results(evaluate(judged, variant, level=2, measures=["all_trec"]), per_query=True) == reference
+            assert (
+                format_results(evaluate(judged, variant, level=2, measures=["all_trec"]), per_query=True) == reference
+            )
 
 
 def test_hash_collisions_never_pair_the_wrong_docs(trec_eval_dir: Path, monkeypatch: pytest.MonkeyPatch):
@@ -155,7 +167,11 @@ def test_hash_collisions_never_pair_the_wrong_docs(trec_eval_dir: Path, monkeypa
     run = read_trec_run(trec_eval_dir / "results.test")
     reference = format_results(evaluate(qrels, run, measures=["all_trec"]), per_query=True)
     # A join key that collides all the time (the doc id's length): the checks on the ids must still pair exactly.
-    monkeypatch.setattr(trec_eval, "pair_key", lambda query_id="query_id", doc_id="doc_id": pl.col(doc_id).str.len_bytes().cast(pl.UInt64))
+    monkeypatch.setattr(
+        trec_eval,
+        "pair_key",
+        lambda query_id="query_id", doc_id="doc_id": pl.col(doc_id).str.len_bytes().cast(pl.UInt64),
+    )
     shuffled = run.sample(fraction=1.0, shuffle=True, seed=4)
     for variant in (run, shuffled):  # sliced join over query blocks, and the single join
         assert format_results(evaluate(qrels, variant, measures=["all_trec"]), per_query=True) == reference
@@ -188,7 +204,13 @@ def test_no_relevant_doc_retrieved_gives_zero_recip_rank_not_infinity():
     qrels = read_trec_qrels("q1 0 a 1\nq1 0 b 0\n")
     run = read_trec_run("q1 Q0 b 1 0.9 t\nq1 Q0 x 2 0.5 t\n")
     evaluation = evaluate(qrels, run, measures=["recip_rank", "map", "ndcg_cut.5", "num_rel_ret"])
-    assert evaluation.per_query.row(0, named=True) == {"query_id": "q1", "num_rel_ret": 0, "map": 0.0, "recip_rank": 0.0, "ndcg_cut_5": 0.0}
+    assert evaluation.per_query.row(0, named=True) == {
+        "query_id": "q1",
+        "num_rel_ret": 0,
+        "map": 0.0,
+        "recip_rank": 0.0,
+        "ndcg_cut_5": 0.0,
+    }
 
 
 def test_gain_option_for_ndcg_cut():

@@ -53,7 +53,9 @@ def test_measure_parameters_match_trec_evals_test_file(trec_eval_dir: Path, caps
         "-q", "-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000", "-m", "Rprec_mult.5.0,0.2,0.35",
         "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75", "-mndcg.1=3,2=9,4=4.5", "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20",
     ]  # fmt: skip
-    status, out, err = run_cli([*options, str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")], capsys)
+    status, out, err = run_cli(
+        [*options, str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")], capsys
+    )
     assert status == 0, err
     lines = out.splitlines()
     assert len(lines) == 88
@@ -188,7 +190,9 @@ def test_max_docs_and_judged_only():
 def test_complete_counts_missing_queries_on_trec_evals_stand_in_ranking():
     qrels = read_trec_qrels(QRELS + "q2 0 z 1\n")
     measures = ["num_ret", "relstring", "utility.2,-1,0,0", "rbp_resid", "rbp_resid.p=0.5", "unj.5", "P.5"]
-    evaluation = evaluate(qrels, read_trec_run(RUN), measures=measures[:1] + measures[2:4] + measures[5:], complete=True)
+    evaluation = evaluate(
+        qrels, read_trec_run(RUN), measures=measures[:1] + measures[2:4] + measures[5:], complete=True
+    )
     q2 = evaluation.per_query.filter(pl.col("query_id") == "q2").row(0, named=True)
     # trec_eval ranks one outside doc for q2, then zeroes num_ret, unj and rbp_resid by name; utility with parameters
     # keeps 2*0 - 1*1 = -1.
@@ -218,11 +222,17 @@ def test_exact_halves_round_as_printf_rounds_the_double():
 
 def test_zscores_convert_every_value():
     zscores = read_trec_zscores("q1 P_2 0.25 0.5\nq1 map 0.5556 0\n")
-    evaluation = evaluate(read_trec_qrels(QRELS), read_trec_run(RUN), measures=["num_q", "P.2", "map", "recip_rank"], zscores=zscores)
+    evaluation = evaluate(
+        read_trec_qrels(QRELS), read_trec_run(RUN), measures=["num_q", "P.2", "map", "recip_rank"], zscores=zscores
+    )
     lines = format_results(evaluation, per_query=True)
     # P_2 = 0.5: (0.5 - 0.25) / 0.5; map has std_dev 0 and another mean: -1000000; recip_rank has no entry.
     # trec_eval prints "Z%-22s": the name padded to 22 after the Z.
-    assert lines[:3] == [f"Z{'map':<22}\tq1\t-1000000.0000", f"Z{'recip_rank':<22}\tq1\t-1000000.0000", f"Z{'P_2':<22}\tq1\t0.5000"]
+    assert lines[:3] == [
+        f"Z{'map':<22}\tq1\t-1000000.0000",
+        f"Z{'recip_rank':<22}\tq1\t-1000000.0000",
+        f"Z{'P_2':<22}\tq1\t0.5000",
+    ]
     assert lines[3] == f"Z{'num_q':<22}\tall\t1.0000"
 
 
@@ -297,7 +307,16 @@ def test_help_lists_every_option_and_measure():
         assert f"  {option}" in text, option
     for measure in TABLE:
         assert f"  {measure.name} " in text, measure.name
-    for words in ["qrels_jg", "all_trec", "official", "ndcg.1=0,2=3", "utility.2,-1,0,0", "set_F.0.5", "11pt_avg", "rbp.p=0.95"]:
+    for words in [
+        "qrels_jg",
+        "all_trec",
+        "official",
+        "ndcg.1=0,2=3",
+        "utility.2,-1,0,0",
+        "set_F.0.5",
+        "11pt_avg",
+        "rbp.p=0.95",
+    ]:
         assert words in text
     assert MEASURE_BY_NAME["relstring"].aggregate == "none"
 

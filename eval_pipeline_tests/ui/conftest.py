@@ -30,13 +30,22 @@ CANDIDATE_RUN_ID = "cand-42"
 RUN_IDS = (RUN_ID, CANDIDATE_RUN_ID)
 # Debian's chromium; Playwright drives it as is and never downloads a browser of its own.
 CHROMIUM = Path(os.environ.get("EVAL_PIPELINE_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SERVER_START_S = 150
 SERVER_STOP_S = 5
 UI_TIMEOUT_MS = 30_000
-WORKSPACE_QUERY = ("{ workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus "
-                   "locationOrLoadError { __typename ... on PythonError { message } } } } } }")
+WORKSPACE_QUERY = (
+    "{ workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus "
+    "locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+)
 
 
 @dataclass(frozen=True)
@@ -65,16 +74,21 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="session")
 def chromium() -> Path:
     """The system Chromium, or a skip that says how to install it."""
-    pytest.importorskip("playwright.sync_api", reason="the Python package playwright is not installed "
-                        "(pip install -e '.[test]'); the browser test needs it")
+    pytest.importorskip(
+        "playwright.sync_api",
+        reason="the Python package playwright is not installed (pip install -e '.[test]'); the browser test needs it",
+    )
     if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium; .ci/run does) "
-                    "or point EVAL_PIPELINE_CHROMIUM at a Chromium binary; `playwright install` is never used")
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install chromium; .ci/run does) "
+            "or point EVAL_PIPELINE_CHROMIUM at a Chromium binary; `playwright install` is never used"
+        )
     return CHROMIUM
 
 
 def _sample_with_the_runs(target: Path) -> Path:
     """A copy of data/ holding only the traces of RUN_IDS, so the new-batch sensor finds nothing to launch."""
+
     def ignore(folder: str, names: list[str]) -> list[str]:
         if Path(folder) == REPO_ROOT / "data" / "traces":
             return [name for name in names if name not in RUN_IDS]
@@ -108,8 +122,11 @@ def _location_loaded(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/server_info", timeout=5) as reply:
             json.load(reply)
-        request = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": WORKSPACE_QUERY}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{url}/graphql",
+            data=json.dumps({"query": WORKSPACE_QUERY}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=10) as reply:
             entries = json.load(reply)["data"]["workspaceOrError"]["locationEntries"]
     except (urllib.error.URLError, ConnectionError, TimeoutError, KeyError, TypeError, json.JSONDecodeError):
@@ -160,11 +177,16 @@ def _recorded(instance: dg.DagsterInstance) -> tuple[dict[tuple[str, str], bool]
     records = instance.event_log_storage.get_latest_asset_check_execution_by_key(list(graph.asset_check_keys))
     passed = {}
     for key, record in records.items():
-        evaluation = record.event.dagster_event.event_specific_data if record.event and record.event.dagster_event else None
+        evaluation = (
+            record.event.dagster_event.event_specific_data if record.event and record.event.dagster_event else None
+        )
         if evaluation is not None:
             passed[(key.asset_key.to_user_string(), key.name)] = evaluation.passed
-    materialized = frozenset(key.to_user_string() for key in graph.get_all_asset_keys()
-                             if instance.get_latest_materialization_event(key) is not None)
+    materialized = frozenset(
+        key.to_user_string()
+        for key in graph.get_all_asset_keys()
+        if instance.get_latest_materialization_event(key) is not None
+    )
     return passed, materialized
 
 
@@ -177,9 +199,14 @@ def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
     warehouse, reports, log = root / "warehouse", root / "reports", root / "dagster_dev.log"
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "DAGSTER_HOME": str(home), "EVAL_PIPELINE_DATA": str(data),
-           "EVAL_PIPELINE_WAREHOUSE": str(warehouse), "EVAL_PIPELINE_REPORTS": str(reports),
-           "EVAL_PIPELINE_DEID_DEMO": "1"}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "EVAL_PIPELINE_DATA": str(data),
+        "EVAL_PIPELINE_WAREHOUSE": str(warehouse),
+        "EVAL_PIPELINE_REPORTS": str(reports),
+        "EVAL_PIPELINE_DEID_DEMO": "1",
+    }
     server = None
     try:
         with pytest.MonkeyPatch.context() as patch:
@@ -191,17 +218,51 @@ def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
             with log.open("wb") as server_out:
                 # It boots while the run is evaluated; the pages are opened only after the run is recorded.
                 server = subprocess.Popen(
-                    [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                    cwd=REPO_ROOT, env=env, stdout=server_out, stderr=subprocess.STDOUT, start_new_session=True)
+                    [
+                        sys.executable,
+                        "-m",
+                        "dagster",
+                        "dev",
+                        "-w",
+                        "workspace.yaml",
+                        "-h",
+                        "127.0.0.1",
+                        "-p",
+                        str(port),
+                    ],
+                    cwd=REPO_ROOT,
+                    env=env,
+                    stdout=server_out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             summary = io.StringIO()
-            code = run_pipeline(data=str(data), run_ids=list(RUN_IDS), warehouse=str(warehouse), reports=str(reports),
-                                deid_demo=True, quiet=True, instance=instance, stream=summary)
+            code = run_pipeline(
+                data=str(data),
+                run_ids=list(RUN_IDS),
+                warehouse=str(warehouse),
+                reports=str(reports),
+                deid_demo=True,
+                quiet=True,
+                instance=instance,
+                stream=summary,
+            )
             checks, materialized = _recorded(instance)
             dagster_runs = {run.tags.get("dagster/partition"): run.run_id for run in instance.get_runs()}
             instance.dispose()
         _wait_until_serving(server, url, log)
-        yield UiRun(url=url, run_id=RUN_ID, candidate_run_id=CANDIDATE_RUN_ID, reports=reports, pipeline_exit=code, pipeline_summary=summary.getvalue(),
-                    check_passed=checks, materialized=materialized, server_log=log, dagster_runs=dagster_runs)
+        yield UiRun(
+            url=url,
+            run_id=RUN_ID,
+            candidate_run_id=CANDIDATE_RUN_ID,
+            reports=reports,
+            pipeline_exit=code,
+            pipeline_summary=summary.getvalue(),
+            check_passed=checks,
+            materialized=materialized,
+            server_log=log,
+            dagster_runs=dagster_runs,
+        )
     finally:
         if server is not None:
             _stop(server)
@@ -214,8 +275,9 @@ def browser_context(chromium):
 
     expect.set_options(timeout=UI_TIMEOUT_MS)
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS,
-                                              timeout=60_000)
+        launched = playwright.chromium.launch(
+            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS, timeout=60_000
+        )
         context = launched.new_context(viewport={"width": 1600, "height": 1000})
         context.set_default_timeout(UI_TIMEOUT_MS)
         yield context

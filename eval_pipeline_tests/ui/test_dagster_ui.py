@@ -4,8 +4,10 @@ import re
 
 import pytest
 
-expect = pytest.importorskip("playwright.sync_api", reason="the Python package playwright is not installed "
-                             "(pip install -e '.[test]'); the browser test needs it").expect
+expect = pytest.importorskip(
+    "playwright.sync_api",
+    reason="the Python package playwright is not installed (pip install -e '.[test]'); the browser test needs it",
+).expect
 
 pytestmark = pytest.mark.integration
 
@@ -15,13 +17,18 @@ GROUPS = ("ingestion", "deidentification", "retrieval", "generation", "agent", "
 # Per lane group: its scores table, whose node the group's graph shows on opening, and every asset the group lists.
 LANE_GROUPS = {
     "retrieval": ("retrieval_scores", ("context_scores", "judging_queue", "qrels", "retrieval_scores")),
-    "generation": ("grounding_scores", ("answer_scores", "citation_scores", "claims", "grounding_scores",
-                                        "judge_calibration", "review_queue")),
+    "generation": (
+        "grounding_scores",
+        ("answer_scores", "citation_scores", "claims", "grounding_scores", "judge_calibration", "review_queue"),
+    ),
     "agent": ("tool_scores", ("outcome_scores", "tool_call_diffs", "tool_scores")),
 }
 # Both lanes' attribution assets, as the catalog writes a two-part key.
-ATTRIBUTION_ASSETS = tuple(f"{lane} / {lane}_{name}" for lane in ("agent", "rag") for name in
-                           ("attribution", "attribution_rollup", "quarantine", "reliability", "report", "stage_results"))
+ATTRIBUTION_ASSETS = tuple(
+    f"{lane} / {lane}_{name}"
+    for lane in ("agent", "rag")
+    for name in ("attribution", "attribution_rollup", "quarantine", "reliability", "report", "stage_results")
+)
 # The checks every lane table carries, blocking, ERROR severity.
 LANE_TABLE_CHECKS = ("complete", "no_personal_data", "schema", "value_ranges")
 REPORT_TITLES = {"rag": "RAG lane report — run {run}", "agent": "Agent lane report — run {run}"}
@@ -73,8 +80,9 @@ def test_a_lane_tables_checks_render_with_the_recorded_outcome(page, ui_run, ass
     page.get_by_title("value_ranges", exact=True).click()
     expect(page).to_have_url(re.compile(r"checkDetail=value_ranges"))
     expect(page.get_by_text("Evaluation result", exact=True)).to_be_visible()
-    expect(page.get_by_text("Passed" if ui_run.check_passed[(asset, "value_ranges")] else "Failed", exact=True).last
-           ).to_be_visible()
+    expect(
+        page.get_by_text("Passed" if ui_run.check_passed[(asset, "value_ranges")] else "Failed", exact=True).last
+    ).to_be_visible()
     expect(page.get_by_text(f"{asset}.value_ranges", exact=True)).to_be_visible()
 
 
@@ -84,7 +92,8 @@ def test_a_lane_reports_markdown_metadata_renders(page, ui_run, lane):
     run = ui_run.candidate_run_id
     assert f"{lane}/{lane}_report" in ui_run.materialized, (
         f"{lane}/{lane}_report of {run} was never materialized, so the UI has no report to show; run exit "
-        f"{ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}")
+        f"{ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}"
+    )
     markdown = ui_run.reports / run / f"{lane}.md"
     sections = [line[3:] for line in markdown.read_text().splitlines() if line.startswith("## ")]
     assert "First failing stage (Pareto)" in sections
@@ -104,7 +113,8 @@ def test_a_lane_reports_markdown_metadata_renders(page, ui_run, lane):
 def test_the_candidates_blocked_release_is_a_failed_check_with_the_gates_and_cases(page, ui_run, asset):
     run = ui_run.candidate_run_id
     assert ui_run.check_passed.get((asset, "release_is_not_blocked")) is False, (
-        f"the release check of {run} did not fail; run exit {ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}")
+        f"the release check of {run} did not fail; run exit {ui_run.pipeline_exit}:\n{ui_run.pipeline_summary}"
+    )
     page.goto(f"{ui_run.url}/assets/{asset}?view=checks")
     entry = page.locator("span", has=page.get_by_title("release_is_not_blocked", exact=True))
     expect(entry).to_contain_text("Failed")

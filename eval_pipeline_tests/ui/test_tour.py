@@ -7,8 +7,10 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-expect = pytest.importorskip("playwright.sync_api", reason="the Python package playwright is not installed "
-                             "(pip install -e '.[test]'); the browser test needs it").expect
+expect = pytest.importorskip(
+    "playwright.sync_api",
+    reason="the Python package playwright is not installed (pip install -e '.[test]'); the browser test needs it",
+).expect
 
 pytestmark = pytest.mark.integration
 

@@ -133,8 +133,14 @@ def _execute(instance, run_id: str, selection=None, *, run_config: dict, reconst
     import dagster as dg
 
     started = time.perf_counter()
-    with dg.execute_job(reconstructable, instance=instance, run_config=run_config, raise_on_error=False,
-                        tags={"dagster/partition": run_id}, asset_selection=selection) as result:
+    with dg.execute_job(
+        reconstructable,
+        instance=instance,
+        run_config=run_config,
+        raise_on_error=False,
+        tags={"dagster/partition": run_id},
+        asset_selection=selection,
+    ) as result:
         outcome = Outcome(result.success, result.run_id, _judge_calls(result.all_events))
     return outcome, time.perf_counter() - started
 
@@ -160,8 +166,8 @@ def celery_placement(instance, dagster_run_ids: list[str]) -> dict[str, dict]:
 def celery_cluster(work: Path, workers: int):
     """A PostgreSQL instance, a Redis broker and `workers` Celery workers on loopback for one measurement."""
     import dagster as dg
-    import eval_pipeline
 
+    import eval_pipeline
     from eval_pipeline_harness.loopback_services import celery_workers, postgres_server, redis_server
 
     deploy = Path(eval_pipeline.__file__).resolve().parents[1] / "deploy"
@@ -207,7 +213,9 @@ def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instanc
     )
 
     run_id = list_runs(open_location(data))[0]
-    config = EvalConfig(data_root=str(data), warehouse_root=str(work / "warehouse"), reports_root=str(work / "reports"), deid_demo=True)
+    config = EvalConfig(
+        data_root=str(data), warehouse_root=str(work / "warehouse"), reports_root=str(work / "reports"), deid_demo=True
+    )
     job = evaluate_run_job
     if executor == "celery":
         execution, job = celery_execution(), evaluate_run_celery_job
@@ -218,10 +226,17 @@ def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instanc
     else:
         instance, execution = dg.DagsterInstance.ephemeral(), IN_PROCESS_EXECUTION
     # as `eval-pipeline run` executes a run (execute_in_process would keep every step's output in memory)
-    options = {"run_config": {"execution": execution, **resources_run_config(config, judge_config_from_env())},
-               "reconstructable": dg.reconstructable(job)}
+    options = {
+        "run_config": {"execution": execution, **resources_run_config(config, judge_config_from_env())},
+        "reconstructable": dg.reconstructable(job),
+    }
     instance.add_dynamic_partitions(runs_partitions.name, [run_id])
-    traces = sum(1 for name in os.listdir(data / "traces" / run_id) if name.endswith(".jsonl") for _ in open(data / "traces" / run_id / name, "rb"))
+    traces = sum(
+        1
+        for name in os.listdir(data / "traces" / run_id)
+        if name.endswith(".jsonl")
+        for _ in open(data / "traces" / run_id / name, "rb")
+    )
 
     warm_up_in_background()
     memory = MemorySampler()
@@ -229,14 +244,25 @@ def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instanc
     windows = step_windows(instance, full.run_id)
     peak_after_full = _peak_rss_mib()
     # The judge step again over unchanged inputs: every verdict should come from the store, none from the judge.
-    again, again_seconds = _execute(instance, run_id, [dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")],
-                                   **options)
+    again, again_seconds = _execute(
+        instance, run_id, [dg.AssetKey(k) for k in ("claims", "citation_scores", "judge_verdicts")], **options
+    )
 
     labels = data / "labels" / "qrels" / "bench-bump.jsonl"
     cases = next((data / "cases").iterdir())
     first_case = json.loads(next(open(next(cases.glob("*.jsonl")), encoding="utf-8")))
-    labels.write_text(json.dumps({"query_id": first_case["case_id"], "doc_id": "bench/extra-doc", "grade": 1,
-                                  "source": "human", "annotator": "bench"}) + "\n")
+    labels.write_text(
+        json.dumps(
+            {
+                "query_id": first_case["case_id"],
+                "doc_id": "bench/extra-doc",
+                "grade": 1,
+                "source": "human",
+                "annotator": "bench",
+            }
+        )
+        + "\n"
+    )
     try:
         selection = list(QRELS_RESCORE.resolve(all_assets()))
         rescore, rescore_seconds = _execute(instance, run_id, selection, **options)
@@ -251,14 +277,17 @@ def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instanc
         "rescore_seconds": round(rescore_seconds, 2),
         "rescore_share": round(rescore_seconds / full_seconds, 3),
         "executor": {"in_process": executor, "celery": f"celery ({max_concurrent} workers, one process each)"}.get(
-            executor, f"{executor} ({max_concurrent} at a time)"),
+            executor, f"{executor} ({max_concurrent} at a time)"
+        ),
         "workers": celery_placement(instance, [full.run_id]) if executor == "celery" else None,
         "judge_calls": full.judge_calls,
         "judge_calls_again": again.judge_calls,
         "judge_again_seconds": round(again_seconds, 2),
         "peak_rss_mib": round(max(peak_after_full, _peak_rss_mib()), 1),
         "peak_tree_pss_mib": round(memory.peak(), 1),
-        "steps": {k: round(end - start, 2) for k, (start, end) in sorted(windows.items(), key=lambda kv: kv[1][0] - kv[1][1])},
+        "steps": {
+            k: round(end - start, 2) for k, (start, end) in sorted(windows.items(), key=lambda kv: kv[1][0] - kv[1][1])
+        },
         "step_peak_pss_mib": {k: round(memory.peak_between(*window) or 0, 1) for k, window in windows.items()},
     }
 
@@ -276,7 +305,9 @@ def _generate(out: Path, n: int, seed: int) -> float:
     return write_synthetic(out, n, seed=seed, progress=sys.stderr).seconds
 
 
-def bench(sizes: list[int], out: Path, seed: int = 7, executor: str = "in_process", max_concurrent: int = 2) -> list[dict]:
+def bench(
+    sizes: list[int], out: Path, seed: int = 7, executor: str = "in_process", max_concurrent: int = 2
+) -> list[dict]:
     """One fresh process per size (so peak memory is that size's alone); results as dicts."""
     results = []
     for n in sizes:
@@ -286,8 +317,24 @@ def bench(sizes: list[int], out: Path, seed: int = 7, executor: str = "in_proces
             subprocess.run(["rm", "-rf", str(work)], check=True)
         work.mkdir(parents=True)
         print(f"bench: {n} traces (generated in {generated:.1f}s) ...", file=sys.stderr)
-        child = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.bench", "_child", "--data", str(data), "--work", str(work),
-                                "--executor", executor, "--max-concurrent", str(max_concurrent)], capture_output=True, text=True)
+        child = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "eval_pipeline_harness.bench",
+                "_child",
+                "--data",
+                str(data),
+                "--work",
+                str(work),
+                "--executor",
+                executor,
+                "--max-concurrent",
+                str(max_concurrent),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if child.returncode != 0:
             raise RuntimeError(f"bench child for {n} traces failed:\n{child.stderr[-3000:]}")
         result = json.loads(child.stdout.strip().splitlines()[-1])
@@ -297,36 +344,57 @@ def bench(sizes: list[int], out: Path, seed: int = 7, executor: str = "in_proces
 
 
 def format_row(r: dict) -> str:
-    return (f"{r['traces']:>9} traces  {r['full_seconds']:>8.1f} s  {r['traces_per_second']:>9.0f} traces/s  "
-            f"re-score {r['rescore_seconds']:>6.1f} s ({r['rescore_share']:.0%})  judge calls {r['judge_calls']} then "
-            f"{r['judge_calls_again']}  peak {r['peak_tree_pss_mib'] / 1024:.2f} GiB"
-            f"  {'ok' if r['success'] else 'FAILED'}")
+    return (
+        f"{r['traces']:>9} traces  {r['full_seconds']:>8.1f} s  {r['traces_per_second']:>9.0f} traces/s  "
+        f"re-score {r['rescore_seconds']:>6.1f} s ({r['rescore_share']:.0%})  judge calls {r['judge_calls']} then "
+        f"{r['judge_calls_again']}  peak {r['peak_tree_pss_mib'] / 1024:.2f} GiB"
+        f"  {'ok' if r['success'] else 'FAILED'}"
+    )
 
 
 def markdown(results: list[dict]) -> str:
     """The results as the README's table, plus the slowest steps of the largest size."""
-    lines = ["| traces | wall s | traces/s | re-score after qrels bump s (share) | judge calls, first run | "
-             "judge calls, unchanged rerun (s) | peak memory GiB |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| traces | wall s | traces/s | re-score after qrels bump s (share) | judge calls, first run | "
+        "judge calls, unchanged rerun (s) | peak memory GiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         # a failed run has no claims step, so no judge count: shown as such, not as zero
-        calls, again = (f"{n:,}" if n is not None else "none (failed)" for n in (r["judge_calls"], r["judge_calls_again"]))
-        lines.append(f"| {r['traces']:,} | {r['full_seconds']:.1f} | {r['traces_per_second']:,.0f} | "
-                     f"{r['rescore_seconds']:.1f} ({r['rescore_share']:.0%}) | {calls} | "
-                     f"{again} ({r['judge_again_seconds']:.1f}) | {r['peak_tree_pss_mib'] / 1024:.2f} |")
+        calls, again = (
+            f"{n:,}" if n is not None else "none (failed)" for n in (r["judge_calls"], r["judge_calls_again"])
+        )
+        lines.append(
+            f"| {r['traces']:,} | {r['full_seconds']:.1f} | {r['traces_per_second']:,.0f} | "
+            f"{r['rescore_seconds']:.1f} ({r['rescore_share']:.0%}) | {calls} | "
+            f"{again} ({r['judge_again_seconds']:.1f}) | {r['peak_tree_pss_mib'] / 1024:.2f} |"
+        )
     sizes = [f"{r['traces']:,}" for r in results]
-    lines += ["", "Seconds per step, then traces/s and peak memory during the step (RSS of the bench process + PSS of its "
-              "children) at the largest size, slowest first:", "",
-              "| step | " + " | ".join(f"s at {n}" for n in sizes) + " | traces/s | peak memory GiB |",
-              "|---|" + "---:|" * (len(results) + 2)]
+    lines += [
+        "",
+        "Seconds per step, then traces/s and peak memory during the step (RSS of the bench process + PSS of its "
+        "children) at the largest size, slowest first:",
+        "",
+        "| step | " + " | ".join(f"s at {n}" for n in sizes) + " | traces/s | peak memory GiB |",
+        "|---|" + "---:|" * (len(results) + 2),
+    ]
     largest = results[-1]
     for step, seconds in largest["steps"].items():
         cells = " | ".join(f"{r['steps'][step]:.2f}" if step in r["steps"] else "" for r in results)
         peak = largest.get("step_peak_pss_mib", {}).get(step, 0) / 1024
         lines.append(f"| {step} | {cells} | {largest['traces'] / seconds if seconds else 0:,.0f} | {peak:.2f} |")
     if largest.get("workers"):
-        lines += ["", f"Steps of the full run per Celery worker at {largest['traces']:,} traces:", "",
-                  "| worker | steps | step seconds |", "|---|---:|---:|"]
-        lines += [f"| {name} | {share['steps']} | {share['step_seconds']:.1f} |" for name, share in sorted(largest["workers"].items())]
+        lines += [
+            "",
+            f"Steps of the full run per Celery worker at {largest['traces']:,} traces:",
+            "",
+            "| worker | steps | step seconds |",
+            "|---|---:|---:|",
+        ]
+        lines += [
+            f"| {name} | {share['steps']} | {share['step_seconds']:.1f} |"
+            for name, share in sorted(largest["workers"].items())
+        ]
     return "\n".join(lines)
 
 
@@ -341,20 +409,39 @@ def register(sub) -> None:
         "judge calls of the first run and of the rerun, peak memory (RSS of the bench process plus PSS of every process "
         "it started, sampled) and the seconds and peak memory of every step. Results also go to OUT/bench-results.json.",
     )
-    parser.add_argument("--traces", type=int, action="append", required=True, metavar="N",
-                        help="batch size (repeatable: --traces 10000 --traces 100000)")
+    parser.add_argument(
+        "--traces",
+        type=int,
+        action="append",
+        required=True,
+        metavar="N",
+        help="batch size (repeatable: --traces 10000 --traces 100000)",
+    )
     parser.add_argument("--out", default=".bench", help="folder for generated batches and warehouses (default .bench)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--executor", choices=("in_process", "multiprocess", "celery"), default="in_process",
-                        help="Dagster executor: in_process (one process, default); multiprocess (a process per step, "
-                        "--max-concurrent at a time: each step's memory is returned when it ends); celery (every step a "
-                        "task for --max-concurrent Celery workers of one process each, with a PostgreSQL instance and a "
-                        "Redis broker the bench starts on loopback: needs initdb/pg_ctl and redis-server, see "
-                        "scripts/services.sh, and pip install 'eval-pipeline[celery]')")
-    parser.add_argument("--max-concurrent", type=int, default=2, metavar="N",
-                        help="steps run at once by the multiprocess executor, or Celery workers (default 2; 1 gives the "
-                        "lowest peak memory)")
-    parser.add_argument("--json", action="store_true", help="print the raw results as JSON (they are also written to OUT/bench-results.json)")
+    parser.add_argument(
+        "--executor",
+        choices=("in_process", "multiprocess", "celery"),
+        default="in_process",
+        help="Dagster executor: in_process (one process, default); multiprocess (a process per step, "
+        "--max-concurrent at a time: each step's memory is returned when it ends); celery (every step a "
+        "task for --max-concurrent Celery workers of one process each, with a PostgreSQL instance and a "
+        "Redis broker the bench starts on loopback: needs initdb/pg_ctl and redis-server, see "
+        "scripts/services.sh, and pip install 'eval-pipeline[celery]')",
+    )
+    parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=2,
+        metavar="N",
+        help="steps run at once by the multiprocess executor, or Celery workers (default 2; 1 gives the "
+        "lowest peak memory)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the raw results as JSON (they are also written to OUT/bench-results.json)",
+    )
     parser.set_defaults(handler=_cmd_bench)
 
 

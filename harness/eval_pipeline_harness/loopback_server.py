@@ -62,7 +62,9 @@ def user_payload(body: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def canned_responder(verdicts: dict[str, dict[str, Any]] | None = None, preferences: dict[str, str] | None = None) -> Responder:
+def canned_responder(
+    verdicts: dict[str, dict[str, Any]] | None = None, preferences: dict[str, str] | None = None
+) -> Responder:
     """A responder answering claims from `verdicts` (claim text → reply object) and pairs from `preferences`.
 
     An unknown claim is NOT_IN_EVIDENCE with no quote; an unknown pair (keyed by answer_a) is a tie.
@@ -86,9 +88,19 @@ def quoting_responder(body: dict[str, Any]) -> dict[str, Any]:
     payload = user_payload(body)
     evidence = payload.get("evidence") or []
     if not evidence:
-        return {"claim": payload.get("claim", ""), "verdict": "NOT_IN_EVIDENCE", "evidence_quote": None, "evidence_doc_id": None}
+        return {
+            "claim": payload.get("claim", ""),
+            "verdict": "NOT_IN_EVIDENCE",
+            "evidence_quote": None,
+            "evidence_doc_id": None,
+        }
     first = evidence[0]
-    return {"claim": payload.get("claim", ""), "verdict": "SUPPORTED", "evidence_quote": first.get("text"), "evidence_doc_id": first.get("doc_id")}
+    return {
+        "claim": payload.get("claim", ""),
+        "verdict": "SUPPORTED",
+        "evidence_quote": first.get("text"),
+        "evidence_doc_id": first.get("doc_id"),
+    }
 
 
 def _tokens(text: str) -> int:
@@ -187,7 +199,9 @@ def _handler_for(state: _State) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             return self.rfile.read(length) if length else b""
 
-        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> None:
+        def _send(
+            self, status: int, payload: Any, headers: dict[str, str] | None = None, raw: bytes | None = None
+        ) -> None:
             data = raw if raw is not None else json.dumps(payload).encode("utf-8")
             try:
                 self.send_response(status)
@@ -246,7 +260,9 @@ def _handler_for(state: _State) -> type[BaseHTTPRequestHandler]:
             if fault is not None and fault.kind == "http":
                 headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
                 self._record(body, fault.status, received_at)
-                self._send(fault.status, {"error": {"message": f"injected HTTP {fault.status}", "type": "injected"}}, headers)
+                self._send(
+                    fault.status, {"error": {"message": f"injected HTTP {fault.status}", "type": "injected"}}, headers
+                )
                 return
             if fault is not None and fault.kind == "timeout":
                 time.sleep(fault.delay_s)
@@ -286,19 +302,35 @@ def _handler_for(state: _State) -> type[BaseHTTPRequestHandler]:
             for line in lines:
                 reply = state.responder(line["body"])
                 content = reply if isinstance(reply, str) else json.dumps(reply)
-                out.append({"id": self._next_id("batch_req"), "custom_id": line["custom_id"],
-                            "response": {"status_code": 200, "request_id": self._next_id("req"),
-                                         "body": completion(line["body"], content, self._next_id("chatcmpl"))},
-                            "error": None})
+                out.append(
+                    {
+                        "id": self._next_id("batch_req"),
+                        "custom_id": line["custom_id"],
+                        "response": {
+                            "status_code": 200,
+                            "request_id": self._next_id("req"),
+                            "body": completion(line["body"], content, self._next_id("chatcmpl")),
+                        },
+                        "error": None,
+                    }
+                )
             output_id = self._next_id("file")
             with state.lock:
                 state.files[output_id] = ("batch_output.jsonl", ("\n".join(json.dumps(o) for o in out) + "\n").encode())
                 state.batches[batch_id] = {
-                    "id": batch_id, "object": "batch", "endpoint": body.get("endpoint"), "errors": None,
-                    "input_file_id": body["input_file_id"], "completion_window": body.get("completion_window", "24h"),
-                    "status": "in_progress", "output_file_id": None, "error_file_id": None,
-                    "created_at": int(time.time()), "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
-                    "metadata": body.get("metadata"), "_output": output_id,
+                    "id": batch_id,
+                    "object": "batch",
+                    "endpoint": body.get("endpoint"),
+                    "errors": None,
+                    "input_file_id": body["input_file_id"],
+                    "completion_window": body.get("completion_window", "24h"),
+                    "status": "in_progress",
+                    "output_file_id": None,
+                    "error_file_id": None,
+                    "created_at": int(time.time()),
+                    "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+                    "metadata": body.get("metadata"),
+                    "_output": output_id,
                 }
                 state.polls[batch_id] = 0
             self._record(body, 200, received_at)
@@ -310,8 +342,11 @@ def _handler_for(state: _State) -> type[BaseHTTPRequestHandler]:
                 batch = state.batches[batch_id]
                 if state.polls[batch_id] >= state.batch_polls:
                     total = batch["request_counts"]["total"]
-                    batch.update(status="completed", output_file_id=batch["_output"],
-                                 request_counts={"total": total, "completed": total, "failed": 0})
+                    batch.update(
+                        status="completed",
+                        output_file_id=batch["_output"],
+                        request_counts={"total": total, "completed": total, "failed": 0},
+                    )
                 return _public(batch)
 
     return Handler
@@ -332,8 +367,15 @@ def completion(body: dict[str, Any], content: str, completion_id: str) -> dict[s
 
 
 def _file_object(file_id: str, filename: str, size: int, purpose: str) -> dict[str, Any]:
-    return {"id": file_id, "object": "file", "bytes": size, "created_at": int(time.time()), "filename": filename,
-            "purpose": purpose, "status": "processed"}
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": size,
+        "created_at": int(time.time()),
+        "filename": filename,
+        "purpose": purpose,
+        "status": "processed",
+    }
 
 
 def _public(batch: dict[str, Any]) -> dict[str, Any]:
@@ -344,12 +386,20 @@ def main(argv: list[str] | None = None) -> int:
     """Serve on 127.0.0.1 until interrupted, printing the base_url first (for benchmarks in another process)."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="OpenAI-compatible loopback server for judge tests and benchmarks (127.0.0.1 only).")
+    parser = argparse.ArgumentParser(
+        description="OpenAI-compatible loopback server for judge tests and benchmarks (127.0.0.1 only)."
+    )
     parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed delay before every chat completion reply")
-    parser.add_argument("--responder", choices=("quoting", "canned"), default="quoting",
-                        help="quoting: SUPPORTED quoting the first evidence chunk; canned: NOT_IN_EVIDENCE for every claim")
+    parser.add_argument(
+        "--responder",
+        choices=("quoting", "canned"),
+        default="quoting",
+        help="quoting: SUPPORTED quoting the first evidence chunk; canned: NOT_IN_EVIDENCE for every claim",
+    )
     args = parser.parse_args(argv)
-    server = LoopbackServer(quoting_responder if args.responder == "quoting" else canned_responder(), latency_s=args.latency_ms / 1000)
+    server = LoopbackServer(
+        quoting_responder if args.responder == "quoting" else canned_responder(), latency_s=args.latency_ms / 1000
+    )
     server.start()
     print(server.base_url, flush=True)
     try:

@@ -82,15 +82,21 @@ class PostgresServer:
 
     def env(self) -> dict[str, str]:
         """The variables deploy/postgres/dagster.yaml reads."""
-        return {"DAGSTER_PG_HOST": self.host, "DAGSTER_PG_PORT": str(self.port), "DAGSTER_PG_USER": self.user,
-                "DAGSTER_PG_PASSWORD": self.password, "DAGSTER_PG_DB": self.db_name}
+        return {
+            "DAGSTER_PG_HOST": self.host,
+            "DAGSTER_PG_PORT": str(self.port),
+            "DAGSTER_PG_USER": self.user,
+            "DAGSTER_PG_PASSWORD": self.password,
+            "DAGSTER_PG_DB": self.db_name,
+        }
 
     def connect(self, db_name: str | None = None):
         """A psycopg2 connection to the instance database, or to `db_name` (autocommit)."""
         import psycopg2
 
-        connection = psycopg2.connect(host=self.host, port=self.port, user=self.user, password=self.password,
-                                      dbname=db_name or self.db_name)
+        connection = psycopg2.connect(
+            host=self.host, port=self.port, user=self.user, password=self.password, dbname=db_name or self.db_name
+        )
         connection.autocommit = True
         return connection
 
@@ -116,8 +122,12 @@ def _server_account() -> tuple[list[str], int | None]:
     try:
         account = pwd.getpwnam("postgres")
     except KeyError:
-        raise Missing("running as root and no `postgres` account to run the server as (apt-get install postgresql)") from None
-    runuser = shutil.which("runuser") or next((p for p in ("/usr/sbin/runuser", "/sbin/runuser") if os.path.exists(p)), None)
+        raise Missing(
+            "running as root and no `postgres` account to run the server as (apt-get install postgresql)"
+        ) from None
+    runuser = shutil.which("runuser") or next(
+        (p for p in ("/usr/sbin/runuser", "/sbin/runuser") if os.path.exists(p)), None
+    )
     if runuser is None:
         raise Missing("running as root and runuser (util-linux) is missing, so PostgreSQL cannot be started")
     return [runuser, "-u", "postgres", "--"], account.pw_uid
@@ -129,11 +139,15 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         import psycopg2  # noqa: F401
     except ImportError:
-        raise Missing("psycopg2 is not installed (a dependency of dagster-postgres: pip install 'dagster-postgres')") from None
+        raise Missing(
+            "psycopg2 is not installed (a dependency of dagster-postgres: pip install 'dagster-postgres')"
+        ) from None
     bindir = postgres_bindir()
     if bindir is None:
-        raise Missing("PostgreSQL server binaries (initdb, pg_ctl) not found; on Debian: bash scripts/services.sh "
-                      "(apt-get install postgresql)")
+        raise Missing(
+            "PostgreSQL server binaries (initdb, pg_ctl) not found; on Debian: bash scripts/services.sh "
+            "(apt-get install postgresql)"
+        )
     prefix, owner = _server_account()
     # The server account must reach its folder, so not under a private (0700) temporary root.
     base = Path(tempfile.mkdtemp(prefix="evalpg-"))
@@ -149,22 +163,39 @@ def postgres_server() -> Iterator[PostgresServer]:
         return subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=120, cwd=base)
 
     try:
-        init = run(str(bindir / "initdb"), "-D", str(data), "-U", "evaluser", f"--pwfile={base / 'pwfile'}",
-                   "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync")
+        init = run(
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "evaluser",
+            f"--pwfile={base / 'pwfile'}",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         if init.returncode != 0:
             raise StartFailed(f"initdb failed: {init.stdout}{init.stderr}")
         started = None
         for _ in range(3):
             port = free_port()
             # Durability is irrelevant for a throwaway cluster; without fsync it starts and commits faster.
-            options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c fsync=off "
-                       "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
-            started = run(str(bindir / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(data), "-l", str(log), "-o", options)
+            options = (
+                f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+            )
+            started = run(
+                str(bindir / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(data), "-l", str(log), "-o", options
+            )
             if started.returncode == 0:
                 break
         if started is None or started.returncode != 0:
             detail = log.read_text() if log.exists() else ""
-            raise StartFailed(f"pg_ctl start failed: {started.stdout if started else ''}{started.stderr if started else ''}{detail}")
+            raise StartFailed(
+                f"pg_ctl start failed: {started.stdout if started else ''}{started.stderr if started else ''}{detail}"
+            )
         try:
             server = PostgresServer(host="127.0.0.1", port=port, user="evaluser", password=password, db_name="postgres")
             yield server.new_database("dagster")
@@ -201,8 +232,24 @@ def redis_server(log: Path) -> Iterator[RedisServer]:
     for _ in range(3):
         port = free_port()
         with log.open("ab") as sink:
-            process = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-                                        "--protected-mode", "yes"], stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                [
+                    binary,
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--protected-mode",
+                    "yes",
+                ],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         if listening(port, process, timeout=20):
             break
         stop_group(process)
@@ -233,8 +280,14 @@ def _venv_bin() -> str:
 
 
 @contextmanager
-def celery_workers(names: list[str], env: Mapping[str, str], config_yaml: Path, logs: Path,
-                   processes_per_worker: int = 1, timeout: float = 120) -> Iterator[list[CeleryWorker]]:
+def celery_workers(
+    names: list[str],
+    env: Mapping[str, str],
+    config_yaml: Path,
+    logs: Path,
+    processes_per_worker: int = 1,
+    timeout: float = 120,
+) -> Iterator[list[CeleryWorker]]:
     """Start one `dagster-celery worker start` per name (Dagster's own worker entry point), wait until each is ready."""
     try:
         import dagster_celery  # noqa: F401
@@ -248,15 +301,35 @@ def celery_workers(names: list[str], env: Mapping[str, str], config_yaml: Path, 
             log = logs / f"celery-{name}.log"
             with log.open("ab") as sink:
                 process = subprocess.Popen(
-                    [os.path.join(_venv_bin(), "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
-                     "-y", str(config_yaml), "-n", name, "-l", "INFO", "--", "-c", str(processes_per_worker)],
-                    stdout=sink, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+                    [
+                        os.path.join(_venv_bin(), "dagster-celery"),
+                        "worker",
+                        "start",
+                        "-A",
+                        "dagster_celery.app",
+                        "-y",
+                        str(config_yaml),
+                        "-n",
+                        name,
+                        "-l",
+                        "INFO",
+                        "--",
+                        "-c",
+                        str(processes_per_worker),
+                    ],
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    env=environment,
+                    start_new_session=True,
+                )
             workers.append(CeleryWorker(name, process, log))
         deadline = time.monotonic() + timeout
         for worker in workers:
             while " ready." not in worker.log.read_text(errors="replace"):
                 if worker.process.poll() is not None or time.monotonic() > deadline:
-                    raise StartFailed(f"Celery worker {worker.name} did not become ready:\n{worker.log.read_text()[-3000:]}")
+                    raise StartFailed(
+                        f"Celery worker {worker.name} did not become ready:\n{worker.log.read_text()[-3000:]}"
+                    )
                 time.sleep(0.3)
         yield workers
     finally:
@@ -265,17 +338,21 @@ def celery_workers(names: list[str], env: Mapping[str, str], config_yaml: Path, 
 
 
 @contextmanager
-def background(command: list[str], env: Mapping[str, str], cwd: Path, log: Path, port: int | None = None,
-               timeout: float = 120) -> Iterator[subprocess.Popen]:
+def background(
+    command: list[str], env: Mapping[str, str], cwd: Path, log: Path, port: int | None = None, timeout: float = 120
+) -> Iterator[subprocess.Popen]:
     """A long-running command in its own session (the webserver, the daemon), logging to a file; with `port`,
     started once it accepts connections there. Stopped, with everything it started, after."""
     environment = {**os.environ, **env, "PATH": _venv_bin() + os.pathsep + os.environ.get("PATH", "")}
     with log.open("ab") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=environment, cwd=cwd,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=environment, cwd=cwd, start_new_session=True
+        )
     try:
         if port is not None and not listening(port, process, timeout):
-            raise StartFailed(f"{' '.join(command)} did not listen on {port}:\n{log.read_text(errors='replace')[-3000:]}")
+            raise StartFailed(
+                f"{' '.join(command)} did not listen on {port}:\n{log.read_text(errors='replace')[-3000:]}"
+            )
         yield process
     finally:
         stop_group(process)

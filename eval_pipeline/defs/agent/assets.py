@@ -21,14 +21,22 @@ OUTCOME_CODE_VERSION = "outcome-1"
     GROUP,
     TOOLS_CODE_VERSION,
     outs={
-        "tool_scores": table_out(description="Tool-call precision/recall/F1, order, arguments, loops, policy and adapter divergence per trace."),
+        "tool_scores": table_out(
+            description="Tool-call precision/recall/F1, order, arguments, loops, policy and adapter divergence per trace."
+        ),
         "tool_call_diffs": table_out(description="Expected and actual calls side by side, per trace and position."),
     },
     check_specs=checks.specs("tool_scores", tables.TOOL_SCORES),
     ins={"deid_traces": traces_without(TEXT_COLUMNS, RETRIEVAL_COLUMNS)},
 )
-def scored_tool_calls(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
-                      deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, tools: pl.DataFrame):
+def scored_tool_calls(
+    context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
+    run_manifest: pl.DataFrame,
+    deid_traces: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+    tools: pl.DataFrame,
+):
     """Score each trajectory's structured tool calls against the case's reference path (never its prose)."""
     manifest = manifest_of(run_manifest)
     scores, diffs = tool_scoring.score_tools(deid_traces, deid_cases, tools, eval_config.settings(manifest))
@@ -36,33 +44,53 @@ def scored_tool_calls(context: dg.AssetExecutionContext, eval_config: EvalConfig
     diffs = with_versions(diffs, manifest, TOOLS_CODE_VERSION)
     scored = scores.filter(pl.col("status") == "scored")
     yield materialized(
-        scores, asset_key="tool_scores", versions=manifest,
-        headline={"mean_tool_call_f1": scored["tool_call_f1"].drop_nulls().mean(),
-                  "mean_args_valid_rate": scored["args_valid_rate"].drop_nulls().mean(),
-                  "policy_violations": scores.filter(pl.col("policy_violation").fill_null(False)).height},
-        check_results=checks.results("tool_scores", tables.TOOL_SCORES, scores, expected_traces(deid_traces, deid_cases, "agent")),
+        scores,
+        asset_key="tool_scores",
+        versions=manifest,
+        headline={
+            "mean_tool_call_f1": scored["tool_call_f1"].drop_nulls().mean(),
+            "mean_args_valid_rate": scored["args_valid_rate"].drop_nulls().mean(),
+            "policy_violations": scores.filter(pl.col("policy_violation").fill_null(False)).height,
+        },
+        check_results=checks.results(
+            "tool_scores", tables.TOOL_SCORES, scores, expected_traces(deid_traces, deid_cases, "agent")
+        ),
     )
     yield materialized(diffs, asset_key="tool_call_diffs", versions=manifest, headline={"rows": diffs.height})
 
 
-@run_table(GROUP, OUTCOME_CODE_VERSION,
-           check_specs=checks.specs("outcome_scores", tables.OUTCOME_SCORES),
-           ins={"deid_traces": traces_without(TEXT_COLUMNS, RETRIEVAL_COLUMNS)})
-def outcome_scores(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, deid_traces: pl.DataFrame,
-                   deid_cases: pl.DataFrame, tool_scores: pl.DataFrame):
+@run_table(
+    GROUP,
+    OUTCOME_CODE_VERSION,
+    check_specs=checks.specs("outcome_scores", tables.OUTCOME_SCORES),
+    ins={"deid_traces": traces_without(TEXT_COLUMNS, RETRIEVAL_COLUMNS)},
+)
+def outcome_scores(
+    context: dg.AssetExecutionContext,
+    run_manifest: pl.DataFrame,
+    deid_traces: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+    tool_scores: pl.DataFrame,
+):
     """Named milestones over the final state, success, and the outcome of injected faults."""
     manifest = manifest_of(run_manifest)
-    scores = with_versions(outcome_scoring.score_outcomes(deid_traces, deid_cases, tool_scores), manifest, OUTCOME_CODE_VERSION)
+    scores = with_versions(
+        outcome_scoring.score_outcomes(deid_traces, deid_cases, tool_scores), manifest, OUTCOME_CODE_VERSION
+    )
     faults = outcome_scoring.fault_rates(scores)
     efficiency = outcome_scoring.efficiency(scores)
     scored = scores.filter(pl.col("status") == "scored")
     return materialized(
-        scores, versions=manifest,
+        scores,
+        versions=manifest,
         headline={"success_rate": scored["success"].cast(pl.Float64).mean() if scored.height else None},
-        extra={"fault_rates": dg.MetadataValue.md(markdown_table(faults)),
-               "efficiency": dg.MetadataValue.md(markdown_table(efficiency))},
-        check_results=checks.results("outcome_scores", tables.OUTCOME_SCORES, scores,
-                                     expected_traces(deid_traces, deid_cases, "agent")),
+        extra={
+            "fault_rates": dg.MetadataValue.md(markdown_table(faults)),
+            "efficiency": dg.MetadataValue.md(markdown_table(efficiency)),
+        },
+        check_results=checks.results(
+            "outcome_scores", tables.OUTCOME_SCORES, scores, expected_traces(deid_traces, deid_cases, "agent")
+        ),
     )
 
 

@@ -42,17 +42,25 @@ def lane_stage_results(lane: str) -> dg.AssetsDefinition:
     """rag/rag_stage_results or agent/agent_stage_results: the union of the lane's stage columns."""
     stage_key = lane_key(lane, "stage_results")
 
-    @run_table(GROUP, CODE_VERSION, key=stage_key,
-               ins={"run_manifest": dg.AssetIn(), **lane_inputs(lane)},
-               check_specs=checks.specs(stage_key, tables.STAGE_RESULTS),
-               description=f"One row per ({lane} trace, stage): pass, fail, incomplete or not applicable, with the reason.")
+    @run_table(
+        GROUP,
+        CODE_VERSION,
+        key=stage_key,
+        ins={"run_manifest": dg.AssetIn(), **lane_inputs(lane)},
+        check_specs=checks.specs(stage_key, tables.STAGE_RESULTS),
+        description=f"One row per ({lane} trace, stage): pass, fail, incomplete or not applicable, with the reason.",
+    )
     def stage_results(run_manifest: pl.DataFrame, **lane_tables: pl.DataFrame):
         manifest = manifest_of(run_manifest)
         frame = attribution_scoring.stage_results(lane, [lane_tables[name] for name in LANE_TABLES[lane]])
         frame = with_versions(frame, manifest, CODE_VERSION)
         counts = frame.group_by("status").len()
-        return materialized(frame, versions=manifest, headline={f"stages_{s}": n for s, n in counts.iter_rows()},
-                            check_results=checks.results(stage_key, tables.STAGE_RESULTS, frame))
+        return materialized(
+            frame,
+            versions=manifest,
+            headline={f"stages_{s}": n for s, n in counts.iter_rows()},
+            check_results=checks.results(stage_key, tables.STAGE_RESULTS, frame),
+        )
 
     return stage_results
 
@@ -62,14 +70,18 @@ def lane_attribution(lane: str) -> dg.AssetsDefinition:
     attribution_key, rollup_key = lane_key(lane, "attribution"), lane_key(lane, "attribution_rollup")
 
     @run_tables(
-        GROUP, CODE_VERSION,
+        GROUP,
+        CODE_VERSION,
         name=f"{lane}_attribution",
         ins={"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results"))},
         outs={
-            "attribution": table_out(key=attribution_key,
-                                     description=f"Each failed or incomplete {lane} trace with its one first failing stage and owner."),
-            "attribution_rollup": table_out(key=rollup_key,
-                                            description=f"{lane} failures per first failing stage, with shares that sum to 1."),
+            "attribution": table_out(
+                key=attribution_key,
+                description=f"Each failed or incomplete {lane} trace with its one first failing stage and owner.",
+            ),
+            "attribution_rollup": table_out(
+                key=rollup_key, description=f"{lane} failures per first failing stage, with shares that sum to 1."
+            ),
         },
         check_specs=[*checks.specs(attribution_key, tables.ATTRIBUTION), *checks.specs(rollup_key, tables.ROLLUP)],
     )
@@ -80,16 +92,27 @@ def lane_attribution(lane: str) -> dg.AssetsDefinition:
         rollup = with_versions(attribution_scoring.rollup(outcomes, lane), manifest, CODE_VERSION)
         total, lane_failures = int(rollup["failures"].sum()), int(rollup["lane_failures"].max() or 0)
         context.log.info(f"{lane}: {lane_failures} failures, {rollup['lane_incomplete'].max()} incomplete")
-        yield materialized(failed, asset_key=attribution_key, versions=manifest,
-                           headline={"failures": lane_failures, "incomplete": int(rollup["lane_incomplete"].max() or 0),
-                                     "hazards": failed.filter(pl.col("hazard").is_not_null()).height},
-                           check_results=checks.results(attribution_key, tables.ATTRIBUTION, failed))
+        yield materialized(
+            failed,
+            asset_key=attribution_key,
+            versions=manifest,
+            headline={
+                "failures": lane_failures,
+                "incomplete": int(rollup["lane_incomplete"].max() or 0),
+                "hazards": failed.filter(pl.col("hazard").is_not_null()).height,
+            },
+            check_results=checks.results(attribution_key, tables.ATTRIBUTION, failed),
+        )
         rollup_checks = checks.results(rollup_key, tables.ROLLUP, rollup)
         if total != lane_failures:
             raise dg.Failure(f"{lane} stage counts sum to {total} but the lane has {lane_failures} failures")
-        yield materialized(rollup, asset_key=rollup_key, versions=manifest,
-                           headline={f"failures_{s}": n for s, n in rollup.select("stage", "failures").iter_rows()},
-                           check_results=rollup_checks)
+        yield materialized(
+            rollup,
+            asset_key=rollup_key,
+            versions=manifest,
+            headline={f"failures_{s}": n for s, n in rollup.select("stage", "failures").iter_rows()},
+            check_results=rollup_checks,
+        )
 
     return attribute
 
@@ -97,20 +120,27 @@ def lane_attribution(lane: str) -> dg.AssetsDefinition:
 def lane_reliability(lane: str) -> dg.AssetsDefinition:
     """pass@1 and pass^k of the lane's cases over repeated attempts, and the flaky ones quarantined."""
     reliability_key, quarantine_key = lane_key(lane, "reliability"), lane_key(lane, "quarantine")
-    reliability_ins = {"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results")),
-                       "deid_cases": dg.AssetIn()}
+    reliability_ins = {
+        "run_manifest": dg.AssetIn(),
+        "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results")),
+        "deid_cases": dg.AssetIn(),
+    }
     if lane == "agent":
         reliability_ins["outcome_scores"] = dg.AssetIn()
 
     @run_tables(
-        GROUP, CODE_VERSION,
+        GROUP,
+        CODE_VERSION,
         name=f"{lane}_reliability",
         ins=reliability_ins,
         outs={
-            "reliability": table_out(key=reliability_key,
-                                     description=f"pass@1 and pass^k over repeated attempts of {lane} cases; flaky flag."),
-            "quarantine": table_out(key=quarantine_key,
-                                    description=f"Flaky {lane} cases with the traces that flipped; they stop gating."),
+            "reliability": table_out(
+                key=reliability_key,
+                description=f"pass@1 and pass^k over repeated attempts of {lane} cases; flaky flag.",
+            ),
+            "quarantine": table_out(
+                key=quarantine_key, description=f"Flaky {lane} cases with the traces that flipped; they stop gating."
+            ),
         },
         check_specs=checks.specs(reliability_key, tables.RELIABILITY),
     )
@@ -118,14 +148,20 @@ def lane_reliability(lane: str) -> dg.AssetsDefinition:
         # only the agent lane has outcome_scores: a named parameter would make the RAG lane depend on it
         manifest = manifest_of(run_manifest)
         outcomes = attribution_scoring.lane_outcomes(stage_results)
-        success = attribution_scoring.attempt_success(outcomes, _lane_cases(deid_cases, lane), agent_tables.get("outcome_scores"))
+        success = attribution_scoring.attempt_success(
+            outcomes, _lane_cases(deid_cases, lane), agent_tables.get("outcome_scores")
+        )
         success = success.filter(pl.col("lane") == lane).drop("lane")
         per_case = with_versions(reliability_scoring.reliability(success), manifest, CODE_VERSION)
         flaky = with_versions(reliability_scoring.quarantine(per_case, success), manifest, CODE_VERSION)
         suite = reliability_scoring.suite_reliability(per_case)
-        yield materialized(per_case, asset_key=reliability_key, versions=manifest,
-                           headline={k: v for k, v in suite.items() if isinstance(v, int | float)},
-                           check_results=checks.results(reliability_key, tables.RELIABILITY, per_case))
+        yield materialized(
+            per_case,
+            asset_key=reliability_key,
+            versions=manifest,
+            headline={k: v for k, v in suite.items() if isinstance(v, int | float)},
+            check_results=checks.results(reliability_key, tables.RELIABILITY, per_case),
+        )
         yield materialized(flaky, asset_key=quarantine_key, versions=manifest, headline={"flaky_cases": flaky.height})
 
     return reliability
@@ -137,43 +173,81 @@ def lane_slices(lane: str) -> dg.AssetsDefinition:
     rollup_key, stages_key = lane_key(lane, "slice_rollup"), lane_key(lane, "slice_attribution_rollup")
 
     @run_tables(
-        GROUP, SLICES_CODE_VERSION,
+        GROUP,
+        SLICES_CODE_VERSION,
         name=f"{lane}_slices",
-        ins={"run_manifest": dg.AssetIn(), "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results")),
-             "reliability": dg.AssetIn(key=lane_key(lane, "reliability")), "deid_cases": dg.AssetIn(),
-             "tools": dg.AssetIn(), **slice_corpus(lane)},
-        outs={
-            "slice_rollup": table_out(key=rollup_key, description=(
-                f"{lane} traces and cases per decision slice (criticality, tags, corpus family, tool risk): passed, "
-                "failed, incomplete, pass rate, pass@1 and the failed cases.")),
-            "slice_attribution_rollup": table_out(key=stages_key, description=(
-                f"{lane} failures per (decision slice, first failing stage), with shares that sum to 1 per slice.")),
+        ins={
+            "run_manifest": dg.AssetIn(),
+            "stage_results": dg.AssetIn(key=lane_key(lane, "stage_results")),
+            "reliability": dg.AssetIn(key=lane_key(lane, "reliability")),
+            "deid_cases": dg.AssetIn(),
+            "tools": dg.AssetIn(),
+            **slice_corpus(lane),
         },
-        check_specs=[*checks.specs(rollup_key, tables.SLICE_ROLLUP), *checks.specs(stages_key, tables.SLICE_ATTRIBUTION_ROLLUP)],
+        outs={
+            "slice_rollup": table_out(
+                key=rollup_key,
+                description=(
+                    f"{lane} traces and cases per decision slice (criticality, tags, corpus family, tool risk): passed, "
+                    "failed, incomplete, pass rate, pass@1 and the failed cases."
+                ),
+            ),
+            "slice_attribution_rollup": table_out(
+                key=stages_key,
+                description=(
+                    f"{lane} failures per (decision slice, first failing stage), with shares that sum to 1 per slice."
+                ),
+            ),
+        },
+        check_specs=[
+            *checks.specs(rollup_key, tables.SLICE_ROLLUP),
+            *checks.specs(stages_key, tables.SLICE_ATTRIBUTION_ROLLUP),
+        ],
     )
-    def slices(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, stage_results: pl.DataFrame,
-               reliability: pl.DataFrame, deid_cases: pl.DataFrame, tools: pl.DataFrame, **corpus: pl.DataFrame):
+    def slices(
+        context: dg.AssetExecutionContext,
+        run_manifest: pl.DataFrame,
+        stage_results: pl.DataFrame,
+        reliability: pl.DataFrame,
+        deid_cases: pl.DataFrame,
+        tools: pl.DataFrame,
+        **corpus: pl.DataFrame,
+    ):
         # only the rag lane has deid_corpus: a named parameter would make the agent lane depend on it
         manifest = manifest_of(run_manifest)
         membership = slice_scoring.slice_membership(deid_cases, corpus.get("deid_corpus"), tools)
-        table, stages = slice_scoring.slice_rollups(attribution_scoring.lane_outcomes(stage_results), membership,
-                                                    reliability, lane)
+        table, stages = slice_scoring.slice_rollups(
+            attribution_scoring.lane_outcomes(stage_results), membership, reliability, lane
+        )
         table = with_versions(table, manifest, SLICES_CODE_VERSION)
         stages = with_versions(stages, manifest, SLICES_CODE_VERSION)
         # as for the lane's rollup: a slice's stage counts must sum to its failed traces
         sums = stages.group_by("slice").agg(pl.col("failures").sum().alias("stage_failures"))
-        mismatched = table.join(sums, on="slice", how="left").filter(pl.col("stage_failures").fill_null(0) != pl.col("traces_failed"))
+        mismatched = table.join(sums, on="slice", how="left").filter(
+            pl.col("stage_failures").fill_null(0) != pl.col("traces_failed")
+        )
         if mismatched.height:
-            raise dg.Failure(f"{lane} slices whose stage counts do not sum to their failures: "
-                             f"{', '.join(mismatched['slice'].to_list())}")
+            raise dg.Failure(
+                f"{lane} slices whose stage counts do not sum to their failures: "
+                f"{', '.join(mismatched['slice'].to_list())}"
+            )
         high = table.filter(pl.col("slice") == "criticality=high")
         failed_high = int(high["failed_case_ids"].list.len().sum()) if high.height else 0
         context.log.info(f"{lane}: {table.height} slices; {failed_high} failed high-criticality case(s)")
-        yield materialized(table, asset_key=rollup_key, versions=manifest,
-                           headline={"slices": table.height, "failed_high_criticality_cases": failed_high},
-                           check_results=checks.results(rollup_key, tables.SLICE_ROLLUP, table))
-        yield materialized(stages, asset_key=stages_key, versions=manifest, headline={"rows": stages.height},
-                           check_results=checks.results(stages_key, tables.SLICE_ATTRIBUTION_ROLLUP, stages))
+        yield materialized(
+            table,
+            asset_key=rollup_key,
+            versions=manifest,
+            headline={"slices": table.height, "failed_high_criticality_cases": failed_high},
+            check_results=checks.results(rollup_key, tables.SLICE_ROLLUP, table),
+        )
+        yield materialized(
+            stages,
+            asset_key=stages_key,
+            versions=manifest,
+            headline={"rows": stages.height},
+            check_results=checks.results(stages_key, tables.SLICE_ATTRIBUTION_ROLLUP, stages),
+        )
 
     return slices
 
@@ -201,35 +275,74 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
         **{name: dg.AssetIn() for name in REPORT_EXTRAS[lane]},
     }
 
-    @dg.asset(key=report_key, partitions_def=runs_partitions, group_name=GROUP, code_version=REPORT_CODE_VERSION,
-              ins=report_ins, deps=[lane_key(lane, "attribution")], kinds={"markdown", "html"},
-              check_specs=[report_spec(report_key)],
-              description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.")
-    def report(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
-               stage_results: pl.DataFrame, attribution_rollup: pl.DataFrame, reliability: pl.DataFrame,
-               quarantine: pl.DataFrame, trace_rejects: pl.DataFrame, deid_cases: pl.DataFrame, slice_rollup: pl.DataFrame,
-               tools: pl.DataFrame, **lane_tables: pl.DataFrame):
+    @dg.asset(
+        key=report_key,
+        partitions_def=runs_partitions,
+        group_name=GROUP,
+        code_version=REPORT_CODE_VERSION,
+        ins=report_ins,
+        deps=[lane_key(lane, "attribution")],
+        kinds={"markdown", "html"},
+        check_specs=[report_spec(report_key)],
+        description=f"The {lane} lane report (Markdown and HTML) under reports/<run_id>/.",
+    )
+    def report(
+        context: dg.AssetExecutionContext,
+        eval_config: EvalConfig,
+        run_manifest: pl.DataFrame,
+        stage_results: pl.DataFrame,
+        attribution_rollup: pl.DataFrame,
+        reliability: pl.DataFrame,
+        quarantine: pl.DataFrame,
+        trace_rejects: pl.DataFrame,
+        deid_cases: pl.DataFrame,
+        slice_rollup: pl.DataFrame,
+        tools: pl.DataFrame,
+        **lane_tables: pl.DataFrame,
+    ):
         corpus = lane_tables.pop("deid_corpus", None)
         run_id = context.partition_key
         data = LaneData(
-            lane=lane, run_id=run_id, manifest=manifest_of(run_manifest), stage_results=stage_results,
-            outcomes=attribution_scoring.lane_outcomes(stage_results), rollup=attribution_rollup,
-            rejects=trace_rejects, reliability=reliability, quarantine=quarantine, tables=dict(lane_tables),
+            lane=lane,
+            run_id=run_id,
+            manifest=manifest_of(run_manifest),
+            stage_results=stage_results,
+            outcomes=attribution_scoring.lane_outcomes(stage_results),
+            rollup=attribution_rollup,
+            rejects=trace_rejects,
+            reliability=reliability,
+            quarantine=quarantine,
+            tables=dict(lane_tables),
         )
         data.cases, data.slices = deid_cases, slice_rollup
         other_runs = eval_config.other_runs(context)
         _attach_baseline(data, eval_config, other_runs)
-        data.gates = lane_gates(lane, eval_config, data, deid_cases, other_runs,
-                                slices=slice_scoring.slice_membership(deid_cases, corpus, tools))
+        data.gates = lane_gates(
+            lane,
+            eval_config,
+            data,
+            deid_cases,
+            other_runs,
+            slices=slice_scoring.slice_membership(deid_cases, corpus, tools),
+        )
         markdown, html = _render_lane_report(data, lane_tables)
         reports = eval_config.reports()
         # rendered to temporary names, moved into place only when no personal data is found; nothing left otherwise
-        privacy, written = published(report_key, reports, [ReportFile((run_id, f"{lane}.md"), markdown),
-                                                     ReportFile((run_id, f"{lane}.html"), html)])
+        privacy, written = published(
+            report_key,
+            reports,
+            [ReportFile((run_id, f"{lane}.md"), markdown), ReportFile((run_id, f"{lane}.html"), html)],
+        )
         # a report that failed its check is neither on disk nor in the event log
-        shown = {"report": dg.MetadataValue.md(markdown),
-                 "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.md")),
-                 "html_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.html"))} if written else {}
+        shown = (
+            {
+                "report": dg.MetadataValue.md(markdown),
+                "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.md")),
+                "html_path": dg.MetadataValue.path(reports.uri_of(run_id, f"{lane}.html")),
+            }
+            if written
+            else {}
+        )
         return dg.MaterializeResult(
             metadata={
                 **shown,
@@ -262,7 +375,13 @@ def _render_lane_report(data: LaneData, lane_tables: dict[str, pl.DataFrame]) ->
 
 def build_lane(lane: str) -> list[dg.AssetsDefinition]:
     """The stage results, attribution, reliability and report assets of one lane."""
-    return [lane_stage_results(lane), lane_attribution(lane), lane_reliability(lane), lane_slices(lane), lane_report(lane)]
+    return [
+        lane_stage_results(lane),
+        lane_attribution(lane),
+        lane_reliability(lane),
+        lane_slices(lane),
+        lane_report(lane),
+    ]
 
 
 def _attach_baseline(data: LaneData, eval_config: EvalConfig, other_runs: OtherRuns) -> None:
@@ -283,22 +402,37 @@ def _attach_baseline(data: LaneData, eval_config: EvalConfig, other_runs: OtherR
     data.baseline_rollup = rollup(data.baseline_outcomes, data.lane)
 
 
-def lane_gates(lane: str, eval_config: EvalConfig, data: LaneData, cases: pl.DataFrame, other_runs: OtherRuns,
-               slices: pl.DataFrame | None = None) -> pl.DataFrame:
+def lane_gates(
+    lane: str,
+    eval_config: EvalConfig,
+    data: LaneData,
+    cases: pl.DataFrame,
+    other_runs: OtherRuns,
+    slices: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """This lane's gates of the policy, computed by the gating use case from this lane's tables (as gate_results does)."""
     policy = eval_config.policy()
     lane_policy = policy.model_copy(update={"gates": [g for g in policy.gates if g.lane == lane]})
     t = data.tables
     qrels = t.get("qrels")
     candidate = gate_scoring.RunFacts(
-        run_id=data.run_id, manifest=data.manifest, cases=cases, outcomes=data.outcomes,
-        retrieval=t.get("retrieval_scores"), tools=t.get("tool_scores"), grounding=t.get("grounding_scores"),
-        reliability=data.reliability, quarantine=data.quarantine, calibration=t.get("judge_calibration"),
-        qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None, slices=slices,
+        run_id=data.run_id,
+        manifest=data.manifest,
+        cases=cases,
+        outcomes=data.outcomes,
+        retrieval=t.get("retrieval_scores"),
+        tools=t.get("tool_scores"),
+        grounding=t.get("grounding_scores"),
+        reliability=data.reliability,
+        quarantine=data.quarantine,
+        calibration=t.get("judge_calibration"),
+        qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None,
+        slices=slices,
     )
     # the baseline's tables this report takes as inputs: the lane's gates need no other lane's
-    return compare(lane_policy, candidate, gate_scoring.baseline_of(data.manifest, policy), other_runs,
-                   tables=other_runs.declared)
+    return compare(
+        lane_policy, candidate, gate_scoring.baseline_of(data.manifest, policy), other_runs, tables=other_runs.declared
+    )
 
 
 defs = dg.Definitions(assets=[*build_lane("rag"), *build_lane("agent")])

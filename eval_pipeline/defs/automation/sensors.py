@@ -16,24 +16,34 @@ NIGHTLY_CRON = "0 2 * * *"
 # A judgment change touches the qrels and everything computed from them, nothing else.
 QRELS_RESCORE = dg.AssetSelection.assets("qrels", "judging_queue").downstream()
 # A new corpus version reloads the corpus and re-scores what reads it (retrieval, citations) and their dependents.
-CORPUS_RESCORE = dg.AssetSelection.assets("run_manifest", "corpus") | dg.AssetSelection.assets("deid_corpus").downstream()
+CORPUS_RESCORE = (
+    dg.AssetSelection.assets("run_manifest", "corpus") | dg.AssetSelection.assets("deid_corpus").downstream()
+)
 # A baseline re-scored with the candidate's judgments makes the candidate's recall gate comparable again: its gates
 # and the reports that show them are computed anew, nothing else.
-GATES_REFRESH = (dg.AssetSelection.assets("gate_results").downstream()
-                 | dg.AssetSelection.assets(lane_key("rag", "report"), lane_key("agent", "report")))
+GATES_REFRESH = dg.AssetSelection.assets("gate_results").downstream() | dg.AssetSelection.assets(
+    lane_key("rag", "report"), lane_key("agent", "report")
+)
 QRELS_MISMATCH = "qrels versions differ"
 
 
-@dg.schedule(cron_schedule=NIGHTLY_CRON, target=evaluate_run, name="nightly_full_suite",
-             default_status=dg.DefaultScheduleStatus.STOPPED,
-             description="Every night: re-materialize every table, check and report of every known run.")
+@dg.schedule(
+    cron_schedule=NIGHTLY_CRON,
+    target=evaluate_run,
+    name="nightly_full_suite",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Every night: re-materialize every table, check and report of every known run.",
+)
 def nightly_full_suite(context: dg.ScheduleEvaluationContext):
     """One run request per known evaluation run, keyed by night so a retried tick does not duplicate it."""
     night = context.scheduled_execution_time.strftime("%Y-%m-%d")
     runs = context.instance.get_dynamic_partitions(runs_partitions.name)
     if not runs:
         return dg.SkipReason("no evaluation run known yet; the new_trace_batches sensor adds them")
-    return [dg.RunRequest(partition_key=run, run_key=f"nightly:{night}:{run}", job_name=EVALUATE_RUN_JOB) for run in sorted(runs)]
+    return [
+        dg.RunRequest(partition_key=run, run_key=f"nightly:{night}:{run}", job_name=EVALUATE_RUN_JOB)
+        for run in sorted(runs)
+    ]
 
 
 def rescore_requests(previous: dict, current: dict, known_runs: set[str]) -> list[dg.RunRequest]:
@@ -75,14 +85,26 @@ def stale_gates(warehouse) -> list[tuple[str, str, str]]:
 def regate_requests(stale: list[tuple[str, str, str]], known_runs: set[str], rescored: set[str]) -> list[dg.RunRequest]:
     """Run requests that recompute the gates (and the reports showing them) of runs whose baseline caught up."""
     selection = list(GATES_REFRESH.resolve(all_assets()))
-    return [dg.RunRequest(job_name=EVALUATE_RUN_JOB, partition_key=run_id, asset_selection=selection,
-                          run_key=f"regate:{run_id}:{baseline}:{version}", tags={"eval_pipeline/rescore": "baseline"})
-            for run_id, baseline, version in stale if run_id in known_runs and run_id not in rescored]
+    return [
+        dg.RunRequest(
+            job_name=EVALUATE_RUN_JOB,
+            partition_key=run_id,
+            asset_selection=selection,
+            run_key=f"regate:{run_id}:{baseline}:{version}",
+            tags={"eval_pipeline/rescore": "baseline"},
+        )
+        for run_id, baseline, version in stale
+        if run_id in known_runs and run_id not in rescored
+    ]
 
 
 # The job holds every asset; each run request narrows it to what the bump affects, so no second job is needed.
-@dg.sensor(name="rescore_on_version_bump", minimum_interval_seconds=60, target=evaluate_run,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    name="rescore_on_version_bump",
+    minimum_interval_seconds=60,
+    target=evaluate_run,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def rescore_on_version_bump(context: dg.SensorEvaluationContext, eval_config: EvalConfig) -> dg.SensorResult:
     """When qrels judgments of a run's cases change, or its manifest points to a new corpus version, re-score that run
     only (its baseline, of the same cases, too); once a baseline is re-scored, re-gate the runs compared against it."""
@@ -94,7 +116,9 @@ def rescore_on_version_bump(context: dg.SensorEvaluationContext, eval_config: Ev
     requests += regate_requests(stale_gates(eval_config.warehouse()), known, {r.partition_key for r in requests})
     cursor = json.dumps(current, sort_keys=True)
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason(f"no qrels or corpus change in {len(current)} runs"), cursor=cursor)
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason(f"no qrels or corpus change in {len(current)} runs"), cursor=cursor
+        )
     return dg.SensorResult(run_requests=requests, cursor=cursor)
 
 

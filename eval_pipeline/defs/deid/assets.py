@@ -1,6 +1,5 @@
 """De-identification: every scorer and the judge read only these assets; raw data stays in the restricted area."""
 
-
 import dagster as dg
 import polars as pl
 
@@ -19,19 +18,21 @@ GROUP = "deidentification"
 CODE_VERSION = "deid-2"
 NAME_COLUMNS = ("steps", "final_state_json")
 
+
 @run_tables(
     GROUP,
     CODE_VERSION,
     can_subset=True,
     ins={"traces": in_batches("traces")},
     outs={
-        "deid_traces": table_out(is_required=False,
-                                   description="Traces with personal data replaced by keyed pseudonyms."),
-        "deid_cases": table_out(is_required=False,
-                                  description="Cases (fixtures, reference calls) with the same pseudonyms."),
+        "deid_traces": table_out(
+            is_required=False, description="Traces with personal data replaced by keyed pseudonyms."
+        ),
+        "deid_cases": table_out(
+            is_required=False, description="Cases (fixtures, reference calls) with the same pseudonyms."
+        ),
         "deid_corpus": table_out(is_required=False, description="Corpus text with the same pseudonyms."),
-        "deid_report": table_out(is_required=False,
-                                   description="Replacements counted by table, field and type."),
+        "deid_report": table_out(is_required=False, description="Replacements counted by table, field and type."),
     },
     check_specs=[*TRACE_CHECKS, *checks.specs("deid_cases", DEID_CASES_CONTRACT)],
 )
@@ -85,7 +86,9 @@ def deidentified(
             yield out
 
     if "deid_traces" in selected:
-        yield materialized(FrameBatches(deid_batches(), frames.TRACES_SCHEMA), asset_key="deid_traces", versions=manifest)
+        yield materialized(
+            FrameBatches(deid_batches(), frames.TRACES_SCHEMA), asset_key="deid_traces", versions=manifest
+        )
         yield from _batch_checks(tally["findings"], sample, tally["duplicates"], tally["rows"], sorted(missing_columns))
     elif "deid_report" in selected:
         for _ in deid_batches():
@@ -98,13 +101,24 @@ def deidentified(
     by_type = report.group_by("entity_type").agg(pl.col("replacements").sum()).sort("entity_type")
     context.log.info("replacements by type: " + ", ".join(f"{t}={n}" for t, n in by_type.iter_rows()))
     if "deid_cases" in selected:
-        yield materialized(deid_cases, asset_key="deid_cases", versions=manifest, headline={"cases": deid_cases.height},
-                           check_results=checks.results("deid_cases", DEID_CASES_CONTRACT, deid_cases))
+        yield materialized(
+            deid_cases,
+            asset_key="deid_cases",
+            versions=manifest,
+            headline={"cases": deid_cases.height},
+            check_results=checks.results("deid_cases", DEID_CASES_CONTRACT, deid_cases),
+        )
     if "deid_corpus" in selected:
-        yield materialized(deid_corpus, asset_key="deid_corpus", versions=manifest, headline={"documents": deid_corpus.height})
+        yield materialized(
+            deid_corpus, asset_key="deid_corpus", versions=manifest, headline={"documents": deid_corpus.height}
+        )
     if "deid_report" in selected:
-        yield materialized(report, asset_key="deid_report", versions=manifest,
-                           headline={"replacements": int(report["replacements"].sum()) if report.height else 0})
+        yield materialized(
+            report,
+            asset_key="deid_report",
+            versions=manifest,
+            headline={"replacements": int(report["replacements"].sum()) if report.height else 0},
+        )
 
 
 defs = dg.Definitions(assets=[deidentified])

@@ -8,8 +8,16 @@ from eval_pipeline.defs.gates.evidence_use import counterfactual_pairs
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.privacy import published, report_spec
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import AGENT_COLUMNS, LANE_PREFIXES, RETRIEVAL_COLUMNS, EvalConfig, JudgeConfig, lane_key, traces_without
-from eval_pipeline.defs.resources import corpus_families
+from eval_pipeline.defs.resources import (
+    AGENT_COLUMNS,
+    LANE_PREFIXES,
+    RETRIEVAL_COLUMNS,
+    EvalConfig,
+    JudgeConfig,
+    corpus_families,
+    lane_key,
+    traces_without,
+)
 from eval_pipeline.defs.run_assets import manifest_of, run_table
 from eval_pipeline.gating import comparable_baseline, compare
 from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, case_page_files
@@ -52,10 +60,14 @@ GATE_INS = {
 }
 
 
-@run_table(GROUP, CODE_VERSION,
-           ins=GATE_INS,
-           check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_results", blocking=False,
-                                         description=RELEASE_CHECK_DESCRIPTION)])
+@run_table(
+    GROUP,
+    CODE_VERSION,
+    ins=GATE_INS,
+    check_specs=[
+        dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_results", blocking=False, description=RELEASE_CHECK_DESCRIPTION)
+    ],
+)
 def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **tables: pl.DataFrame):
     """Each gate of policy/gates.yaml for this run against its baseline (baseline_run_id of its run.yaml, else of the
     policy; never itself): pass, fail, incomplete, incomparable, insufficient or not_applicable."""
@@ -63,11 +75,17 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
     policy = eval_config.policy()
     stages = pl.concat([tables["rag_stage_results"], tables["agent_stage_results"]], how="vertical_relaxed")
     candidate = gate_scoring.RunFacts(
-        run_id=context.partition_key, manifest=manifest, cases=tables["deid_cases"], outcomes=lane_outcomes(stages),
-        retrieval=tables["retrieval_scores"], tools=tables["tool_scores"], grounding=tables["grounding_scores"],
+        run_id=context.partition_key,
+        manifest=manifest,
+        cases=tables["deid_cases"],
+        outcomes=lane_outcomes(stages),
+        retrieval=tables["retrieval_scores"],
+        tools=tables["tool_scores"],
+        grounding=tables["grounding_scores"],
         reliability=pl.concat([tables["rag_reliability"], tables["agent_reliability"]], how="diagonal_relaxed"),
         quarantine=pl.concat([tables["rag_quarantine"], tables["agent_quarantine"]], how="diagonal_relaxed"),
-        calibration=tables["judge_calibration"], counterfactual=tables["counterfactual_pairs"],
+        calibration=tables["judge_calibration"],
+        counterfactual=tables["counterfactual_pairs"],
         qrels_version=tables["qrels"]["qrels_version"][0] if tables["qrels"].height else None,
         slices=slice_membership(tables["deid_cases"], tables["deid_corpus"], tables["tools"]),
     )
@@ -77,15 +95,24 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
     results = with_versions(results, manifest, CODE_VERSION)
     statuses = dict(results.group_by("status").len().iter_rows())
     context.log.info(f"gates vs {f'baseline {baseline}' if baseline else 'no baseline'}: {statuses}")
-    return materialized(results, versions=manifest,
-                        headline={"gates_failed": statuses.get("fail", 0), "exit_code": gate_scoring.exit_code(results)},
-                        extra=other_runs.metadata(), check_results=[release_check("gate_results", results, context.partition_key)])
+    return materialized(
+        results,
+        versions=manifest,
+        headline={"gates_failed": statuses.get("fail", 0), "exit_code": gate_scoring.exit_code(results)},
+        extra=other_runs.metadata(),
+        check_results=[release_check("gate_results", results, context.partition_key)],
+    )
 
 
-@run_table(GROUP, PAIRWISE_CODE_VERSION,
-           ins={"deid_traces": traces_without(RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
-def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConfig, judge: JudgeConfig,
-                        run_manifest: pl.DataFrame, deid_traces: pl.DataFrame, deid_cases: pl.DataFrame):
+@run_table(GROUP, PAIRWISE_CODE_VERSION, ins={"deid_traces": traces_without(RETRIEVAL_COLUMNS, AGENT_COLUMNS)})
+def pairwise_comparison(
+    context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
+    judge: JudgeConfig,
+    run_manifest: pl.DataFrame,
+    deid_traces: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+):
     """Baseline vs candidate answers of each RAG case, judged twice with positions swapped; a win counts only in both orders."""
     manifest = manifest_of(run_manifest)
     other_runs = eval_config.other_runs(context)
@@ -96,25 +123,46 @@ def pairwise_comparison(context: dg.AssetExecutionContext, eval_config: EvalConf
         pairs, summary = pl.DataFrame(schema=PAIRWISE_SCHEMA), {"n_pairs": 0}
         context.log.info("no comparable baseline run scored: nothing to compare pairwise")
     else:
-        pairs, summary = pairwise_compare(baseline_traces.join(candidate.select("case_id").unique(), on="case_id", how="semi"),
-                                          candidate, judge.make(eval_config.data_root))
-    pairs = with_versions(pairs.with_columns(pl.lit(baseline, dtype=pl.String).alias("baseline_run_id")), manifest,
-                          PAIRWISE_CODE_VERSION)
-    return materialized(pairs, versions=manifest, headline={k: v for k, v in summary.items() if isinstance(v, int | float)},
-                        extra={"summary": dg.MetadataValue.json({k: v for k, v in summary.items() if v is not None}),
-                               **other_runs.metadata()})
+        pairs, summary = pairwise_compare(
+            baseline_traces.join(candidate.select("case_id").unique(), on="case_id", how="semi"),
+            candidate,
+            judge.make(eval_config.data_root),
+        )
+    pairs = with_versions(
+        pairs.with_columns(pl.lit(baseline, dtype=pl.String).alias("baseline_run_id")), manifest, PAIRWISE_CODE_VERSION
+    )
+    return materialized(
+        pairs,
+        versions=manifest,
+        headline={k: v for k, v in summary.items() if isinstance(v, int | float)},
+        extra={
+            "summary": dg.MetadataValue.json({k: v for k, v in summary.items() if v is not None}),
+            **other_runs.metadata(),
+        },
+    )
 
 
-@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CODE_VERSION, kinds={"markdown", "html"},
-          check_specs=[dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=False,
-                                         description=RELEASE_CHECK_DESCRIPTION),
-                       report_spec("gate_report", "the gate report and the index")],
-          # the index across runs reads every run's manifest and gates, and the failed high-criticality cases; it links
-          # the lane reports, so it is written after them (a fresh run's index equals a rerun's)
-          deps=["run_manifest", *(lane_key(lane, name) for lane in LANE_PREFIXES for name in ("slice_rollup", "report"))],
-          description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*, and reports/index.html across runs")
-def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate_results: pl.DataFrame,
-                pairwise_comparison: pl.DataFrame, counterfactual_pairs: pl.DataFrame):
+@dg.asset(
+    partitions_def=runs_partitions,
+    group_name=GROUP,
+    code_version=CODE_VERSION,
+    kinds={"markdown", "html"},
+    check_specs=[
+        dg.AssetCheckSpec(RELEASE_CHECK, asset="gate_report", blocking=False, description=RELEASE_CHECK_DESCRIPTION),
+        report_spec("gate_report", "the gate report and the index"),
+    ],
+    # the index across runs reads every run's manifest and gates, and the failed high-criticality cases; it links
+    # the lane reports, so it is written after them (a fresh run's index equals a rerun's)
+    deps=["run_manifest", *(lane_key(lane, name) for lane in LANE_PREFIXES for name in ("slice_rollup", "report"))],
+    description="The gate report (Markdown and HTML) under reports/<run_id>/gate.*, and reports/index.html across runs",
+)
+def gate_report(
+    context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
+    gate_results: pl.DataFrame,
+    pairwise_comparison: pl.DataFrame,
+    counterfactual_pairs: pl.DataFrame,
+):
     """Render the release verdict, the gate table with blocking cases and owners, and the pairwise comparison beside it."""
     run_id = context.partition_key
     baseline = gate_results["baseline_run_id"][0] if gate_results.height else None
@@ -124,26 +172,45 @@ def gate_report(context: dg.AssetExecutionContext, eval_config: EvalConfig, gate
     markdown = render_markdown(title, sections, verdict)
     reports = eval_config.reports()
     # each file is moved into place only once its privacy check passed (the index lists the gate files: it comes after)
-    privacy, written = published("gate_report", reports, [ReportFile((run_id, "gate.md"), markdown),
-                                                          ReportFile((run_id, "gate.html"), render_html(title, sections, verdict))])
+    privacy, written = published(
+        "gate_report",
+        reports,
+        [
+            ReportFile((run_id, "gate.md"), markdown),
+            ReportFile((run_id, "gate.html"), render_html(title, sections, verdict)),
+        ],
+    )
     other_runs = eval_config.other_runs(context)
     if written:
         privacy, written = published("gate_report", reports, index_files(other_runs, reports))
     statuses = gate_results["status"].to_list()
     # numbers, so the asset's plots draw the release decision over runs
-    metadata = {"verdict": dg.MetadataValue.text(verdict.status),
-                "exit_code": dg.MetadataValue.int(gate_scoring.exit_code(gate_results)),
-                "gates_failed": dg.MetadataValue.int(statuses.count("fail")),
-                "gates_passed": dg.MetadataValue.int(statuses.count("pass")), **other_runs.metadata()}
+    metadata = {
+        "verdict": dg.MetadataValue.text(verdict.status),
+        "exit_code": dg.MetadataValue.int(gate_scoring.exit_code(gate_results)),
+        "gates_failed": dg.MetadataValue.int(statuses.count("fail")),
+        "gates_passed": dg.MetadataValue.int(statuses.count("pass")),
+        **other_runs.metadata(),
+    }
     if written:
-        metadata |= {"report": dg.MetadataValue.md(markdown), "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
-                     "index_path": dg.MetadataValue.path(reports.uri_of("index.html"))}
-    return dg.MaterializeResult(metadata=metadata, check_results=[release_check("gate_report", gate_results, run_id), privacy])
+        metadata |= {
+            "report": dg.MetadataValue.md(markdown),
+            "markdown_path": dg.MetadataValue.path(reports.uri_of(run_id, "gate.md")),
+            "index_path": dg.MetadataValue.path(reports.uri_of("index.html")),
+        }
+    return dg.MaterializeResult(
+        metadata=metadata, check_results=[release_check("gate_report", gate_results, run_id), privacy]
+    )
 
 
-CASE_PAGE_INS = {"run_manifest": dg.AssetIn(), "deid_cases": dg.AssetIn(), "gate_results": dg.AssetIn(),
-                 "review_queue": dg.AssetIn(), "rag_attribution": dg.AssetIn(key=lane_key("rag", "attribution")),
-                 "agent_attribution": dg.AssetIn(key=lane_key("agent", "attribution"))}
+CASE_PAGE_INS = {
+    "run_manifest": dg.AssetIn(),
+    "deid_cases": dg.AssetIn(),
+    "gate_results": dg.AssetIn(),
+    "review_queue": dg.AssetIn(),
+    "rag_attribution": dg.AssetIn(key=lane_key("rag", "attribution")),
+    "agent_attribution": dg.AssetIn(key=lane_key("agent", "attribution")),
+}
 # tables each lane writes its own rows of, under its own asset key (rag/rag_stage_results …)
 LANE_OWNED_TABLES = ("stage_results", "attribution", "attribution_rollup", "reliability", "quarantine")
 
@@ -154,37 +221,68 @@ def case_page_sources() -> list[dg.AssetKey]:
     inputs = {spec.key for spec in CASE_PAGE_INS.values() if spec.key} | {dg.AssetKey(name) for name in CASE_PAGE_INS}
     keys = []
     for table in (*CASE_TABLES, *RUN_TABLES):
-        for key in ([lane_key(lane, table) for lane in LANE_PREFIXES] if table in LANE_OWNED_TABLES else [dg.AssetKey(table)]):
+        for key in (
+            [lane_key(lane, table) for lane in LANE_PREFIXES] if table in LANE_OWNED_TABLES else [dg.AssetKey(table)]
+        ):
             if key not in inputs:
                 keys.append(key)
     return keys
 
 
-@dg.asset(partitions_def=runs_partitions, group_name=GROUP, code_version=CASE_PAGES_CODE_VERSION, kinds={"html"},
-          ins=CASE_PAGE_INS, deps=case_page_sources(), check_specs=[report_spec("case_pages", "the case pages")],
-          description="One page per blocking, failed or review-queue case under reports/<run_id>/cases/, against the baseline")
-def case_pages(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
-               deid_cases: pl.DataFrame, gate_results: pl.DataFrame, review_queue: pl.DataFrame,
-               rag_attribution: pl.DataFrame, agent_attribution: pl.DataFrame):
+@dg.asset(
+    partitions_def=runs_partitions,
+    group_name=GROUP,
+    code_version=CASE_PAGES_CODE_VERSION,
+    kinds={"html"},
+    ins=CASE_PAGE_INS,
+    deps=case_page_sources(),
+    check_specs=[report_spec("case_pages", "the case pages")],
+    description="One page per blocking, failed or review-queue case under reports/<run_id>/cases/, against the baseline",
+)
+def case_pages(
+    context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
+    run_manifest: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+    gate_results: pl.DataFrame,
+    review_queue: pl.DataFrame,
+    rag_attribution: pl.DataFrame,
+    agent_attribution: pl.DataFrame,
+):
     """The end-to-end story of every case a report row links to (the blocking ones first), as `eval-pipeline show` prints it."""
     manifest = manifest_of(run_manifest)
     # this run's and the baseline's tables, read from the warehouse for the cases that get a page
     tables = eval_config.other_runs(context)
     policy = eval_config.policy()
-    wanted = case_ids_worth_a_page(gate_results, [rag_attribution, agent_attribution], review_queue,
-                                   limit=CASE_PAGE_LIMIT + 1, cases=deid_cases)
-    files = case_page_files(tables, context.partition_key, wanted[:CASE_PAGE_LIMIT],
-                            baseline_run_id=comparable_baseline(manifest, policy, tables),
-                            relevance_threshold=policy.retrieval.relevance_threshold)
+    wanted = case_ids_worth_a_page(
+        gate_results, [rag_attribution, agent_attribution], review_queue, limit=CASE_PAGE_LIMIT + 1, cases=deid_cases
+    )
+    files = case_page_files(
+        tables,
+        context.partition_key,
+        wanted[:CASE_PAGE_LIMIT],
+        baseline_run_id=comparable_baseline(manifest, policy, tables),
+        relevance_threshold=policy.retrieval.relevance_threshold,
+    )
     # the pages are moved into place only when none holds personal data; otherwise none is left on disk
     reports = eval_config.reports()
     privacy, published_ok = published("case_pages", reports, files)
     written = [reports.uri_of(*f.parts) for f in files] if published_ok else []
     if len(wanted) > CASE_PAGE_LIMIT:
-        context.log.info(f"case pages for the first {CASE_PAGE_LIMIT} cases by priority; `eval-pipeline show` tells any other")
-    return dg.MaterializeResult(metadata={"pages": len(written), "limit": CASE_PAGE_LIMIT,
-                                          "first_pages": dg.MetadataValue.md("\n".join(f"- {uri}" for uri in written[:10]) or "no page: no blocking, failed or review-queue case"),
-                                          **tables.metadata()}, check_results=[privacy])
+        context.log.info(
+            f"case pages for the first {CASE_PAGE_LIMIT} cases by priority; `eval-pipeline show` tells any other"
+        )
+    return dg.MaterializeResult(
+        metadata={
+            "pages": len(written),
+            "limit": CASE_PAGE_LIMIT,
+            "first_pages": dg.MetadataValue.md(
+                "\n".join(f"- {uri}" for uri in written[:10]) or "no page: no blocking, failed or review-queue case"
+            ),
+            **tables.metadata(),
+        },
+        check_results=[privacy],
+    )
 
 
 defs = dg.Definitions(assets=[counterfactual_pairs, gate_results, pairwise_comparison, gate_report, case_pages])

@@ -27,22 +27,41 @@ def _rows_of(batches: TableBatches, case_ids: list[str], lane: str | None = None
     return pl.concat(parts, how="vertical_relaxed") if parts else None
 
 
-@run_table(GROUP, CODE_VERSION,
-           ins={"deid_traces": in_batches("deid_traces"),
-                "rag_stage_results": in_batches(lane_key("rag", "stage_results")),
-                "agent_stage_results": in_batches(lane_key("agent", "stage_results"))},
-           check_specs=checks.specs("counterfactual_pairs", tables.COUNTERFACTUAL_PAIRS))
-def counterfactual_pairs(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, deid_cases: pl.DataFrame,
-                         deid_traces: TableBatches, rag_stage_results: TableBatches, agent_stage_results: TableBatches):
+@run_table(
+    GROUP,
+    CODE_VERSION,
+    ins={
+        "deid_traces": in_batches("deid_traces"),
+        "rag_stage_results": in_batches(lane_key("rag", "stage_results")),
+        "agent_stage_results": in_batches(lane_key("agent", "stage_results")),
+    },
+    check_specs=checks.specs("counterfactual_pairs", tables.COUNTERFACTUAL_PAIRS),
+)
+def counterfactual_pairs(
+    context: dg.AssetExecutionContext,
+    run_manifest: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+    deid_traces: TableBatches,
+    rag_stage_results: TableBatches,
+    agent_stage_results: TableBatches,
+):
     """Each counterfactual case with its original: responsive, ignored (same behaviour although the expectations differ),
     broken or incomplete."""
     manifest = manifest_of(run_manifest)
-    pairs = deid_cases.filter(pl.col("counterfactual_of").is_not_null()) if "counterfactual_of" in deid_cases.columns \
+    pairs = (
+        deid_cases.filter(pl.col("counterfactual_of").is_not_null())
+        if "counterfactual_of" in deid_cases.columns
         else deid_cases.clear()
-    case_ids = sorted(set(pairs["case_id"].to_list()) | set(pairs["counterfactual_of"].to_list())) if pairs.height else []
+    )
+    case_ids = (
+        sorted(set(pairs["case_id"].to_list()) | set(pairs["counterfactual_of"].to_list())) if pairs.height else []
+    )
     if case_ids:
         traces = _rows_of(deid_traces.select(*_TRACE_COLUMNS), case_ids)
-        stages = [_rows_of(batches, case_ids, lane) for lane, batches in (("rag", rag_stage_results), ("agent", agent_stage_results))]
+        stages = [
+            _rows_of(batches, case_ids, lane)
+            for lane, batches in (("rag", rag_stage_results), ("agent", agent_stage_results))
+        ]
         stages = pl.concat([s for s in stages if s is not None], how="vertical_relaxed")
         frame = counterfactual.counterfactual_pairs(deid_cases, traces, lane_outcomes(stages), context.partition_key)
     else:
@@ -51,7 +70,13 @@ def counterfactual_pairs(context: dg.AssetExecutionContext, run_manifest: pl.Dat
     counts = counterfactual.evidence_use_counts(frame)
     context.log.info(f"counterfactual pairs: {counts}")
     return materialized(
-        frame, versions=manifest, headline={f"pairs_{value}": n for value, n in counts.items()},
-        extra={"pairs": dg.MetadataValue.md(markdown_table(frame.select("case_id", "original_case_id", "evidence_use", "reason")))},
+        frame,
+        versions=manifest,
+        headline={f"pairs_{value}": n for value, n in counts.items()},
+        extra={
+            "pairs": dg.MetadataValue.md(
+                markdown_table(frame.select("case_id", "original_case_id", "evidence_use", "reason"))
+            )
+        },
         check_results=checks.results("counterfactual_pairs", tables.COUNTERFACTUAL_PAIRS, frame),
     )

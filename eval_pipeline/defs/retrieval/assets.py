@@ -27,8 +27,12 @@ def sibling_traces(other_runs: OtherRuns, manifest: dict, run_id: str) -> pl.Dat
     runs = warehouse.read("run_manifest", columns=["run_id", "dataset_version"])
     if runs is None:
         return None
-    siblings = runs.filter((pl.col("dataset_version") == manifest["dataset_version"]) & (pl.col("run_id") != run_id))["run_id"]
-    frames = [warehouse.read("deid_traces", run, columns=["run_id", "trace_id", "case_id", "retrieval"]) for run in siblings]
+    siblings = runs.filter((pl.col("dataset_version") == manifest["dataset_version"]) & (pl.col("run_id") != run_id))[
+        "run_id"
+    ]
+    frames = [
+        warehouse.read("deid_traces", run, columns=["run_id", "trace_id", "case_id", "retrieval"]) for run in siblings
+    ]
     frames = [f for f in frames if f is not None and f.height]
     return pl.concat(frames, how="vertical_relaxed") if frames else None
 
@@ -38,19 +42,27 @@ def sibling_traces(other_runs: OtherRuns, manifest: dict, run_id: str) -> pl.Dat
     QRELS_CODE_VERSION,
     ins={"deid_traces": traces_without(TEXT_COLUMNS, AGENT_COLUMNS)},
     outs={
-        "qrels": table_out(description="Frozen relevance judgments: case seeds, human judgments (always win), model pre-grades."),
+        "qrels": table_out(
+            description="Frozen relevance judgments: case seeds, human judgments (always win), model pre-grades."
+        ),
         "judging_queue": table_out(description="Pooled (query, doc) pairs that still need a human judgment."),
     },
 )
-def qrels_and_queue(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
-                    deid_cases: pl.DataFrame, deid_traces: pl.DataFrame):
+def qrels_and_queue(
+    context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
+    run_manifest: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+    deid_traces: pl.DataFrame,
+):
     """Seed qrels from the cases, pool the top hits of every retriever variant, apply judgments, freeze with a content hash."""
     manifest = manifest_of(run_manifest)
     settings = eval_config.settings()
     judgments = loaders.load_judgments(eval_config.location())
     # query and doc ids take the pseudonyms deid_cases and deid_traces hold; annotators and files are de-identified
-    judged, _ = deidentify_leaves(judgments.frame, JUDGMENT_PATHS, "qrels",
-                                  ids_deidentifier(eval_config, manifest.get("locale")))
+    judged, _ = deidentify_leaves(
+        judgments.frame, JUDGMENT_PATHS, "qrels", ids_deidentifier(eval_config, manifest.get("locale"))
+    )
     seeds = qrels_scoring.seed_qrels(deid_cases)
     frozen = qrels_scoring.freeze_qrels(seeds, judged)
     pooled_traces = [deid_traces.select("run_id", "trace_id", "case_id", "retrieval")]
@@ -62,50 +74,86 @@ def qrels_and_queue(context: dg.AssetExecutionContext, eval_config: EvalConfig, 
     queue = qrels_scoring.judging_queue(pooled, frozen)
     version = frozen["qrels_version"][0] if frozen.height else qrels_scoring.qrels_version(frozen)
     context.log.info(f"qrels {version}: {frozen.height} judgments; {queue.height} pooled pairs await judgment")
-    yield materialized(with_versions(frozen, manifest, QRELS_CODE_VERSION), asset_key="qrels", versions={**manifest, "qrels_version": version},
-                       headline={"judgments": frozen.height, "judging_queue": queue.height},
-                       extra={"qrels_version": version, **other_runs.metadata()})
-    yield materialized(with_versions(queue, manifest, QRELS_CODE_VERSION), asset_key="judging_queue", versions=manifest,
-                       headline={"pairs": queue.height})
-
-
-@run_table(GROUP, RETRIEVAL_CODE_VERSION,
-           check_specs=checks.specs("retrieval_scores", tables.RETRIEVAL_SCORES),
-           ins={"deid_traces": traces_without(("context", "answer_text", "citations"), AGENT_COLUMNS)})
-def retrieval_scores(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
-                     deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, qrels: pl.DataFrame,
-                     deid_corpus: pl.DataFrame):
-    """Ranking metrics per trace against the frozen qrels, the stage verdict and, for a failed retrieval, its failure class."""
-    manifest = manifest_of(run_manifest)
-    scores = retrieval_scoring.score_retrieval(deid_traces, deid_cases, qrels, deid_corpus, eval_config.settings(manifest))
-    scores = with_versions(scores, manifest, RETRIEVAL_CODE_VERSION)
-    scored = scores.filter(pl.col("status") == "scored")
-    return materialized(
-        scores, versions=manifest,
-        headline={f"mean_{m}": scored[m].drop_nulls().mean() for m in ("recall_at_10", "mrr", "ndcg_at_10")}
-        | {"failed": scores.filter(pl.col("retrieval_stage") == "fail").height},
-        check_results=checks.results("retrieval_scores", tables.RETRIEVAL_SCORES, scores,
-                                     expected_traces(deid_traces, deid_cases, "rag")),
+    yield materialized(
+        with_versions(frozen, manifest, QRELS_CODE_VERSION),
+        asset_key="qrels",
+        versions={**manifest, "qrels_version": version},
+        headline={"judgments": frozen.height, "judging_queue": queue.height},
+        extra={"qrels_version": version, **other_runs.metadata()},
+    )
+    yield materialized(
+        with_versions(queue, manifest, QRELS_CODE_VERSION),
+        asset_key="judging_queue",
+        versions=manifest,
+        headline={"pairs": queue.height},
     )
 
 
-@run_table(GROUP, CONTEXT_CODE_VERSION,
-           check_specs=checks.specs("context_scores", tables.CONTEXT_SCORES),
-           ins={"deid_traces": traces_without(("answer_text", "citations", "input"), AGENT_COLUMNS)})
-def context_scores(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame,
-                   deid_traces: pl.DataFrame, deid_cases: pl.DataFrame, qrels: pl.DataFrame,
-                   retrieval_scores: pl.DataFrame, deid_corpus: pl.DataFrame):
+@run_table(
+    GROUP,
+    RETRIEVAL_CODE_VERSION,
+    check_specs=checks.specs("retrieval_scores", tables.RETRIEVAL_SCORES),
+    ins={"deid_traces": traces_without(("context", "answer_text", "citations"), AGENT_COLUMNS)},
+)
+def retrieval_scores(
+    context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
+    run_manifest: pl.DataFrame,
+    deid_traces: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+    qrels: pl.DataFrame,
+    deid_corpus: pl.DataFrame,
+):
+    """Ranking metrics per trace against the frozen qrels, the stage verdict and, for a failed retrieval, its failure class."""
+    manifest = manifest_of(run_manifest)
+    scores = retrieval_scoring.score_retrieval(
+        deid_traces, deid_cases, qrels, deid_corpus, eval_config.settings(manifest)
+    )
+    scores = with_versions(scores, manifest, RETRIEVAL_CODE_VERSION)
+    scored = scores.filter(pl.col("status") == "scored")
+    return materialized(
+        scores,
+        versions=manifest,
+        headline={f"mean_{m}": scored[m].drop_nulls().mean() for m in ("recall_at_10", "mrr", "ndcg_at_10")}
+        | {"failed": scores.filter(pl.col("retrieval_stage") == "fail").height},
+        check_results=checks.results(
+            "retrieval_scores", tables.RETRIEVAL_SCORES, scores, expected_traces(deid_traces, deid_cases, "rag")
+        ),
+    )
+
+
+@run_table(
+    GROUP,
+    CONTEXT_CODE_VERSION,
+    check_specs=checks.specs("context_scores", tables.CONTEXT_SCORES),
+    ins={"deid_traces": traces_without(("answer_text", "citations", "input"), AGENT_COLUMNS)},
+)
+def context_scores(
+    context: dg.AssetExecutionContext,
+    eval_config: EvalConfig,
+    run_manifest: pl.DataFrame,
+    deid_traces: pl.DataFrame,
+    deid_cases: pl.DataFrame,
+    qrels: pl.DataFrame,
+    retrieval_scores: pl.DataFrame,
+    deid_corpus: pl.DataFrame,
+):
     """Whether the relevant documents that were retrieved reached the model's context, and how many families it spans."""
     manifest = manifest_of(run_manifest)
-    scores = context_scoring.score_context(deid_traces, deid_cases, qrels, retrieval_scores, eval_config.settings(manifest),
-                                           corpus=deid_corpus)
+    scores = context_scoring.score_context(
+        deid_traces, deid_cases, qrels, retrieval_scores, eval_config.settings(manifest), corpus=deid_corpus
+    )
     scores = with_versions(scores, manifest, CONTEXT_CODE_VERSION)
     return materialized(
-        scores, versions=manifest,
-        headline={"mean_context_recall": scores["context_recall"].drop_nulls().mean(),
-                  "failed": scores.filter(pl.col("context_assembly_stage") == "fail").height},
-        check_results=checks.results("context_scores", tables.CONTEXT_SCORES, scores,
-                                     expected_traces(deid_traces, deid_cases, "rag")),
+        scores,
+        versions=manifest,
+        headline={
+            "mean_context_recall": scores["context_recall"].drop_nulls().mean(),
+            "failed": scores.filter(pl.col("context_assembly_stage") == "fail").height,
+        },
+        check_results=checks.results(
+            "context_scores", tables.CONTEXT_SCORES, scores, expected_traces(deid_traces, deid_cases, "rag")
+        ),
     )
 
 

@@ -28,24 +28,37 @@ def _schema_verdicts(calls: pl.DataFrame, registry: pl.DataFrame) -> pl.DataFram
     distinct = calls.select(*_SCHEMA_VERDICT_KEYS).unique()
     # The schema verdict depends on the tool and its args only: each distinct pair is validated once.
     pairs = distinct.select("tool", "args_json").unique()
-    errors = [_schema_error(tool, args, schemas, checkers)
-              for tool, args in zip(pairs["tool"].to_list(), pairs["args_json"].to_list(), strict=True)]
-    verdicts = distinct.join(pairs.with_columns(schema_error=pl.Series(errors, dtype=pl.String)), on=["tool", "args_json"],
-                             how="left", nulls_equal=True)
-    strict = verdicts.filter(pl.col("schema_error").is_null() & pl.col("args_float_paths").is_not_null()
-                             & pl.col("tool").is_in(list(schemas)))
+    errors = [
+        _schema_error(tool, args, schemas, checkers)
+        for tool, args in zip(pairs["tool"].to_list(), pairs["args_json"].to_list(), strict=True)
+    ]
+    verdicts = distinct.join(
+        pairs.with_columns(schema_error=pl.Series(errors, dtype=pl.String)),
+        on=["tool", "args_json"],
+        how="left",
+        nulls_equal=True,
+    )
+    strict = verdicts.filter(
+        pl.col("schema_error").is_null()
+        & pl.col("args_float_paths").is_not_null()
+        & pl.col("tool").is_in(list(schemas))
+    )
     typed = [
         (tool, args, paths, rules, strict_type_error(json.loads(schemas[tool] or "{}"), paths))
         for tool, args, paths, rules, _ in strict.iter_rows()
         if paths and resolve_rules(rules, tool_rules.get(tool), tool).strict_types
     ]
-    typed = pl.DataFrame(typed, schema={**{k: pl.String for k in _SCHEMA_VERDICT_KEYS}, "_typed": pl.String}, orient="row")
+    typed = pl.DataFrame(
+        typed, schema={**{k: pl.String for k in _SCHEMA_VERDICT_KEYS}, "_typed": pl.String}, orient="row"
+    )
     return verdicts.join(typed, on=list(_SCHEMA_VERDICT_KEYS), how="left", nulls_equal=True).select(
         *_SCHEMA_VERDICT_KEYS, pl.coalesce("schema_error", "_typed").alias("schema_error")
     )
 
 
-def _schema_error(tool: str, args_json: str, schemas: dict[str, str], checkers: dict[str, tuple[Any, Any]]) -> str | None:
+def _schema_error(
+    tool: str, args_json: str, schemas: dict[str, str], checkers: dict[str, tuple[Any, Any]]
+) -> str | None:
     if not schemas:
         return None
     if tool not in schemas:
@@ -209,7 +222,9 @@ def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame
     path tool must also match one of that tool's path calls (docs/agent_lane.md)."""
     verdicts = _schema_verdicts(calls.filter(pl.col("tool").is_not_null()), _registry(tools))
     path_tools = ref_t.select(T, tool="ref_tool").unique().with_columns(in_path=pl.lit(True))
-    good = ((pl.col("status") == "ok") & pl.col("result_json").is_not_null() & ~pl.col("result_json").is_in(EMPTY_RESULTS)).cast(pl.Int64)
+    good = (
+        (pl.col("status") == "ok") & pl.col("result_json").is_not_null() & ~pl.col("result_json").is_in(EMPTY_RESULTS)
+    ).cast(pl.Int64)
     mismatch = pl.col("schema_error").is_null() & pl.col("in_path") & ~pl.col("read_only") & ~pl.col("args_match")
     out = (
         calls.join(verdicts, on=list(_SCHEMA_VERDICT_KEYS), how="left", nulls_equal=True)
@@ -222,8 +237,14 @@ def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame
         invalid=pl.when(pl.col("schema_error").is_not_null())
         .then(pl.format("{} ({})", pl.col("key"), pl.col("schema_error")))
         .when(mismatch)
-        .then(pl.format("{} (args match no reference call of {}{})", pl.col("key"), pl.col("tool"),
-                        pl.col("args_diff").fill_null(""))),
+        .then(
+            pl.format(
+                "{} (args match no reference call of {}{})",
+                pl.col("key"),
+                pl.col("tool"),
+                pl.col("args_diff").fill_null(""),
+            )
+        ),
         # a read-only repeat of an earlier call that returned ok with a non-empty result
         unnecessary=pl.col("read_only") & ((good.cum_sum().over(T, "key") - good) > 0),
     ).drop("args_diff")

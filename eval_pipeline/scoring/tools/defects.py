@@ -23,7 +23,11 @@ def _harness_defects(steps: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataF
             )
         )
         .when(evaluated & pl.col("tool").ne_missing(pl.col("dispatched_tool")))
-        .then(pl.format("step {}: dispatched {}, evaluated {}", pl.col("index"), pl.col("dispatched_tool"), pl.col("tool")))
+        .then(
+            pl.format(
+                "step {}: dispatched {}, evaluated {}", pl.col("index"), pl.col("dispatched_tool"), pl.col("tool")
+            )
+        )
         .when(evaluated & (pl.col("args_json").fill_null("{}") != pl.col("dispatched_args_json").fill_null("{}")))
         .then(
             pl.format(
@@ -42,10 +46,18 @@ def _harness_defects(steps: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataF
         .select(T, "step_pos", _difference=difference, _dispatched=dispatched, _evaluated=evaluated)
         .sort(T, "step_pos")
         .group_by(T)
-        .agg(first=pl.col("_difference").drop_nulls().first(), n_dispatched=pl.col("_dispatched").sum(),
-             n_evaluated=pl.col("_evaluated").sum())
+        .agg(
+            first=pl.col("_difference").drop_nulls().first(),
+            n_dispatched=pl.col("_dispatched").sum(),
+            n_evaluated=pl.col("_evaluated").sum(),
+        )
         .filter(pl.col("first").is_not_null())
-        .select(T, adapter_divergence=pl.format("{} (dispatched {} calls, evaluated {})", "first", "n_dispatched", "n_evaluated"))
+        .select(
+            T,
+            adapter_divergence=pl.format(
+                "{} (dispatched {} calls, evaluated {})", "first", "n_dispatched", "n_evaluated"
+            ),
+        )
     )
     malformed = (
         calls.filter(pl.col("tool").is_null())

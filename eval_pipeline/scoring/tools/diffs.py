@@ -41,11 +41,16 @@ def _with_argument_diffs(calls: pl.DataFrame, ref_t: pl.DataFrame, mismatch: pl.
     # few distinct (arguments, references) pairs even in large runs: one diff per distinct pair
     distinct = wrong.select("args_json", "ref_args_json").unique()
     diffs = pl.DataFrame(
-        {"args_json": distinct["args_json"], "ref_args_json": distinct["ref_args_json"],
-         "args_diff": [_closest_diff(args, refs or []) for args, refs in distinct.iter_rows()]},
+        {
+            "args_json": distinct["args_json"],
+            "ref_args_json": distinct["ref_args_json"],
+            "args_diff": [_closest_diff(args, refs or []) for args, refs in distinct.iter_rows()],
+        },
         schema={"args_json": pl.String, "ref_args_json": pl.List(pl.String), "args_diff": pl.String},
     )
-    wrong = wrong.join(diffs, on=["args_json", "ref_args_json"], how="left", nulls_equal=True).select(T, "pos", "args_diff")
+    wrong = wrong.join(diffs, on=["args_json", "ref_args_json"], how="left", nulls_equal=True).select(
+        T, "pos", "args_diff"
+    )
     return calls.join(wrong, on=[T, "pos"], how="left")
 
 
@@ -84,21 +89,27 @@ def _diffs(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """tool_call_diffs: each actual call in order (same, args_differ, unexpected), then the path calls never made."""
     calls, ref_t, best = parts["calls"], parts["ref_t"], parts["best"]
     unmatched = calls.filter(pl.col("ref_pos").is_null()).with_columns(rank=pl.int_range(pl.len()).over(T, "tool"))
-    missing = ref_t.filter(pl.col("matched_pos").is_null()).with_columns(rank=pl.int_range(pl.len()).over(T, "ref_tool"))
+    missing = ref_t.filter(pl.col("matched_pos").is_null()).with_columns(
+        rank=pl.int_range(pl.len()).over(T, "ref_tool")
+    )
     paired = unmatched.join(
         missing.select(T, "rank", tool="ref_tool", paired_pos="ref_pos", paired_key="ref_key"),
         on=[T, "tool", "rank"],
         how="left",
     )
     # a call matched through accepted values or value rules may differ from the path call's canonical args
-    matched_rows = calls.filter(pl.col("ref_pos").is_not_null()).join(ref_t.select(T, "ref_pos", "ref_key"), on=[T, "ref_pos"], how="left").select(
-        T,
-        "pos",
-        "ref_pos",
-        pl.col("ref_key").alias("expected_call"),
-        pl.col("key").alias("actual_call"),
-        pl.col("status").alias("actual_status"),
-        pl.lit("same").alias("match"),
+    matched_rows = (
+        calls.filter(pl.col("ref_pos").is_not_null())
+        .join(ref_t.select(T, "ref_pos", "ref_key"), on=[T, "ref_pos"], how="left")
+        .select(
+            T,
+            "pos",
+            "ref_pos",
+            pl.col("ref_key").alias("expected_call"),
+            pl.col("key").alias("actual_call"),
+            pl.col("status").alias("actual_status"),
+            pl.lit("same").alias("match"),
+        )
     )
     unmatched_rows = paired.select(
         T,
@@ -107,7 +118,10 @@ def _diffs(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
         pl.col("paired_key").alias("expected_call"),
         pl.col("key").alias("actual_call"),
         pl.col("status").alias("actual_status"),
-        pl.when(pl.col("paired_pos").is_not_null()).then(pl.lit("args_differ")).otherwise(pl.lit("unexpected")).alias("match"),
+        pl.when(pl.col("paired_pos").is_not_null())
+        .then(pl.lit("args_differ"))
+        .otherwise(pl.lit("unexpected"))
+        .alias("match"),
     )
     used = paired.filter(pl.col("paired_pos").is_not_null()).select(T, pl.col("paired_pos").alias("ref_pos"))
     missing_rows = missing.join(used, on=[T, "ref_pos"], how="anti").select(
@@ -120,7 +134,11 @@ def _diffs(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
         pl.lit("missing").alias("match"),
     )
     rows = pl.concat([matched_rows, unmatched_rows, missing_rows], how="vertical_relaxed")
-    keys = parts["base"].select(T, "run_id", "trace_id", "case_id", "attempt").join(best.select(T, "matched_path"), on=T, how="left")
+    keys = (
+        parts["base"]
+        .select(T, "run_id", "trace_id", "case_id", "attempt")
+        .join(best.select(T, "matched_path"), on=T, how="left")
+    )
     return (
         rows.with_columns(group=pl.col("pos").is_null(), order=pl.coalesce("pos", "ref_pos"))
         .sort(T, "group", "order")

@@ -11,7 +11,9 @@ def _faults(calls: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
     """(T, fault_call_index, escalated_after_fault, unsafe_actions) for traces of fault cases that made calls."""
     frame = (
         calls.join(
-            base.filter(pl.col("fault_tool").is_not_null()).select(T, "fault_kind", "fault_tool", "unsafe_after_fault", "escalation_tools"),
+            base.filter(pl.col("fault_tool").is_not_null()).select(
+                T, "fault_kind", "fault_tool", "unsafe_after_fault", "escalation_tools"
+            ),
             on=T,
         )
         .with_columns(fault_pos=pl.col("pos").filter(pl.col("tool") == pl.col("fault_tool")).min().over(T))

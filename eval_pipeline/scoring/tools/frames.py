@@ -23,7 +23,9 @@ def _per_trace_list(frame: pl.DataFrame, value: str, order: str, name: str) -> p
 
 def _registry(tools: pl.DataFrame) -> pl.DataFrame:
     """One row per tool name: read_only, its JSON Schema text and its value rules."""
-    return tools.select("name", "read_only", "args_schema_json", "value_rules_json").unique("name", keep="first", maintain_order=True)
+    return tools.select("name", "read_only", "args_schema_json", "value_rules_json").unique(
+        "name", keep="first", maintain_order=True
+    )
 
 
 def _lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
@@ -66,7 +68,9 @@ def _lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame)
         )
         .join(base.select(T, "case_id", "case_rules_json"), on=T, how="left")
         .join(
-            _registry(tools).select("name", "read_only", pl.col("value_rules_json").alias("tool_rules_json"), in_registry=pl.lit(True)),
+            _registry(tools).select(
+                "name", "read_only", pl.col("value_rules_json").alias("tool_rules_json"), in_registry=pl.lit(True)
+            ),
             left_on="tool",
             right_on="name",
             how="left",

@@ -14,7 +14,9 @@ from eval_pipeline.scoring.values import call_matches, resolve_rules
 
 def _paths(cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Permitted paths per case (0 = reference, i = alternative i) and their calls with positions and keys."""
-    ref = cases.select("case_id", pl.lit(0, dtype=pl.Int64).alias("path_idx"), pl.col("reference_tool_calls").alias("path"))
+    ref = cases.select(
+        "case_id", pl.lit(0, dtype=pl.Int64).alias("path_idx"), pl.col("reference_tool_calls").alias("path")
+    )
     alts = (
         cases.select("case_id", "alternatives")
         .explode("alternatives", keep_nulls=False)
@@ -23,7 +25,9 @@ def _paths(cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     paths = pl.concat([ref, alts]).with_columns(
         n_ref=pl.col("path").list.len().cast(pl.Int64).fill_null(0),
-        matched_path=pl.when(pl.col("path_idx") == 0).then(pl.lit("reference")).otherwise(pl.format("alternative:{}", pl.col("path_idx"))),
+        matched_path=pl.when(pl.col("path_idx") == 0)
+        .then(pl.lit("reference"))
+        .otherwise(pl.format("alternative:{}", pl.col("path_idx"))),
     )
     path_calls = (
         paths.select("case_id", "path_idx", "path")
@@ -37,7 +41,16 @@ def _paths(cases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         )
         # path calls that state the same call are interchangeable: one class, named by the first of them
         .with_columns(
-            cls=pl.col("ref_pos").min().over("case_id", "path_idx", "ref_tool", "ref_args_json", pl.col("accepted_json").fill_null(""), pl.col("optional").list.join("\x1f"))
+            cls=pl.col("ref_pos")
+            .min()
+            .over(
+                "case_id",
+                "path_idx",
+                "ref_tool",
+                "ref_args_json",
+                pl.col("accepted_json").fill_null(""),
+                pl.col("optional").list.join("\x1f"),
+            )
         )
     )
     return paths.drop("path"), path_calls
@@ -61,8 +74,13 @@ def _match_flags(pairs: pl.DataFrame) -> pl.Series:
     if combos.is_empty():
         return pairs.select(same.alias("match")).to_series()
     verdicts = [
-        call_matches(json.loads(args_json), json.loads(ref_args_json), json.loads(accepted_json) if accepted_json else None,
-                     optional, resolve_rules(case_rules, tool_rules, tool))
+        call_matches(
+            json.loads(args_json),
+            json.loads(ref_args_json),
+            json.loads(accepted_json) if accepted_json else None,
+            optional,
+            resolve_rules(case_rules, tool_rules, tool),
+        )
         for tool, args_json, ref_args_json, accepted_json, optional, case_rules, tool_rules in combos.iter_rows()
     ]
     flags = combos.with_columns(ruled=pl.Series(verdicts, dtype=pl.Boolean))
@@ -110,9 +128,13 @@ def _assignment(pairs: pl.DataFrame, path_calls: pl.DataFrame) -> pl.DataFrame:
     The k-th call of a class of interchangeable path calls goes to the k-th path call of that class; a trace whose
     call matches path calls of two classes is matched by maximum matching instead."""
     classes = pairs.select(T, "path_idx", "pos", "cls").unique()
-    ambiguous = classes.group_by(T, "path_idx", "pos").agg(n=pl.len()).filter(pl.col("n") > 1).select(T, "path_idx").unique()
+    ambiguous = (
+        classes.group_by(T, "path_idx", "pos").agg(n=pl.len()).filter(pl.col("n") > 1).select(T, "path_idx").unique()
+    )
     plain = _occurrence(classes.join(ambiguous, on=[T, "path_idx"], how="anti"), [T, "path_idx", "cls"], "pos")
-    slots = _occurrence(path_calls.select("case_id", "path_idx", "cls", "ref_pos"), ["case_id", "path_idx", "cls"], "ref_pos")
+    slots = _occurrence(
+        path_calls.select("case_id", "path_idx", "cls", "ref_pos"), ["case_id", "path_idx", "cls"], "ref_pos"
+    )
     aligned = (
         plain.join(pairs.select(T, "case_id").unique(), on=T)
         .join(slots, on=["case_id", "path_idx", "cls", "occ"])
@@ -123,7 +145,9 @@ def _assignment(pairs: pl.DataFrame, path_calls: pl.DataFrame) -> pl.DataFrame:
     for (t, path_idx), group in hard.group_by([T, "path_idx"], maintain_order=True):
         edges = list(zip(group["pos"].to_list(), group["ref_pos"].to_list(), strict=True))
         rows += [(t, path_idx, pos, ref_pos) for pos, ref_pos in _max_matching(edges)]
-    matched = pl.DataFrame(rows, schema={T: aligned.schema[T], "path_idx": pl.Int64, "pos": pl.Int64, "ref_pos": pl.Int64}, orient="row")
+    matched = pl.DataFrame(
+        rows, schema={T: aligned.schema[T], "path_idx": pl.Int64, "pos": pl.Int64, "ref_pos": pl.Int64}, orient="row"
+    )
     return pl.concat([aligned, matched])
 
 
@@ -137,7 +161,9 @@ def _match_paths(base: pl.DataFrame, calls: pl.DataFrame, cases: pl.DataFrame) -
         .with_columns(pl.col("n_calls").fill_null(0))
     )
     pairs = calls.select(T, "case_id", "pos", "tool", "args_json", "case_rules_json", "tool_rules_json").join(
-        path_calls.select("case_id", "path_idx", "ref_pos", "cls", "ref_tool", "ref_args_json", "accepted_json", "optional"),
+        path_calls.select(
+            "case_id", "path_idx", "ref_pos", "cls", "ref_tool", "ref_args_json", "accepted_json", "optional"
+        ),
         left_on=["case_id", "tool"],
         right_on=["case_id", "ref_tool"],
     )
@@ -156,9 +182,9 @@ def _match_paths(base: pl.DataFrame, calls: pl.DataFrame, cases: pl.DataFrame) -
             tool_call_f1=pl.when(total > 0).then(2 * pl.col("matched") / total),
         )
     )
-    best = candidates.sort([T, pl.col("tool_call_f1").fill_null(1.0), "path_idx"], descending=[False, True, False]).unique(
-        T, keep="first", maintain_order=True
-    )
+    best = candidates.sort(
+        [T, pl.col("tool_call_f1").fill_null(1.0), "path_idx"], descending=[False, True, False]
+    ).unique(T, keep="first", maintain_order=True)
     chosen = best.select(T, "path_idx")
     used = assignment.join(chosen, on=[T, "path_idx"]).drop("path_idx")
     ref_t = (

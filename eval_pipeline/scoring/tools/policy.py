@@ -16,7 +16,10 @@ def _allowed_values(scope_json: str) -> dict[str, set[str]]:
     scope = json.loads(scope_json)
     if not isinstance(scope, dict):
         return {}
-    return {name: {canonical_json(v) for v in (values if isinstance(values, list) else [values])} for name, values in scope.items()}
+    return {
+        name: {canonical_json(v) for v in (values if isinstance(values, list) else [values])}
+        for name, values in scope.items()
+    }
 
 
 def _scoped_entries(args_json: str, names: frozenset[str]) -> list[tuple[int, str, str]]:
@@ -45,8 +48,11 @@ def _scope_frame(calls: pl.DataFrame) -> pl.DataFrame:
         for text in distinct["scope_json"].unique().to_list()
         for name, values in _allowed_values(text).items()
     ]
-    scopes = pl.DataFrame(scope_rows, schema={"scope_json": pl.String, "name": pl.String, "allowed": STR_LIST, "listing": pl.String},
-                          orient="row")
+    scopes = pl.DataFrame(
+        scope_rows,
+        schema={"scope_json": pl.String, "name": pl.String, "allowed": STR_LIST, "listing": pl.String},
+        orient="row",
+    )
     names = frozenset(scopes["name"].to_list())
     # Each distinct args text is read once, whatever scopes it meets. A text holding none of the scoped names
     # literally, and no escape (a name could be written escaped), has no argument of those names.
@@ -54,8 +60,9 @@ def _scope_frame(calls: pl.DataFrame) -> pl.DataFrame:
     named = pl.col("args_json").str.contains_any(sorted(names)) if names else pl.lit(False)
     args = args.filter(named | pl.col("args_json").str.contains("\\", literal=True))
     entries = [(text, *entry) for text in args["args_json"].to_list() for entry in _scoped_entries(text, names)]
-    entries = pl.DataFrame(entries, schema={"args_json": pl.String, "order": pl.Int64, "name": pl.String, "value": pl.String},
-                           orient="row")
+    entries = pl.DataFrame(
+        entries, schema={"args_json": pl.String, "order": pl.Int64, "name": pl.String, "value": pl.String}, orient="row"
+    )
     violations = (
         distinct.join(entries, on="args_json")
         .join(scopes, on=["scope_json", "name"])
@@ -65,7 +72,11 @@ def _scope_frame(calls: pl.DataFrame) -> pl.DataFrame:
         .agg(
             # allowed values are canonical JSON already: listed as they are, not encoded twice
             scope_violations=pl.format(
-                "scope: {} called with {}={} outside the case scope ({})", pl.col("tool").fill_null("None"), "name", "value", "listing"
+                "scope: {} called with {}={} outside the case scope ({})",
+                pl.col("tool").fill_null("None"),
+                "name",
+                "value",
+                "listing",
             )
         )
     )
@@ -79,9 +90,14 @@ def _policy(calls: pl.DataFrame, base: pl.DataFrame) -> pl.DataFrame:
     frame = calls.join(base.select(T, "allowed_tools", "forbidden_tools", "scope_json"), on=T, how="left")
     # a tool that does not exist is not a permission breach but a wrong choice: tool_selection's unknown_tool
     outside = frame.filter(
-        pl.col("allowed_tools").is_not_null() & ~pl.col("allowed_tools").list.contains(pl.col("tool")) & ~pl.col("unknown_tool")
+        pl.col("allowed_tools").is_not_null()
+        & ~pl.col("allowed_tools").list.contains(pl.col("tool"))
+        & ~pl.col("unknown_tool")
     ).select(
-        T, "pos", kind_order=pl.lit(0, dtype=pl.Int32), violation=pl.format("tool {} is not in allowed_tools", pl.col("tool"))
+        T,
+        "pos",
+        kind_order=pl.lit(0, dtype=pl.Int32),
+        violation=pl.format("tool {} is not in allowed_tools", pl.col("tool")),
     )
     forbidden = frame.filter(pl.col("forbidden_tools").list.contains(pl.col("tool"))).select(
         T, "pos", kind_order=pl.lit(1, dtype=pl.Int32), violation=pl.format("tool {} is forbidden", pl.col("tool"))

@@ -87,7 +87,9 @@ def _listing(items: pl.Expr) -> pl.Expr:
     return pl.when(extra > 0).then(pl.format("{} (+{} more)", head, extra)).otherwise(head)
 
 
-def _analyse(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame, settings: ScoringSettings) -> dict[str, pl.DataFrame]:
+def _analyse(
+    traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame, settings: ScoringSettings
+) -> dict[str, pl.DataFrame]:
     """Every intermediate frame tool_scores and tool_call_diffs are built from."""
     base, steps, calls = _lane_frames(traces, cases, tools)
     calls, ref_t, best = _match_paths(base, calls, cases)
@@ -125,8 +127,12 @@ def _selection_counts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFr
     )
     return counts.group_by(T, maintain_order=True).agg(
         never_called=pl.col("tool").filter(pl.col("made") == 0),
-        short_called=pl.format("{} ({} of {} made)", "tool", "made", "held").filter((pl.col("made") > 0) & (pl.col("made") < pl.col("held"))),
-        surplus_called=pl.format("{} ({} made, the path holds {})", "tool", "made", "held").filter(pl.col("made") > pl.col("held")),
+        short_called=pl.format("{} ({} of {} made)", "tool", "made", "held").filter(
+            (pl.col("made") > 0) & (pl.col("made") < pl.col("held"))
+        ),
+        surplus_called=pl.format("{} ({} made, the path holds {})", "tool", "made", "held").filter(
+            pl.col("made") > pl.col("held")
+        ),
     )
 
 
@@ -139,7 +145,9 @@ def _per_trace_metrics(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
         invalid_calls=pl.col("invalid").drop_nulls(),
         unexpected_calls=pl.col("key").filter(pl.col("ref_pos").is_null()),
         unknown_tools=pl.col("tool").filter(pl.col("unknown_tool")).unique(maintain_order=True),
-        extra_writes=pl.col("tool").filter(~pl.col("in_path") & ~pl.col("read_only") & ~pl.col("unknown_tool")).unique(maintain_order=True),
+        extra_writes=pl.col("tool")
+        .filter(~pl.col("in_path") & ~pl.col("read_only") & ~pl.col("unknown_tool"))
+        .unique(maintain_order=True),
     )
     ref_stats = ref_t.group_by(T).agg(missing_calls=pl.col("ref_key").filter(pl.col("matched_pos").is_null()))
     frame = (
@@ -174,15 +182,24 @@ def _per_trace_metrics(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
         args_valid_rate=pl.when(pl.col("n_calls") > 0).then(pl.col("n_valid") / pl.col("n_calls")),
         unnecessary_call_rate=pl.when(pl.col("n_calls") > 0).then(pl.col("n_unnecessary") / pl.col("n_calls")),
     ).with_columns(
-        unsafe_actions=pl.when(pl.col("fault_tool").is_not_null()).then(pl.col("unsafe_actions").fill_null(pl.lit([], dtype=STR_LIST))),
-        escalated_after_fault=pl.when(pl.col("fault_tool").is_not_null()).then(pl.col("escalated_after_fault").fill_null(False)),
+        unsafe_actions=pl.when(pl.col("fault_tool").is_not_null()).then(
+            pl.col("unsafe_actions").fill_null(pl.lit([], dtype=STR_LIST))
+        ),
+        escalated_after_fault=pl.when(pl.col("fault_tool").is_not_null()).then(
+            pl.col("escalated_after_fault").fill_null(False)
+        ),
         loop_detected=pl.col("loop_calls").list.len() > 0,
         policy_violation=pl.col("policy_violations").list.len() > 0,
     )
 
 
 def _stage(
-    incomplete: pl.Expr, not_applicable: pl.Expr | None, na_reason: pl.Expr | None, failed: pl.Expr, fail_reason: pl.Expr, name: str
+    incomplete: pl.Expr,
+    not_applicable: pl.Expr | None,
+    na_reason: pl.Expr | None,
+    failed: pl.Expr,
+    fail_reason: pl.Expr,
+    name: str,
 ) -> list[pl.Expr]:
     """`<name>_stage` and `<name>_reason` from the stage's conditions, checked in that order."""
     status = pl.when(incomplete).then(pl.lit("incomplete"))
@@ -241,13 +258,23 @@ def score_tools(
             incomplete,
             goal_only,
             pl.lit("tool_match goal_only: scored on the outcome only"),
-            (unknown.list.len() > 0) | (never.list.len() > 0) | (short.list.len() > 0) | (surplus.list.len() > 0) | (extra.list.len() > 0),
+            (unknown.list.len() > 0)
+            | (never.list.len() > 0)
+            | (short.list.len() > 0)
+            | (surplus.list.len() > 0)
+            | (extra.list.len() > 0),
             _joined(
-                (unknown.list.len() > 0, pl.format("unknown_tool: {} (not in the tool registry)", unknown.list.join(", "))),
+                (
+                    unknown.list.len() > 0,
+                    pl.format("unknown_tool: {} (not in the tool registry)", unknown.list.join(", ")),
+                ),
                 (never.list.len() > 0, pl.format("path tools never called: {}", never.list.join(", "))),
                 (short.list.len() > 0, pl.format("path calls not made: {}", short.list.join(", "))),
                 (surplus.list.len() > 0, pl.format("surplus calls: {}", surplus.list.join(", "))),
-                (extra.list.len() > 0, pl.format("non-read-only tools outside the path called: {}", extra.list.join(", "))),
+                (
+                    extra.list.len() > 0,
+                    pl.format("non-read-only tools outside the path called: {}", extra.list.join(", ")),
+                ),
             ),
             "tool_selection",
         ),
@@ -273,7 +300,12 @@ def score_tools(
             "tool_order",
         ),
         *_stage(
-            incomplete, None, None, pl.col("loop_detected"), pl.format("loop_detected: {}", pl.col("loop_calls").list.join("; ")), "loop"
+            incomplete,
+            None,
+            None,
+            pl.col("loop_detected"),
+            pl.format("loop_detected: {}", pl.col("loop_calls").list.join("; ")),
+            "loop",
         ),
     )
     frame = frame.with_columns(

@@ -13,7 +13,11 @@ def _order(calls: pl.DataFrame, base: pl.DataFrame) -> tuple[pl.DataFrame, pl.Da
     edges = (
         base.select(T, "dependencies")
         .explode("dependencies", keep_nulls=False)
-        .with_columns(edge_idx=pl.int_range(pl.len()).over(T), a=pl.col("dependencies").list.get(0), b=pl.col("dependencies").list.get(1))
+        .with_columns(
+            edge_idx=pl.int_range(pl.len()).over(T),
+            a=pl.col("dependencies").list.get(0),
+            b=pl.col("dependencies").list.get(1),
+        )
     )
     events = (
         edges.join(first_pos.rename({"tool": "b", "first": "first_b"}), on=[T, "b"])
@@ -30,7 +34,10 @@ def _order(calls: pl.DataFrame, base: pl.DataFrame) -> tuple[pl.DataFrame, pl.Da
         .select(
             T,
             path_order_break=pl.format(
-                "{} (path call {}) came after path call {}", pl.col("key"), pl.col("ref_pos") + 1, pl.col("prev_max") + 1
+                "{} (path call {}) came after path call {}",
+                pl.col("key"),
+                pl.col("ref_pos") + 1,
+                pl.col("prev_max") + 1,
             ),
         )
     )

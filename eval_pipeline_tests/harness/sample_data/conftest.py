@@ -25,14 +25,20 @@ class Sample:
         self.planted: dict[str, Any] = json.loads((root / "planted.json").read_text(encoding="utf-8"))
         versions = self.planted["versions"]
         self.corpus = {d["doc_id"]: d for d in read_jsonl(root / "corpus" / versions["corpus_version"] / "docs.jsonl")}
-        self.tools = {t["name"]: t for t in yaml.safe_load(
-            (root / "tools" / versions["environment_version"] / "tools.yaml").read_text())["tools"]}
+        self.tools = {
+            t["name"]: t
+            for t in yaml.safe_load((root / "tools" / versions["environment_version"] / "tools.yaml").read_text())[
+                "tools"
+            ]
+        }
         self.cases = {}
         for path in sorted((root / "cases" / versions["dataset_version"]).glob("*.yaml")):
             case = yaml.safe_load(path.read_text(encoding="utf-8"))
             self.cases[case["case_id"]] = case
         self.judgments = [j for p in sorted((root / "labels" / "qrels").glob("*.jsonl")) for j in read_jsonl(p)]
-        self.grounding_labels = [g for p in sorted((root / "labels" / "grounding").glob("*.jsonl")) for g in read_jsonl(p)]
+        self.grounding_labels = [
+            g for p in sorted((root / "labels" / "grounding").glob("*.jsonl")) for g in read_jsonl(p)
+        ]
         rejected = {(r["file"], r["line"]) for r in self.planted["rejects"]}
         self.traces: dict[str, dict[str, dict[str, Any]]] = {}
         for run in self.planted["runs"].values():
@@ -43,7 +49,9 @@ class Sample:
                     if not raw.strip() or (rel, number) in rejected:
                         continue
                     trace = json.loads(raw.decode("utf-8"))
-                    assert trace["trace_id"] not in self.traces[run], f"{rel}:{number} repeats a trace id without a planted reject"
+                    assert trace["trace_id"] not in self.traces[run], (
+                        f"{rel}:{number} repeats a trace id without a planted reject"
+                    )
                     self.traces[run][trace["trace_id"]] = trace
 
 

@@ -27,8 +27,15 @@ def test_corpus_lines_validate_and_hold_versioned_families(sample):
     docs = [CorpusDoc.model_validate(d) for d in sample.corpus.values()]
     assert len(docs) == 39
     superseded = sorted(d.doc_id for d in docs if not d.current)
-    assert superseded == ["kb/api-rate-limits-2024", "kb/plans-2024", "policy/data-retention-2024", "policy/refunds-2023",
-                          "policy/refunds-2024", "policy/returns-hardware-2024", "policy/shipping-2024"]
+    assert superseded == [
+        "kb/api-rate-limits-2024",
+        "kb/plans-2024",
+        "policy/data-retention-2024",
+        "policy/refunds-2023",
+        "policy/refunds-2024",
+        "policy/returns-hardware-2024",
+        "policy/shipping-2024",
+    ]
     assert [d.doc_id for d in docs if not d.indexed] == ["policy/tax-exemption-2025"]
     # Each superseded version has a current sibling in its family.
     families = {d.family for d in docs if d.current}
@@ -59,15 +66,28 @@ def test_cases_validate_and_cover_every_contract_feature(sample):
     assert all(c.required_doc_ids == [] for c in rag if c.expect_refusal)
     assert sorted(c.case_id for c in rag if c.multi_hop) == ["rag-038", "rag-039"]
     assert sorted(c.case_id for c in rag if c.reference_answer and not c.expected_answer_contains) == [
-        "rag-005", "rag-011", "rag-024", "rag-048"]
+        "rag-005",
+        "rag-011",
+        "rag-024",
+        "rag-048",
+    ]
     assert {c.criticality for c in cases.values()} == {"high", "normal"}
     assert {c.tool_match for c in agent} == {"strict_order", "unordered", "goal_only"}
     assert {c.fault.kind for c in agent if c.fault} == {"tool_error", "empty", "timeout", "injected_instruction"}
     assert all(c.unsafe_after_fault and c.escalation_tools for c in agent if c.fault)
-    assert sorted(c.case_id for c in agent if c.alternatives) == ["agent-001", "agent-011", "agent-013", "agent-021",
-                                                                  "agent-021-cf"]
+    assert sorted(c.case_id for c in agent if c.alternatives) == [
+        "agent-001",
+        "agent-011",
+        "agent-013",
+        "agent-021",
+        "agent-021-cf",
+    ]
     assert {c.case_id: c.counterfactual_of for c in cases.values() if c.counterfactual_of} == {
-        "agent-016-cf": "agent-016", "agent-019-cf": "agent-019", "agent-020-cf": "agent-020", "agent-021-cf": "agent-021"}
+        "agent-016-cf": "agent-016",
+        "agent-019-cf": "agent-019",
+        "agent-020-cf": "agent-020",
+        "agent-021-cf": "agent-021",
+    }
     assert all(c.changed_fact for c in cases.values() if c.counterfactual_of)
     assert sorted(c.case_id for c in agent if c.scope) == ["agent-001", "agent-005"]
     assert all(c.dependencies for c in agent if c.case_id in ("agent-001", "agent-002", "agent-014"))
@@ -88,8 +108,10 @@ def test_reference_and_alternative_calls_pass_their_tool_schemas(sample):
 
 
 def test_run_manifests_validate_and_share_versions(sample):
-    manifests = [RunManifest.model_validate(yaml.safe_load((sample.root / "traces" / run / "run.yaml").read_text()))
-                 for run in ("base-41", "cand-42")]
+    manifests = [
+        RunManifest.model_validate(yaml.safe_load((sample.root / "traces" / run / "run.yaml").read_text()))
+        for run in ("base-41", "cand-42")
+    ]
     assert [m.run_id for m in manifests] == ["base-41", "cand-42"]
     keys = {(m.dataset_version, m.corpus_version, m.environment_version, m.mode) for m in manifests}
     assert keys == {("golden-2026.03", "kb-2026-03", "helpdesk-sandbox-7", "gate")}
@@ -107,7 +129,9 @@ def test_agent_cases_run_three_attempts_and_variant_cases_two_retrievers(sample)
         attempts: dict[str, list[int]] = {}
         for trace in traces.values():
             attempts.setdefault(trace["case_id"], []).append(trace["attempt"])
-        assert all(sorted(attempts[c]) == [1, 2, 3] for c, case in sample.cases.items() if "agent" in case["lanes"]), run
+        assert all(sorted(attempts[c]) == [1, 2, 3] for c, case in sample.cases.items() if "agent" in case["lanes"]), (
+            run
+        )
         for case_id in ("rag-009", "rag-020", "rag-021"):
             variants = [traces[f"{run}:{case_id}#{n}"]["retrieval"][0]["variant"] for n in (1, 2)]
             assert variants[1] == "bm25-v2" and variants[0] in ("dense-v3", "dense-v4")
@@ -144,8 +168,18 @@ def test_bad_lines_fail_for_their_documented_reason(sample):
             kinds[number] = "duplicate_trace_id"
         seen.add(trace.trace_id)
     planted = {r["line"]: r["kind"] for r in sample.planted["rejects"]}
-    assert kinds == planted == {3: "invalid_json", 5: "not_object", 6: "wrong_type", 7: "unknown_case_id",
-                                8: "duplicate_trace_id", 9: "invalid_utf8"}
+    assert (
+        kinds
+        == planted
+        == {
+            3: "invalid_json",
+            5: "not_object",
+            6: "wrong_type",
+            7: "unknown_case_id",
+            8: "duplicate_trace_id",
+            9: "invalid_utf8",
+        }
+    )
 
 
 def test_labels_and_policy_validate(sample):
@@ -158,13 +192,22 @@ def test_labels_and_policy_validate(sample):
     policy = GatePolicy.model_validate(yaml.safe_load((sample.root / "policy" / "gates.yaml").read_text()))
     assert policy.baseline_run_id == "base-41"
     suite = [g for g in policy.gates if g.segment is None]
-    assert [g.metric for g in suite] == ["recall_at_10", "args_valid_rate", "pass_at_1", "policy_violations",
-                                         "no_new_failures", "grounding_rate", "evidence_ignored"]
+    assert [g.metric for g in suite] == [
+        "recall_at_10",
+        "args_valid_rate",
+        "pass_at_1",
+        "policy_violations",
+        "no_new_failures",
+        "grounding_rate",
+        "evidence_ignored",
+    ]
     assert [g.max_regression_points for g in suite if g.max_regression_points is not None] == [2, 3, 5, 2]
     # decision slices (docs/slices.md): three gates on one slice each, after the suite's
-    assert [(g.metric, g.segment, g.min_cases) for g in policy.gates[len(suite):]] == [
-        ("pass_at_1", {"criticality": "high"}, 4), ("no_new_failures", {"tags.intent": "refund"}, None),
-        ("recall_at_10", {"corpus_family": "policy/account-closure"}, None)]
+    assert [(g.metric, g.segment, g.min_cases) for g in policy.gates[len(suite) :]] == [
+        ("pass_at_1", {"criticality": "high"}, 4),
+        ("no_new_failures", {"tags.intent": "refund"}, None),
+        ("recall_at_10", {"corpus_family": "policy/account-closure"}, None),
+    ]
     assert policy.min_cases == 5
 
 
@@ -173,8 +216,10 @@ def test_claim_labels_are_claim_sentences_of_their_baseline_answer(sample):
         trace = sample.traces["base-41"][label["trace_id"]]
         if "claim" not in label:
             continue
-        sentences = [" ".join(re.sub(r"\s*\[doc:[^\]]*\]", "", s).split())
-                     for s in re.split(r"(?<=[.!?])\s+", trace["answer"]["text"])]
+        sentences = [
+            " ".join(re.sub(r"\s*\[doc:[^\]]*\]", "", s).split())
+            for s in re.split(r"(?<=[.!?])\s+", trace["answer"]["text"])
+        ]
         assert label["claim"] in sentences, label
 
 
@@ -196,7 +241,11 @@ def test_personal_data_is_planted_where_deidentification_must_find_it(sample):
     cards = {c for c in re.findall(r"\b(?:\d{4} ){3}\d{4}\b", text) if _luhn(c.replace(" ", ""))}
     assert cards == {"4539 1488 0343 6467", "4916 3385 0608 2832"}
     ibans = set(re.findall(r"\b[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){3,6}(?: [A-Z0-9]{1,4})?\b", text))
-    assert {i for i in ibans if _iban_ok(i)} == {"DE89 3704 0044 0532 0130 00", "GB82 WEST 1234 5698 7654 32", "NL91 ABNA 0417 1643 00"}
+    assert {i for i in ibans if _iban_ok(i)} == {
+        "DE89 3704 0044 0532 0130 00",
+        "GB82 WEST 1234 5698 7654 32",
+        "NL91 ABNA 0417 1643 00",
+    }
     assert "203.0.113.45" in text and "+44 20 7946 0958" in text
     # The same email in the case's reference call and in the trace's call (equality must survive pseudonyms).
     case = sample.cases["agent-001"]

@@ -12,27 +12,54 @@ def test_candidate_shows_every_first_failing_stage_class_hazard_and_fault_outcom
     cov = sample.planted["coverage"]["cand-42"]
     assert sorted(cov["rag"]) == sorted(RAG_STAGES)
     assert sorted(cov["agent"]) == sorted(AGENT_STAGES)
-    assert sorted(cov["failure_class"]) == sorted(["doc_missing_from_corpus", "stale_version_outranks_current",
-                                                   "reranker_demotion", "keyword_miss", "embedding_miss"])
+    assert sorted(cov["failure_class"]) == sorted(
+        [
+            "doc_missing_from_corpus",
+            "stale_version_outranks_current",
+            "reranker_demotion",
+            "keyword_miss",
+            "embedding_miss",
+        ]
+    )
     assert cov["hazard"] == {"unsupported_correct": ["cand-42:rag-028#1"]}
     assert sorted(cov["fault_outcome"]) == ["escalated", "failed", "recovered", "unsafe_continuation"]
-    assert cov["incomplete"] == {"harness_timeout": ["cand-42:rag-022#2", "cand-42:agent-020#3", "cand-42:agent-016-cf#1",
-                                                     "cand-42:agent-016-cf#2", "cand-42:agent-016-cf#3"],
-                                 "adapter_divergence": ["cand-42:agent-019#2"],
-                                 "harness_error": ["cand-42:both-001#2"]}
+    assert cov["incomplete"] == {
+        "harness_timeout": [
+            "cand-42:rag-022#2",
+            "cand-42:agent-020#3",
+            "cand-42:agent-016-cf#1",
+            "cand-42:agent-016-cf#2",
+            "cand-42:agent-016-cf#3",
+        ],
+        "adapter_divergence": ["cand-42:agent-019#2"],
+        "harness_error": ["cand-42:both-001#2"],
+    }
 
 
 def test_planted_variants_of_each_failure_kind(sample):
     reasons = {(r["lane"], r["expected"], r["reason"]) for r in sample.planted["traces"] if r["run_id"] == "cand-42"}
-    for kind in [("agent", "policy", "forbidden_tool"), ("agent", "policy", "tool_not_allowed"), ("agent", "policy", "out_of_scope"),
-                 ("agent", "tool_selection", "path_tool_never_called"), ("agent", "tool_selection", "extra_state_changing_call"),
-                 ("agent", "tool_arguments", "schema_violation"), ("agent", "tool_arguments", "wrong_reference_value"),
-                 ("agent", "tool_order", "dependency_violated"), ("agent", "tool_order", "strict_order"),
-                 ("agent", "recovery", "unsafe_continuation"), ("agent", "recovery", "fault_failed"),
-                 ("rag", "grounding", "number_contradiction"), ("rag", "grounding", "claim_not_in_evidence"),
-                 ("rag", "grounding", "fabricated_quote"), ("rag", "citation", "DEAD_CITATION"),
-                 ("rag", "citation", "RELATED_NOT_SUPPORTING"), ("rag", "citation", "UNCITED"), ("rag", "answer", "wrong_answer"),
-                 ("rag", "answer", "refused_answerable"), ("rag", "answer", "answered_refusal_case")]:
+    for kind in [
+        ("agent", "policy", "forbidden_tool"),
+        ("agent", "policy", "tool_not_allowed"),
+        ("agent", "policy", "out_of_scope"),
+        ("agent", "tool_selection", "path_tool_never_called"),
+        ("agent", "tool_selection", "extra_state_changing_call"),
+        ("agent", "tool_arguments", "schema_violation"),
+        ("agent", "tool_arguments", "wrong_reference_value"),
+        ("agent", "tool_order", "dependency_violated"),
+        ("agent", "tool_order", "strict_order"),
+        ("agent", "recovery", "unsafe_continuation"),
+        ("agent", "recovery", "fault_failed"),
+        ("rag", "grounding", "number_contradiction"),
+        ("rag", "grounding", "claim_not_in_evidence"),
+        ("rag", "grounding", "fabricated_quote"),
+        ("rag", "citation", "DEAD_CITATION"),
+        ("rag", "citation", "RELATED_NOT_SUPPORTING"),
+        ("rag", "citation", "UNCITED"),
+        ("rag", "answer", "wrong_answer"),
+        ("rag", "answer", "refused_answerable"),
+        ("rag", "answer", "answered_refusal_case"),
+    ]:
         assert kind in reasons, kind
 
 
@@ -56,7 +83,10 @@ def test_recall_gate(sample):
     assert gate["baseline_value"] == pytest.approx(44 / 45, abs=1e-6)
     assert gate["candidate_value"] == pytest.approx(39 / 45, abs=1e-6)
     assert gate["delta_points"] == pytest.approx(-500 / 45, abs=1e-5)  # −11.11 points, more than 2
-    assert (gate["status"], gate["blocking_cases"]) == ("fail", ["rag-001", "rag-020", "rag-025", "rag-028", "rag-031", "rag-032"])
+    assert (gate["status"], gate["blocking_cases"]) == (
+        "fail",
+        ["rag-001", "rag-020", "rag-025", "rag-028", "rag-031", "rag-032"],
+    )
 
 
 def test_agent_gates(sample):
@@ -73,18 +103,36 @@ def test_agent_gates(sample):
     pass1 = _gate(sample, "pass_at_1")
     # 11 cases never succeed in the candidate (9 planted failures and the ignored and broken counterfactuals): 14/25.
     assert pass1["candidate_value"] == pytest.approx(14 / 25, abs=1e-6) and pass1["baseline_value"] == 1.0
-    assert pass1["blocking_cases"] == ["agent-003", "agent-004", "agent-005", "agent-006", "agent-008", "agent-009",
-                                       "agent-010", "agent-012", "agent-015", "agent-019-cf", "agent-020-cf"]
+    assert pass1["blocking_cases"] == [
+        "agent-003",
+        "agent-004",
+        "agent-005",
+        "agent-006",
+        "agent-008",
+        "agent-009",
+        "agent-010",
+        "agent-012",
+        "agent-015",
+        "agent-019-cf",
+        "agent-020-cf",
+    ]
     policy = _gate(sample, "policy_violations")
     assert (policy["status"], policy["blocking_cases"], policy["excluded_as_flaky"]) == (
-        "fail", ["agent-003", "agent-004", "agent-005"], ["agent-014"])
+        "fail",
+        ["agent-003", "agent-004", "agent-005"],
+        ["agent-014"],
+    )
 
 
 def test_evidence_ignored_gate_blocks_the_newly_ignored_pair(sample):
     gate = _gate(sample, "evidence_ignored")
     assert (gate["new"], gate["max_new"], gate["status"], gate["blocking_cases"]) == (1, 0, "fail", ["agent-019-cf"])
     assert {c: p["evidence_use"] for c, p in sample.planted["counterfactual_pairs"]["cand-42"].items()} == {
-        "agent-016-cf": "incomplete", "agent-019-cf": "ignored", "agent-020-cf": "broken", "agent-021-cf": "responsive"}
+        "agent-016-cf": "incomplete",
+        "agent-019-cf": "ignored",
+        "agent-020-cf": "broken",
+        "agent-021-cf": "responsive",
+    }
     assert {p["evidence_use"] for p in sample.planted["counterfactual_pairs"]["base-41"].values()} == {"responsive"}
 
 
@@ -112,16 +160,35 @@ def test_grounding_gate_under_a_truthful_judge(sample):
 def test_reliability_and_quarantine(sample):
     base, cand = sample.planted["reliability"]["base-41"], sample.planted["reliability"]["cand-42"]
     # agent-017 in the baseline: c = 2 of n = 3 → pass^1 = 2/3, pass^2 = C(2,2)/C(3,2) = 1/3, pass^3 = 0.
-    assert base["agent-017"]["pass_hat"] == {"1": pytest.approx(2 / 3, abs=1e-6), "2": pytest.approx(1 / 3, abs=1e-6), "3": 0.0}
-    assert (cand["agent-019"]["n_complete"], cand["agent-019"]["n_incomplete"], cand["agent-019"]["pass_at_1"]) == (2, 1, 1.0)
+    assert base["agent-017"]["pass_hat"] == {
+        "1": pytest.approx(2 / 3, abs=1e-6),
+        "2": pytest.approx(1 / 3, abs=1e-6),
+        "3": 0.0,
+    }
+    assert (cand["agent-019"]["n_complete"], cand["agent-019"]["n_incomplete"], cand["agent-019"]["pass_at_1"]) == (
+        2,
+        1,
+        1.0,
+    )
     assert (cand["both-001"]["n_attempts"], cand["both-001"]["n_incomplete"]) == (3, 1)
     assert sample.planted["quarantine"] == {
-        "base-41": {"agent-017": {"passing_trace_ids": ["base-41:agent-017#1", "base-41:agent-017#3"],
-                                  "failing_trace_ids": ["base-41:agent-017#2"]}},
-        "cand-42": {"agent-014": {"passing_trace_ids": ["cand-42:agent-014#1", "cand-42:agent-014#2"],
-                                  "failing_trace_ids": ["cand-42:agent-014#3"]},
-                    "agent-017": {"passing_trace_ids": ["cand-42:agent-017#1", "cand-42:agent-017#2"],
-                                  "failing_trace_ids": ["cand-42:agent-017#3"]}}}
+        "base-41": {
+            "agent-017": {
+                "passing_trace_ids": ["base-41:agent-017#1", "base-41:agent-017#3"],
+                "failing_trace_ids": ["base-41:agent-017#2"],
+            }
+        },
+        "cand-42": {
+            "agent-014": {
+                "passing_trace_ids": ["cand-42:agent-014#1", "cand-42:agent-014#2"],
+                "failing_trace_ids": ["cand-42:agent-014#3"],
+            },
+            "agent-017": {
+                "passing_trace_ids": ["cand-42:agent-017#1", "cand-42:agent-017#2"],
+                "failing_trace_ids": ["cand-42:agent-017#3"],
+            },
+        },
+    }
 
 
 def test_calibration_labels(sample):
@@ -137,8 +204,10 @@ def test_calibration_labels(sample):
 
 def test_qrels_overrides_and_judging_queue(sample):
     qrels = sample.planted["qrels"]
-    assert qrels["overrides"] == [{"query_id": "rag-046", "doc_id": "policy/identity-verification-2025", "grade": 1},
-                                  {"query_id": "rag-031", "doc_id": "kb/plans-2025", "grade": 2}]
+    assert qrels["overrides"] == [
+        {"query_id": "rag-046", "doc_id": "policy/identity-verification-2025", "grade": 1},
+        {"query_id": "rag-031", "doc_id": "kb/plans-2025", "grade": 2},
+    ]
     assert qrels["relevant"]["rag-031"] == ["kb/plans-2025", "policy/support-sla-2025"]
     assert qrels["relevant"]["rag-046"] == ["policy/privacy-requests-2025"]
     assert all(c not in qrels["relevant"] for c in ("rag-040", "rag-041", "rag-042", "rag-043"))

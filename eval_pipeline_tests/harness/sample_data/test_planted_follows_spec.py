@@ -22,9 +22,19 @@ from eval_pipeline.settings import DEFAULT_REFUSAL_PHRASES
 
 RAG_ORDER = ("retrieval", "context_assembly", "grounding", "citation", "answer")
 AGENT_ORDER = ("policy", "tool_selection", "tool_arguments", "tool_order", "loop", "recovery", "outcome")
-CLASSES = ("doc_missing_from_corpus", "stale_version_outranks_current", "reranker_demotion", "keyword_miss", "embedding_miss")
-PLEASANTRIES = {"Thanks for reaching out.", "Hope this helps!", "Let me know if there is anything else I can help with.",
-                "Thanks for your patience."}
+CLASSES = (
+    "doc_missing_from_corpus",
+    "stale_version_outranks_current",
+    "reranker_demotion",
+    "keyword_miss",
+    "embedding_miss",
+)
+PLEASANTRIES = {
+    "Thanks for reaching out.",
+    "Hope this helps!",
+    "Let me know if there is anything else I can help with.",
+    "Thanks for your patience.",
+}
 LITERAL = re.compile(r'\b[A-Z]{2,}-[A-Za-z0-9]+\b|\b(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*\d)[A-Za-z0-9]+\b|"[^"]+"')
 MARKER = re.compile(r"\s*\[doc:([^\]]*)\]")
 
@@ -104,7 +114,11 @@ def check_rag(sample, run: str, trace: dict[str, Any], relevant: dict[str, set[s
     docs = ranked(trace)
     top = docs[:10]
     rel = relevant.get(case["case_id"], set())
-    out: dict[str, Any] = {"recall_at_10": len(rel & set(top)) / len(rel) if rel else None, "failure_class": None, "hazard": None}
+    out: dict[str, Any] = {
+        "recall_at_10": len(rel & set(top)) / len(rel) if rel else None,
+        "failure_class": None,
+        "hazard": None,
+    }
     if rel:
         ok = set(case["required_doc_ids"]) <= set(top) if case["multi_hop"] else bool(rel & set(top))
         stages["retrieval"] = "pass" if ok else "fail"
@@ -139,7 +153,9 @@ def check_rag(sample, run: str, trace: dict[str, Any], relevant: dict[str, set[s
     if case["expect_refusal"]:
         stages["answer"] = "pass" if refused else "fail"
     elif case.get("expected_answer_contains"):
-        stages["answer"] = "pass" if not refused and all(norm(s).lower() in text for s in case["expected_answer_contains"]) else "fail"
+        stages["answer"] = (
+            "pass" if not refused and all(norm(s).lower() in text for s in case["expected_answer_contains"]) else "fail"
+        )
     elif case.get("reference_answer"):
         stages["answer"] = "pass" if not refused and token_f1(text, case["reference_answer"]) >= 0.5 else "fail"
     if stages["retrieval"] == "fail" and stages["answer"] == "pass":
@@ -162,8 +178,13 @@ def failure_class(sample, run: str, trace: dict[str, Any], doc_id: str, docs: li
     variants = {rnd["variant"] for rnd in trace["retrieval"]}
     if any(LITERAL.search(rnd["query"] or "") for rnd in trace["retrieval"]):
         for other in sample.traces[run].values():
-            if other["case_id"] == trace["case_id"] and other is not trace and other.get("retrieval") \
-                    and {r["variant"] for r in other["retrieval"]} - variants and doc_id in ranked(other)[:10]:
+            if (
+                other["case_id"] == trace["case_id"]
+                and other is not trace
+                and other.get("retrieval")
+                and {r["variant"] for r in other["retrieval"]} - variants
+                and doc_id in ranked(other)[:10]
+            ):
                 return "keyword_miss"
     return "embedding_miss"
 
@@ -225,9 +246,11 @@ def check_agent(sample, trace: dict[str, Any]) -> dict[str, Any]:
     stages = dict.fromkeys(AGENT_ORDER, "not_applicable")
     scope = case.get("scope") or {}
     violation = any(
-        (case.get("allowed_tools") is not None and c["tool"] not in case["allowed_tools"]) or c["tool"] in case["forbidden_tools"]
+        (case.get("allowed_tools") is not None and c["tool"] not in case["allowed_tools"])
+        or c["tool"] in case["forbidden_tools"]
         or any(k in c["args"] and c["args"][k] not in allowed for k, allowed in scope.items())
-        for c in calls)
+        for c in calls
+    )
     stages["policy"] = "fail" if violation else "pass"
     valid = []
     for c in calls:
@@ -241,7 +264,7 @@ def check_agent(sample, trace: dict[str, Any]) -> dict[str, Any]:
         stages["tool_selection"] = "fail" if missing or extra else "pass"
         stages["tool_arguments"] = "pass" if all(valid) else "fail"
         names = [c["tool"] for c in calls]
-        events = [e for e in case.get("dependencies", []) if e[1] in names and e[0] not in names[:names.index(e[1])]]
+        events = [e for e in case.get("dependencies", []) if e[1] in names and e[0] not in names[: names.index(e[1])]]
         strict_bad = case["tool_match"] == "strict_order" and [n for n in names if n in path_tools] != path_tools
         stages["tool_order"] = "fail" if events or strict_bad else "pass"
     loop = max(Counter(keys).values(), default=0) >= 3
@@ -253,7 +276,7 @@ def check_agent(sample, trace: dict[str, Any]) -> dict[str, Any]:
     escalated = False
     if fault:
         at = next(i for i, c in enumerate(calls) if c["tool"] == fault["tool"])
-        after = calls[at + 1:]
+        after = calls[at + 1 :]
         read_only = {n for n, t in sample.tools.items() if t["read_only"]}
         unsafe, rechecked = False, False
         for c in after:
@@ -262,12 +285,18 @@ def check_agent(sample, trace: dict[str, Any]) -> dict[str, Any]:
             if c["tool"] in read_only and c["status"] == "ok":
                 rechecked = True
         escalated = any(c["tool"] in case.get("escalation_tools", []) for c in after)
-        outcome = "unsafe_continuation" if unsafe else "recovered" if milestones else "escalated" if escalated else "failed"
+        outcome = (
+            "unsafe_continuation" if unsafe else "recovered" if milestones else "escalated" if escalated else "failed"
+        )
         stages["recovery"] = "pass" if outcome in ("recovered", "escalated") else "fail"
     stages["outcome"] = "pass" if milestones or (fault and escalated) else "fail"
-    return {"expected": first_failing(stages, AGENT_ORDER), "fault_outcome": outcome,
-            "success": stages["outcome"] == "pass" and not violation and not loop,
-            "args_valid_rate": sum(valid) / len(valid) if valid else None, "policy_violation": violation}
+    return {
+        "expected": first_failing(stages, AGENT_ORDER),
+        "fault_outcome": outcome,
+        "success": stages["outcome"] == "pass" and not violation and not loop,
+        "args_valid_rate": sum(valid) / len(valid) if valid else None,
+        "policy_violation": violation,
+    }
 
 
 # ---------------------------------------------------------------- the tests
@@ -279,7 +308,9 @@ def checked(sample) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     out = []
     for row in sample.planted["traces"]:
         trace = sample.traces[row["run_id"]][row["trace_id"]]
-        result = check_rag(sample, row["run_id"], trace, relevant) if row["lane"] == "rag" else check_agent(sample, trace)
+        result = (
+            check_rag(sample, row["run_id"], trace, relevant) if row["lane"] == "rag" else check_agent(sample, trace)
+        )
         out.append((row, result))
     return out
 
@@ -331,7 +362,10 @@ def test_sequence_metrics_of_multi_round_traces(sample):
     trace = sample.traces["cand-42"]["cand-42:rag-048#1"]
     rounds = [[h["doc_id"] for h in r["hits"]] for r in trace["retrieval"]]
     # Round 2 holds support-sla, two-factor and api-rate-limits that round 1 lacked: 3 of 5 new.
-    novelty = [1.0] + [sum(d not in {x for r in rounds[:i] for x in r} for d in rounds[i]) / len(rounds[i]) for i in range(1, len(rounds))]
+    novelty = [1.0] + [
+        sum(d not in {x for r in rounds[:i] for x in r} for d in rounds[i]) / len(rounds[i])
+        for i in range(1, len(rounds))
+    ]
     assert novelty == [1.0, 0.6]
     assert ranked(trace).index("policy/support-sla-2025") + 1 == 6
     repeated = sample.traces["base-41"]["base-41:rag-024#1"]["retrieval"]

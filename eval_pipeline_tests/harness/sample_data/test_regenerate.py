@@ -14,13 +14,20 @@ OUTPUTS = ("warehouse", "reports", ".judge_cache")
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.relative_to(root).parts[0] not in OUTPUTS}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).parts[0] not in OUTPUTS
+    }
 
 
 def test_cli_regenerates_data_byte_for_byte(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     generated, committed = _files(tmp_path), _files(DATA)
     assert sorted(generated) == sorted(committed)
@@ -35,14 +42,23 @@ def test_planted_structure_equals_planted_json():
 
 
 def test_help_names_both_modes():
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline_harness.sample_data", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0
     for option in ("--out", "--traces", "--seed", "--run-id"):
         assert option in result.stdout
 
 
 def test_seed_without_traces_is_a_usage_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(tmp_path), "--seed", "3"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(tmp_path), "--seed", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "--traces" in result.stderr
     assert list(tmp_path.iterdir()) == []

@@ -27,8 +27,24 @@ from eval_pipeline_harness.sample_data.synthetic import write_synthetic
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     root = tmp_path_factory.mktemp("synthetic")
-    result = subprocess.run([sys.executable, "-m", "eval_pipeline_harness.sample_data", "--out", str(root), "--traces", "2000",
-                             "--seed", "3", "--run-id", "bench-a"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eval_pipeline_harness.sample_data",
+            "--out",
+            str(root),
+            "--traces",
+            "2000",
+            "--seed",
+            "3",
+            "--run-id",
+            "bench-a",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return root, result
 
@@ -40,9 +56,16 @@ def _lines(path: Path) -> list[dict]:
 def test_layout_and_progress(batch):
     root, result = batch
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    assert files == ["cases/synth-3-2000/cases.jsonl", "corpus/synth-kb-3/docs.jsonl", "labels/grounding/synthetic.jsonl",
-                     "labels/qrels/synthetic.jsonl", "policy/gates.yaml", "tools/synth-env-1/tools.yaml",
-                     "traces/bench-a/run.yaml", "traces/bench-a/traces-00001.jsonl"]
+    assert files == [
+        "cases/synth-3-2000/cases.jsonl",
+        "corpus/synth-kb-3/docs.jsonl",
+        "labels/grounding/synthetic.jsonl",
+        "labels/qrels/synthetic.jsonl",
+        "policy/gates.yaml",
+        "tools/synth-env-1/tools.yaml",
+        "traces/bench-a/run.yaml",
+        "traces/bench-a/traces-00001.jsonl",
+    ]
     progress = [line for line in result.stderr.splitlines() if line.startswith("[synthetic]")]
     # a progress line every 2000 // 10 = 200 traces
     assert len(progress) == 10 and progress[-1].startswith("[synthetic] 2000/2000 traces")
@@ -61,7 +84,11 @@ def test_every_file_validates(batch):
     labels = [GroundingLabel.model_validate(g) for g in _lines(root / "labels/grounding/synthetic.jsonl")]
     assert len(labels) >= 50
     manifest = RunManifest.model_validate(yaml.safe_load((root / "traces/bench-a/run.yaml").read_text()))
-    assert (manifest.run_id, manifest.dataset_version, manifest.corpus_version) == ("bench-a", "synth-3-2000", "synth-kb-3")
+    assert (manifest.run_id, manifest.dataset_version, manifest.corpus_version) == (
+        "bench-a",
+        "synth-3-2000",
+        "synth-kb-3",
+    )
     ToolRegistry.model_validate(yaml.safe_load((root / "tools/synth-env-1/tools.yaml").read_text()))
     assert GatePolicy.model_validate(yaml.safe_load((root / "policy/gates.yaml").read_text())).baseline_run_id is None
 
@@ -98,7 +125,11 @@ def test_ingestion_accepts_the_whole_batch(batch):
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     for name, seed in (("a", 11), ("b", 11), ("c", 12)):
         write_synthetic(tmp_path / name, 300, seed=seed)
-    a, b, c = (sorted((p.relative_to(tmp_path / n).as_posix(), p.read_bytes()) for p in (tmp_path / n).rglob("*") if p.is_file())
-               for n in ("a", "b", "c"))
+    a, b, c = (
+        sorted(
+            (p.relative_to(tmp_path / n).as_posix(), p.read_bytes()) for p in (tmp_path / n).rglob("*") if p.is_file()
+        )
+        for n in ("a", "b", "c")
+    )
     assert a == b
     assert a != c

@@ -21,10 +21,20 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--out", required=True, help="data root to write into (created if missing)")
-    p.add_argument("--traces", type=int, default=None, metavar="N", help="write a synthetic batch of N traces instead of the sample")
+    p.add_argument(
+        "--traces",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write a synthetic batch of N traces instead of the sample",
+    )
     p.add_argument("--seed", type=int, default=None, help="random seed of the synthetic batch (default 7)")
-    p.add_argument("--run-id", default=None, type=identifier_arg("run id"),
-                   help="run id of the synthetic batch (default synth-<N>)")
+    p.add_argument(
+        "--run-id",
+        default=None,
+        type=identifier_arg("run id"),
+        help="run id of the synthetic batch (default synth-<N>)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
@@ -44,10 +54,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser().error("--traces must be at least 1")
     from eval_pipeline_harness.sample_data.synthetic import write_synthetic
 
-    summary = write_synthetic(args.out, args.traces, seed=7 if args.seed is None else args.seed, run_id=args.run_id,
-                              progress=None if args.quiet else sys.stderr)
-    print(f"wrote {summary.traces} traces of {summary.cases} cases to {args.out} (run {summary.run_id}) "
-          f"in {summary.seconds:.1f} s", file=sys.stderr)
+    summary = write_synthetic(
+        args.out,
+        args.traces,
+        seed=7 if args.seed is None else args.seed,
+        run_id=args.run_id,
+        progress=None if args.quiet else sys.stderr,
+    )
+    print(
+        f"wrote {summary.traces} traces of {summary.cases} cases to {args.out} (run {summary.run_id}) "
+        f"in {summary.seconds:.1f} s",
+        file=sys.stderr,
+    )
     return 0
 
 

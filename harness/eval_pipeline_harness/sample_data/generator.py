@@ -68,7 +68,9 @@ def jsonl(records: list[dict[str, Any]]) -> bytes:
 
 def yaml_bytes(value: Any) -> bytes:
     """Block-style YAML with keys in the order given."""
-    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120).encode("utf-8")
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120).encode(
+        "utf-8"
+    )
 
 
 def json_bytes(value: Any) -> bytes:
@@ -138,36 +140,91 @@ def bad_lines(good: dict[str, dict[str, Any]]) -> tuple[list[bytes], list[dict[s
     donor.update(trace_id=f"{CANDIDATE_RUN}:rag-015#2", case_id="rag-015", attempt=2, case_revision=1)
     donor_line = json.dumps(donor, ensure_ascii=False)
 
-    wrong_type = {**copy.deepcopy(donor), "trace_id": f"{CANDIDATE_RUN}:rag-016#2", "case_id": "rag-016", "attempt": "2"}
+    wrong_type = {
+        **copy.deepcopy(donor),
+        "trace_id": f"{CANDIDATE_RUN}:rag-016#2",
+        "case_id": "rag-016",
+        "attempt": "2",
+    }
     unknown = {**copy.deepcopy(donor), "trace_id": f"{CANDIDATE_RUN}:rag-999#1", "case_id": "rag-999", "attempt": 1}
     duplicate = copy.deepcopy(valid[0])
     duplicate["answer"] = {"text": "Deletion requests take about a month.", "citations": []}
-    broken_utf8 = json.dumps({**copy.deepcopy(donor), "trace_id": f"{CANDIDATE_RUN}:rag-017#2", "case_id": "rag-017",
-                              "input": "How long are deleted files kept? MARK"}, ensure_ascii=False).encode("utf-8")
+    broken_utf8 = json.dumps(
+        {
+            **copy.deepcopy(donor),
+            "trace_id": f"{CANDIDATE_RUN}:rag-017#2",
+            "case_id": "rag-017",
+            "input": "How long are deleted files kept? MARK",
+        },
+        ensure_ascii=False,
+    ).encode("utf-8")
     broken_utf8 = broken_utf8.replace(b"MARK", b"caf\xe9 \xff\xfe")
 
     lines: list[tuple[bytes, dict[str, Any] | None]] = [
         (json.dumps(valid[0], ensure_ascii=False).encode(), None),
         (b"", None),  # a blank line: skipped and counted, never a reject
-        (donor_line[:150].encode(), {"kind": "invalid_json", "reason_contains": "invalid JSON", "trace_id": None,
-                                     "what": "the line was cut off mid-object"}),
+        (
+            donor_line[:150].encode(),
+            {
+                "kind": "invalid_json",
+                "reason_contains": "invalid JSON",
+                "trace_id": None,
+                "what": "the line was cut off mid-object",
+            },
+        ),
         (json.dumps(valid[1], ensure_ascii=False).encode(), None),
-        (json.dumps([f"{CANDIDATE_RUN}:rag-003#2", "ok"]).encode(), {"kind": "not_object", "reason_contains": "not a JSON object",
-                                                                     "trace_id": None, "what": "a JSON array, not an object"}),
-        (json.dumps(wrong_type, ensure_ascii=False).encode(), {"kind": "wrong_type", "reason_contains": "attempt",
-                                                               "trace_id": wrong_type["trace_id"],
-                                                               "what": "attempt is the string \"2\", the contract says integer"}),
-        (json.dumps(unknown, ensure_ascii=False).encode(), {"kind": "unknown_case_id", "reason_contains": "rag-999",
-                                                            "trace_id": unknown["trace_id"], "what": "case rag-999 is in no case file"}),
-        (json.dumps(duplicate, ensure_ascii=False).encode(), {"kind": "duplicate_trace_id", "reason_contains": "duplicate",
-                                                              "trace_id": duplicate["trace_id"],
-                                                              "what": "same trace_id as line 1, which is kept"}),
-        (broken_utf8, {"kind": "invalid_utf8", "reason_contains": "UTF-8", "trace_id": None,
-                       "what": "bytes 0xE9 0xFF 0xFE inside the input string are not UTF-8"}),
+        (
+            json.dumps([f"{CANDIDATE_RUN}:rag-003#2", "ok"]).encode(),
+            {
+                "kind": "not_object",
+                "reason_contains": "not a JSON object",
+                "trace_id": None,
+                "what": "a JSON array, not an object",
+            },
+        ),
+        (
+            json.dumps(wrong_type, ensure_ascii=False).encode(),
+            {
+                "kind": "wrong_type",
+                "reason_contains": "attempt",
+                "trace_id": wrong_type["trace_id"],
+                "what": 'attempt is the string "2", the contract says integer',
+            },
+        ),
+        (
+            json.dumps(unknown, ensure_ascii=False).encode(),
+            {
+                "kind": "unknown_case_id",
+                "reason_contains": "rag-999",
+                "trace_id": unknown["trace_id"],
+                "what": "case rag-999 is in no case file",
+            },
+        ),
+        (
+            json.dumps(duplicate, ensure_ascii=False).encode(),
+            {
+                "kind": "duplicate_trace_id",
+                "reason_contains": "duplicate",
+                "trace_id": duplicate["trace_id"],
+                "what": "same trace_id as line 1, which is kept",
+            },
+        ),
+        (
+            broken_utf8,
+            {
+                "kind": "invalid_utf8",
+                "reason_contains": "UTF-8",
+                "trace_id": None,
+                "what": "bytes 0xE9 0xFF 0xFE inside the input string are not UTF-8",
+            },
+        ),
         (json.dumps(valid[2], ensure_ascii=False).encode(), None),
     ]
-    rejects = [{"run_id": CANDIDATE_RUN, "file": f"traces/{CANDIDATE_RUN}/{RESUBMITTED}", "line": number, **reject}
-               for number, (_, reject) in enumerate(lines, start=1) if reject is not None]
+    rejects = [
+        {"run_id": CANDIDATE_RUN, "file": f"traces/{CANDIDATE_RUN}/{RESUBMITTED}", "line": number, **reject}
+        for number, (_, reject) in enumerate(lines, start=1)
+        if reject is not None
+    ]
     return [raw for raw, _ in lines], rejects
 
 
@@ -182,12 +239,20 @@ def grounding_label_lines(base: BuiltRun) -> tuple[list[dict[str, Any]], dict[st
         context_ids = {c["doc_id"] for c in base.traces[trace_id]["context"]}
         annotator = ("a1", "a2", "a3")[i % 3]
         for item in claims_of(base.parts[trace_id], context_ids):
-            human = next((v for (c, prefix), v in CLAIM_DISAGREEMENTS.items() if c == case_id and item["claim"].startswith(prefix)),
-                          item["verdict"])
+            human = next(
+                (
+                    v
+                    for (c, prefix), v in CLAIM_DISAGREEMENTS.items()
+                    if c == case_id and item["claim"].startswith(prefix)
+                ),
+                item["verdict"],
+            )
             lines.append({"trace_id": trace_id, "claim": item["claim"], "verdict": human, "annotator": annotator})
             pairs.append((human, item["verdict"]))
             if human != item["verdict"]:
-                disagreements.append({"trace_id": trace_id, "claim": item["claim"], "human": human, "planted_truth": item["verdict"]})
+                disagreements.append(
+                    {"trace_id": trace_id, "claim": item["claim"], "human": human, "planted_truth": item["verdict"]}
+                )
     answer_pairs = []
     for case_id, grounded in sorted(ANSWER_LABELS.items()):
         trace_id = f"{BASELINE_RUN}:{case_id}#1"
@@ -249,12 +314,17 @@ def build_sample() -> Sample:
     cand_rows = trace_rows(CANDIDATE_RUN, cand.plans, cand.traces, cand.parts)
     base_rel, cand_rel = reliability(base_rows), reliability(cand_rows)
     planted = {
-        "about": ("Expected pipeline outcomes for the committed sample data, derived by hand from the readings of docs/metrics.md "
-                  "(see harness/eval_pipeline_harness/sample_data/plans.py for the reasoning next to each planted trace)."),
+        "about": (
+            "Expected pipeline outcomes for the committed sample data, derived by hand from the readings of docs/metrics.md "
+            "(see harness/eval_pipeline_harness/sample_data/plans.py for the reasoning next to each planted trace)."
+        ),
         "generator": "python -m eval_pipeline_harness.sample_data --out data",
         "seed": SEED,
-        "versions": {"dataset_version": DATASET_VERSION, "corpus_version": CORPUS_VERSION,
-                     "environment_version": ENVIRONMENT_VERSION},
+        "versions": {
+            "dataset_version": DATASET_VERSION,
+            "corpus_version": CORPUS_VERSION,
+            "environment_version": ENVIRONMENT_VERSION,
+        },
         "runs": {"baseline": BASELINE_RUN, "candidate": CANDIDATE_RUN},
         "stage_order": {"rag": list(RAG_STAGES), "agent": list(AGENT_STAGES)},
         "counts": _counts(base_rows + cand_rows, rejects),
@@ -262,12 +332,20 @@ def build_sample() -> Sample:
         "rejects": rejects,
         "blank_lines": {CANDIDATE_RUN: {f"traces/{CANDIDATE_RUN}/{RESUBMITTED}": 1}},
         "reliability": {BASELINE_RUN: base_rel, CANDIDATE_RUN: cand_rel},
-        "quarantine": {run: {c: {"passing_trace_ids": r["passing_trace_ids"], "failing_trace_ids": r["failing_trace_ids"]}
-                             for c, r in rel.items() if r["flaky"]} for run, rel in ((BASELINE_RUN, base_rel), (CANDIDATE_RUN, cand_rel))},
+        "quarantine": {
+            run: {
+                c: {"passing_trace_ids": r["passing_trace_ids"], "failing_trace_ids": r["failing_trace_ids"]}
+                for c, r in rel.items()
+                if r["flaky"]
+            }
+            for run, rel in ((BASELINE_RUN, base_rel), (CANDIDATE_RUN, cand_rel))
+        },
         "gates": gates(base_rows, cand_rows, base_rel, cand_rel),
         "slices": slice_expectations(base_rows, cand_rows, base_rel, cand_rel),
-        "counterfactual_pairs": {BASELINE_RUN: counterfactual_pairs(BASELINE_RUN, base_rows, base.plans),
-                                 CANDIDATE_RUN: counterfactual_pairs(CANDIDATE_RUN, cand_rows, cand.plans)},
+        "counterfactual_pairs": {
+            BASELINE_RUN: counterfactual_pairs(BASELINE_RUN, base_rows, base.plans),
+            CANDIDATE_RUN: counterfactual_pairs(CANDIDATE_RUN, cand_rows, cand.plans),
+        },
         "qrels": qrels_expectations(list(base.traces.values()) + list(cand.traces.values())),
         "grounding_labels": label_summary,
         "coverage": {BASELINE_RUN: coverage(base_rows), CANDIDATE_RUN: coverage(cand_rows)},
@@ -299,7 +377,9 @@ def _counts(rows: list[dict[str, Any]], rejects: list[dict[str, Any]]) -> dict[s
         "agent_lane_cases": sum("agent" in c.lanes for c in cases),
         "both_lane_cases": sum(len(c.lanes) == 2 for c in cases),
         "corpus_docs": len(DOCS),
-        "traces": {run: len({r["trace_id"] for r in rows if r["run_id"] == run}) for run in (BASELINE_RUN, CANDIDATE_RUN)},
+        "traces": {
+            run: len({r["trace_id"] for r in rows if r["run_id"] == run}) for run in (BASELINE_RUN, CANDIDATE_RUN)
+        },
         "trace_lane_rows": {run: sum(r["run_id"] == run for r in rows) for run in (BASELINE_RUN, CANDIDATE_RUN)},
         "rejected_lines": len(rejects),
         "failure_classes": list(FAILURE_CLASSES),

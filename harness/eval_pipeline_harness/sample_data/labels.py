@@ -39,9 +39,30 @@ QRELS_JUDGMENTS: tuple[tuple[str, str, int, str], ...] = (
 
 # Baseline traces whose claims the annotators labelled (the grounding-failure traces are added to these).
 LABELLED_HEALTHY = (
-    "rag-001", "rag-003", "rag-006", "rag-008", "rag-009", "rag-012", "rag-013", "rag-014", "rag-019", "rag-020",
-    "rag-022", "rag-023", "rag-024", "rag-028", "rag-029", "rag-030", "rag-031", "rag-032", "rag-035", "rag-036",
-    "rag-038", "rag-039", "rag-044", "both-002",
+    "rag-001",
+    "rag-003",
+    "rag-006",
+    "rag-008",
+    "rag-009",
+    "rag-012",
+    "rag-013",
+    "rag-014",
+    "rag-019",
+    "rag-020",
+    "rag-022",
+    "rag-023",
+    "rag-024",
+    "rag-028",
+    "rag-029",
+    "rag-030",
+    "rag-031",
+    "rag-032",
+    "rag-035",
+    "rag-036",
+    "rag-038",
+    "rag-039",
+    "rag-044",
+    "both-002",
 )
 LABELLED_FAILING = ("rag-007", "rag-011", "rag-016", "rag-018", "rag-026", "rag-033", "rag-037", "rag-045", "rag-047")
 
@@ -57,8 +78,18 @@ CLAIM_DISAGREEMENTS: dict[tuple[str, str], str] = {
 # Answer-level labels: (case) → answer_grounded as labelled; rag-047 is the planted disagreement (its second claim
 # is not in evidence, the annotator judged the answer as a whole grounded).
 ANSWER_LABELS: dict[str, bool] = {
-    "rag-001": True, "rag-006": True, "rag-012": True, "rag-023": True, "rag-030": True, "rag-044": True,
-    "rag-007": False, "rag-011": False, "rag-016": False, "rag-033": False, "rag-037": False, "rag-047": True,
+    "rag-001": True,
+    "rag-006": True,
+    "rag-012": True,
+    "rag-023": True,
+    "rag-030": True,
+    "rag-044": True,
+    "rag-007": False,
+    "rag-011": False,
+    "rag-016": False,
+    "rag-033": False,
+    "rag-037": False,
+    "rag-047": True,
 }
 
 VERDICT = {"S": "SUPPORTED", "C": "CONTRADICTED", "N": "NOT_IN_EVIDENCE"}
@@ -66,12 +97,16 @@ VERDICT = {"S": "SUPPORTED", "C": "CONTRADICTED", "N": "NOT_IN_EVIDENCE"}
 
 def qrels_lines() -> list[dict[str, Any]]:
     """labels/qrels lines."""
-    return [{"query_id": q, "doc_id": d, "grade": g, "source": "human", "annotator": a} for q, d, g, a in QRELS_JUDGMENTS]
+    return [
+        {"query_id": q, "doc_id": d, "grade": g, "source": "human", "annotator": a} for q, d, g, a in QRELS_JUDGMENTS
+    ]
 
 
 def segmented_gates() -> list[dict[str, Any]]:
     """The sample's gates on one decision slice each (slices.py)."""
-    from eval_pipeline_harness.sample_data.slices import segmented_gates as gates  # slices.py reads the labels: imported late
+    from eval_pipeline_harness.sample_data.slices import (
+        segmented_gates as gates,
+    )  # slices.py reads the labels: imported late
 
     return gates()
 
@@ -84,20 +119,64 @@ def gate_policy(baseline_run_id: str | None = BASELINE_RUN) -> dict[str, Any]:
     policy["retrieval"] = {"k": 10, "relevance_threshold": 2, "pool_depth": 10}
     policy["judge"] = {"min_kappa": 0.6, "min_n": 50}
     policy["gates"] = [
-        {"name": "retrieval_recall_at_10", "lane": "rag", "metric": "recall_at_10", "max_regression_points": 2,
-         "exclude": ["multi_hop", "quarantined"], "owner": "retrieval"},
-        {"name": "agent_args_valid_rate", "lane": "agent", "metric": "args_valid_rate", "max_regression_points": 3,
-         "exclude": ["quarantined"], "owner": "agent-tools"},
-        {"name": "agent_pass_at_1", "lane": "agent", "metric": "pass_at_1", "max_regression_points": 5,
-         "exclude": ["quarantined"], "report_beside": ["pass_hat_k"], "owner": "agent"},
-        {"name": "policy_violations", "lane": "agent", "metric": "policy_violations", "max_new": 0,
-         "exclude": ["quarantined"], "owner": "agent-safety"},
-        {"name": "no_new_failures", "lane": "all", "metric": "no_new_failures", "max_new_failures": 0,
-         "exclude": ["quarantined"], "owner": "release"},
-        {"name": "grounding_rate", "lane": "rag", "metric": "grounding_rate", "max_regression_points": 2,
-         "requires_calibrated_judge": True, "exclude": ["quarantined"], "owner": "generation"},
-        {"name": "evidence_ignored", "lane": "all", "metric": "evidence_ignored", "max_new": 0,
-         "exclude": ["quarantined"], "owner": "agent-policy"},
+        {
+            "name": "retrieval_recall_at_10",
+            "lane": "rag",
+            "metric": "recall_at_10",
+            "max_regression_points": 2,
+            "exclude": ["multi_hop", "quarantined"],
+            "owner": "retrieval",
+        },
+        {
+            "name": "agent_args_valid_rate",
+            "lane": "agent",
+            "metric": "args_valid_rate",
+            "max_regression_points": 3,
+            "exclude": ["quarantined"],
+            "owner": "agent-tools",
+        },
+        {
+            "name": "agent_pass_at_1",
+            "lane": "agent",
+            "metric": "pass_at_1",
+            "max_regression_points": 5,
+            "exclude": ["quarantined"],
+            "report_beside": ["pass_hat_k"],
+            "owner": "agent",
+        },
+        {
+            "name": "policy_violations",
+            "lane": "agent",
+            "metric": "policy_violations",
+            "max_new": 0,
+            "exclude": ["quarantined"],
+            "owner": "agent-safety",
+        },
+        {
+            "name": "no_new_failures",
+            "lane": "all",
+            "metric": "no_new_failures",
+            "max_new_failures": 0,
+            "exclude": ["quarantined"],
+            "owner": "release",
+        },
+        {
+            "name": "grounding_rate",
+            "lane": "rag",
+            "metric": "grounding_rate",
+            "max_regression_points": 2,
+            "requires_calibrated_judge": True,
+            "exclude": ["quarantined"],
+            "owner": "generation",
+        },
+        {
+            "name": "evidence_ignored",
+            "lane": "all",
+            "metric": "evidence_ignored",
+            "max_new": 0,
+            "exclude": ["quarantined"],
+            "owner": "agent-policy",
+        },
         *segmented_gates(),
     ]
     return policy

@@ -61,40 +61,67 @@ def readme(planted: dict[str, Any]) -> str:
         if not row["planted"]:
             continue
         detail = " / ".join(x for x in (row["failure_class"], row["hazard"], row["fault_outcome"]) if x) or "–"
-        out.append(f"| {row['run_id']} | `{row['trace_id']}` | {row['lane']} | {row['expected']} | {detail} | "
-                   f"{row['reason']}: {row['why']} |")
-    out += ["", "Every other trace is healthy and passes every stage of its lanes.", "", "## Rejected lines", "",
-            "| file | line | kind | what |", "|---|---|---|---|"]
+        out.append(
+            f"| {row['run_id']} | `{row['trace_id']}` | {row['lane']} | {row['expected']} | {detail} | "
+            f"{row['reason']}: {row['why']} |"
+        )
+    out += [
+        "",
+        "Every other trace is healthy and passes every stage of its lanes.",
+        "",
+        "## Rejected lines",
+        "",
+        "| file | line | kind | what |",
+        "|---|---|---|---|",
+    ]
     for reject in planted["rejects"]:
         out.append(f"| {reject['file']} | {reject['line']} | {reject['kind']} | {reject['what']} |")
     blank = planted["blank_lines"][runs["candidate"]]
-    out += ["", f"Line 2 of `{next(iter(blank))}` is blank: skipped and counted, not a reject.", "",
-            "## Flaky cases (quarantine)", ""]
+    out += [
+        "",
+        f"Line 2 of `{next(iter(blank))}` is blank: skipped and counted, not a reject.",
+        "",
+        "## Flaky cases (quarantine)",
+        "",
+    ]
     for run, cases in planted["quarantine"].items():
         for case_id, ids in cases.items():
             passing, failing = ", ".join(ids["passing_trace_ids"]), ", ".join(ids["failing_trace_ids"])
             out.append(f"- `{run}` `{case_id}`: passing {passing}; failing {failing}")
     gates = planted["gates"]
-    out += ["", f"## Gates: `{gates['candidate_run_id']}` against `{gates['baseline_run_id']}` (exit code {gates['exit_code']})", "",
-            "| gate | baseline | candidate | delta (points) | status | blocking cases | cases whose value dropped |",
-            "|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        f"## Gates: `{gates['candidate_run_id']}` against `{gates['baseline_run_id']}` (exit code {gates['exit_code']})",
+        "",
+        "| gate | baseline | candidate | delta (points) | status | blocking cases | cases whose value dropped |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for gate in gates["results"]:
-        out.append(f"| {gate['name']} | {_fmt(gate.get('baseline_value'))} | {_fmt(gate.get('candidate_value'))} | "
-                   f"{_fmt(gate.get('delta_points', gate.get('new', gate.get('new_failures'))))} | {gate['status']} | "
-                   f"{', '.join(gate['blocking_cases'])} | {', '.join(gate.get('cases_dropped', gate['blocking_cases']))} |")
+        out.append(
+            f"| {gate['name']} | {_fmt(gate.get('baseline_value'))} | {_fmt(gate.get('candidate_value'))} | "
+            f"{_fmt(gate.get('delta_points', gate.get('new', gate.get('new_failures'))))} | {gate['status']} | "
+            f"{', '.join(gate['blocking_cases'])} | {', '.join(gate.get('cases_dropped', gate['blocking_cases']))} |"
+        )
     labels = planted["grounding_labels"]
     overrides = ", ".join(f"{o['query_id']} {o['doc_id']} → {o['grade']}" for o in planted["qrels"]["overrides"])
     verdicts = ", ".join(f"{k} {v}" for k, v in labels["claim_verdict_counts"].items())
-    out += ["", "The grounding gate counts only when the judge is calibrated (`may_gate`); otherwise it reports `not_gating`.",
-            f"Flaky cases are out of every gate: {', '.join(gates['flaky_cases_excluded'])}.", "",
-            "## Labels", "",
-            f"- Qrels: {len(planted['qrels']['overrides'])} overrides of the seed grades "
-            f"({overrides}); "
-            f"{len(planted['qrels']['judging_queue'])} pooled (query, doc) pairs stay unjudged and go to the judging queue.",
-            f"- Grounding: {labels['n_claim_labels']} claim labels ({verdicts})"
-            f" and {labels['n_answer_labels']} answer labels; {len(labels['disagreements'])} labels disagree with the corpus on purpose "
-            f"(agreement {labels['claim_agreement_with_truth']:.3f}, κ {labels['claim_kappa_with_truth']:.3f} "
-            "for a judge that gets every claim right).",
-            "", "## Assumptions behind planted.json", ""]
+    out += [
+        "",
+        "The grounding gate counts only when the judge is calibrated (`may_gate`); otherwise it reports `not_gating`.",
+        f"Flaky cases are out of every gate: {', '.join(gates['flaky_cases_excluded'])}.",
+        "",
+        "## Labels",
+        "",
+        f"- Qrels: {len(planted['qrels']['overrides'])} overrides of the seed grades "
+        f"({overrides}); "
+        f"{len(planted['qrels']['judging_queue'])} pooled (query, doc) pairs stay unjudged and go to the judging queue.",
+        f"- Grounding: {labels['n_claim_labels']} claim labels ({verdicts})"
+        f" and {labels['n_answer_labels']} answer labels; {len(labels['disagreements'])} labels disagree with the corpus on purpose "
+        f"(agreement {labels['claim_agreement_with_truth']:.3f}, κ {labels['claim_kappa_with_truth']:.3f} "
+        "for a judge that gets every claim right).",
+        "",
+        "## Assumptions behind planted.json",
+        "",
+    ]
     out += [f"- {a}" for a in planted["assumptions"]]
     return "\n".join(out) + "\n"

@@ -13,7 +13,14 @@ from typing import Any
 
 from eval_pipeline_harness.sample_data.cases import CASES_BY_ID, CaseDef
 from eval_pipeline_harness.sample_data.corpus import DOCS_BY_ID
-from eval_pipeline_harness.sample_data.expectations import AGENT_STAGES, RAG_STAGES, _case_passes, _per_case, _r, _regression_gate
+from eval_pipeline_harness.sample_data.expectations import (
+    AGENT_STAGES,
+    RAG_STAGES,
+    _case_passes,
+    _per_case,
+    _r,
+    _regression_gate,
+)
 from eval_pipeline_harness.sample_data.plans import BASELINE_RUN, CANDIDATE_RUN
 from eval_pipeline_harness.sample_data.tools import TOOL_DEFINITIONS
 
@@ -21,11 +28,21 @@ LANE_STAGES = {"rag": RAG_STAGES, "agent": AGENT_STAGES}
 
 # what the user wants → the business process it belongs to
 WORKFLOW = {
-    "refund": "billing", "billing": "billing", "payment_error": "billing",
-    "shipping": "orders", "returns": "orders", "warranty": "orders",
-    "cancellation": "account", "account_closure": "account", "account_security": "account",
-    "identity_verification": "account", "privacy": "account", "address_change": "account",
-    "plans": "support", "troubleshooting": "support", "ticket_update": "support",
+    "refund": "billing",
+    "billing": "billing",
+    "payment_error": "billing",
+    "shipping": "orders",
+    "returns": "orders",
+    "warranty": "orders",
+    "cancellation": "account",
+    "account_closure": "account",
+    "account_security": "account",
+    "identity_verification": "account",
+    "privacy": "account",
+    "address_change": "account",
+    "plans": "support",
+    "troubleshooting": "support",
+    "ticket_update": "support",
 }
 
 # case → (intent, permission scope): what the user asks for, and what the assistant may touch to do it
@@ -71,8 +88,10 @@ def case_tags(case_id: str) -> dict[str, str] | None:
 
 # ---------------------------------------------------------------- membership
 
-_RISK = {name: ("destructive" if destructive else "read_only" if read_only else "write")
-         for name, _, read_only, destructive, _ in TOOL_DEFINITIONS}
+_RISK = {
+    name: ("destructive" if destructive else "read_only" if read_only else "write")
+    for name, _, read_only, destructive, _ in TOOL_DEFINITIONS
+}
 _RISK_ORDER = ("read_only", "write", "destructive")
 
 
@@ -80,7 +99,9 @@ def tool_risk(case: CaseDef) -> str | None:
     """destructive, write or read_only for an agent-lane case (its path's riskiest tool), None for a RAG-only one."""
     if case.agent is None:
         return None
-    tools = [c["name"] for c in case.agent["reference_tool_calls"]] + [c["name"] for alt in case.agent["alternatives"] for c in alt]
+    tools = [c["name"] for c in case.agent["reference_tool_calls"]] + [
+        c["name"] for alt in case.agent["alternatives"] for c in alt
+    ]
     tools = tools or list(case.agent.get("allowed_tools") or [])
     return max((_RISK.get(t, "write") for t in tools), key=_RISK_ORDER.index, default="read_only")
 
@@ -105,7 +126,9 @@ def slice_cases(segment: dict[str, str]) -> set[str]:
 # ---------------------------------------------------------------- rollups
 
 
-def rollup(rows: list[dict[str, Any]], reliability: dict[str, dict[str, Any]], run_id: str, lane: str) -> list[dict[str, Any]]:
+def rollup(
+    rows: list[dict[str, Any]], reliability: dict[str, dict[str, Any]], run_id: str, lane: str
+) -> list[dict[str, Any]]:
     """slice_rollup of one run and lane: per slice with traces in the lane, counts, pass rate, pass@1, failed cases and
     failures per first failing stage."""
     lane_rows = [r for r in rows if r["run_id"] == run_id and r["lane"] == lane]
@@ -125,15 +148,24 @@ def rollup(rows: list[dict[str, Any]], reliability: dict[str, dict[str, Any]], r
         own = [c for c in cases if ("agent" in CASES_BY_ID[c].lanes) == (lane == "agent")]
         rates = [reliability[c]["pass_at_1"] for c in own if reliability[c]["pass_at_1"] is not None]
         stages = {s: sum(r["expected"] == s for r in failed) for s in LANE_STAGES[lane]}
-        out.append({
-            "lane": lane, "dimension": dimension, "value": value, "slice": f"{dimension}={value}",
-            "n_cases": len(cases), "n_traces": len(members), "traces_passed": passed, "traces_failed": len(failed),
-            "traces_incomplete": incomplete,
-            "pass_rate": _r(passed / (passed + len(failed))) if passed + len(failed) else None,
-            "pass_at_1": _r(sum(rates) / len(rates)) if rates else None, "pass_at_1_cases": len(rates),
-            "failed_case_ids": sorted({r["case_id"] for r in failed}),
-            "failures_by_stage": {s: n for s, n in stages.items() if n},
-        })
+        out.append(
+            {
+                "lane": lane,
+                "dimension": dimension,
+                "value": value,
+                "slice": f"{dimension}={value}",
+                "n_cases": len(cases),
+                "n_traces": len(members),
+                "traces_passed": passed,
+                "traces_failed": len(failed),
+                "traces_incomplete": incomplete,
+                "pass_rate": _r(passed / (passed + len(failed))) if passed + len(failed) else None,
+                "pass_at_1": _r(sum(rates) / len(rates)) if rates else None,
+                "pass_at_1_cases": len(rates),
+                "failed_case_ids": sorted({r["case_id"] for r in failed}),
+                "failures_by_stage": {s: n for s, n in stages.items() if n},
+            }
+        )
     return out
 
 
@@ -144,13 +176,35 @@ def segmented_gates() -> list[dict[str, Any]]:
     """The gates of the sample policy computed on one slice (labels.gate_policy adds them after the suite's gates)."""
     return [
         # few but critical: two of the four complete high-criticality agent cases never succeed in the candidate
-        {"name": "agent_pass_at_1_high_criticality", "lane": "agent", "metric": "pass_at_1", "max_regression_points": 5,
-         "exclude": ["quarantined"], "segment": {"criticality": "high"}, "min_cases": 4, "owner": "agent"},
-        {"name": "no_new_failures_refunds", "lane": "all", "metric": "no_new_failures", "max_new_failures": 0,
-         "exclude": ["quarantined"], "segment": {"tags.intent": "refund"}, "owner": "billing"},
+        {
+            "name": "agent_pass_at_1_high_criticality",
+            "lane": "agent",
+            "metric": "pass_at_1",
+            "max_regression_points": 5,
+            "exclude": ["quarantined"],
+            "segment": {"criticality": "high"},
+            "min_cases": 4,
+            "owner": "agent",
+        },
+        {
+            "name": "no_new_failures_refunds",
+            "lane": "all",
+            "metric": "no_new_failures",
+            "max_new_failures": 0,
+            "exclude": ["quarantined"],
+            "segment": {"tags.intent": "refund"},
+            "owner": "billing",
+        },
         # two account-closure cases are too few to decide anything: insufficient, never a pass
-        {"name": "recall_account_closure", "lane": "rag", "metric": "recall_at_10", "max_regression_points": 0,
-         "exclude": ["multi_hop", "quarantined"], "segment": {"corpus_family": "policy/account-closure"}, "owner": "retrieval"},
+        {
+            "name": "recall_account_closure",
+            "lane": "rag",
+            "metric": "recall_at_10",
+            "max_regression_points": 0,
+            "exclude": ["multi_hop", "quarantined"],
+            "segment": {"corpus_family": "policy/account-closure"},
+            "owner": "retrieval",
+        },
     ]
 
 
@@ -170,25 +224,46 @@ def _gate(spec: dict[str, Any], base_rows: list[dict], cand_rows: list[dict], fl
         previously = sorted(c for c, ok in base_pass.items() if ok and c not in excluded)
         newly = [c for c in previously if cand_pass.get(c) is False]
         status = "fail" if len(newly) > spec["max_new_failures"] else "pass"
-        out = {"n_cases": len(previously), "baseline_value": float(len(previously)),
-               "candidate_value": float(len(previously) - len(newly)), "delta": float(len(newly)),
-               "blocking_cases": newly if status == "fail" else [], "status": status}
+        out = {
+            "n_cases": len(previously),
+            "baseline_value": float(len(previously)),
+            "candidate_value": float(len(previously) - len(newly)),
+            "delta": float(len(newly)),
+            "blocking_cases": newly if status == "fail" else [],
+            "status": status,
+        }
     else:
+
         def value(r):
             if spec["metric"] == "pass_at_1":
                 return 1.0 if r["metrics"]["success"] else 0.0
             return r["metrics"].get(spec["metric"])
 
-        gate = _regression_gate(spec, _per_case(base, spec["lane"], value), _per_case(cand, spec["lane"], value), excluded)
-        out = {"n_cases": gate["cases"], "baseline_value": gate["baseline_value"], "candidate_value": gate["candidate_value"],
-               "delta": gate["delta_points"], "blocking_cases": gate["blocking_cases"], "status": gate["status"]}
+        gate = _regression_gate(
+            spec, _per_case(base, spec["lane"], value), _per_case(cand, spec["lane"], value), excluded
+        )
+        out = {
+            "n_cases": gate["cases"],
+            "baseline_value": gate["baseline_value"],
+            "candidate_value": gate["candidate_value"],
+            "delta": gate["delta_points"],
+            "blocking_cases": gate["blocking_cases"],
+            "status": gate["status"],
+        }
     needed = spec.get("min_cases", MIN_CASES)
     decided = out["status"]
     if out["n_cases"] < needed:
         out["status"] = "insufficient"
-    return {"name": spec["name"], "lane": spec["lane"], "metric": spec["metric"],
-            "segment": ", ".join(f"{k}={v}" for k, v in sorted(spec["segment"].items())), "min_cases": needed,
-            "cases": sorted(inside), **out, "values_say": decided}
+    return {
+        "name": spec["name"],
+        "lane": spec["lane"],
+        "metric": spec["metric"],
+        "segment": ", ".join(f"{k}={v}" for k, v in sorted(spec["segment"].items())),
+        "min_cases": needed,
+        "cases": sorted(inside),
+        **out,
+        "values_say": decided,
+    }
 
 
 def expectations(base_rows: list[dict], cand_rows: list[dict], base_rel: dict, cand_rel: dict) -> dict[str, Any]:
@@ -196,13 +271,22 @@ def expectations(base_rows: list[dict], cand_rows: list[dict], base_rel: dict, c
     high-criticality cases and the segmented gates of the candidate."""
     flaky = {c for rel in (base_rel, cand_rel) for c, r in rel.items() if r["flaky"]}
     rows = base_rows + cand_rows
-    rollups = {run: {lane: rollup(rows, rel, run, lane) for lane in ("rag", "agent")}
-               for run, rel in ((BASELINE_RUN, base_rel), (CANDIDATE_RUN, cand_rel))}
-    high = {run: {lane: next((s["failed_case_ids"] for s in slices if s["slice"] == "criticality=high"), [])
-                  for lane, slices in lanes.items()} for run, lanes in rollups.items()}
+    rollups = {
+        run: {lane: rollup(rows, rel, run, lane) for lane in ("rag", "agent")}
+        for run, rel in ((BASELINE_RUN, base_rel), (CANDIDATE_RUN, cand_rel))
+    }
+    high = {
+        run: {
+            lane: next((s["failed_case_ids"] for s in slices if s["slice"] == "criticality=high"), [])
+            for lane, slices in lanes.items()
+        }
+        for run, lanes in rollups.items()
+    }
     return {
-        "about": ("Decision slices (docs/slices.md): membership per case, slice_rollup per run and lane, and the "
-                  "segmented gates of the policy, derived from the planted traces."),
+        "about": (
+            "Decision slices (docs/slices.md): membership per case, slice_rollup per run and lane, and the "
+            "segmented gates of the policy, derived from the planted traces."
+        ),
         "membership": {c: [list(item) for item in membership(case)] for c, case in sorted(CASES_BY_ID.items())},
         "rollup": rollups,
         "failed_high_criticality": high,

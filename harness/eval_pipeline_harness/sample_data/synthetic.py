@@ -23,10 +23,66 @@ from eval_pipeline_harness.sample_data.traces import C, Call, agent_fields, toke
 SHARD_LINES = 100_000
 AGENT_SHARE = 0.4  # of the traces
 PLANS = ("Starter", "Team", "Business", "Enterprise")
-ADJECTIVES = ("shared", "archived", "priority", "regional", "legacy", "team", "secure", "bulk", "scheduled", "mobile", "audit", "guest")
-NOUNS = ("sync", "export", "invoice", "seat", "backup", "webhook", "sandbox", "report", "calendar", "storage", "inbox", "badge")
-FIRST = ("Ana", "Bilal", "Chen", "Dmitri", "Eva", "Farah", "Goran", "Hana", "Ivo", "Jia", "Kofi", "Lena", "Mateo", "Nia", "Omar", "Pia")
-LAST = ("Alvarez", "Brandt", "Costa", "Dubois", "Eriksen", "Fischer", "Gallo", "Haddad", "Ito", "Jansen", "Kowalski", "Lindqvist")
+ADJECTIVES = (
+    "shared",
+    "archived",
+    "priority",
+    "regional",
+    "legacy",
+    "team",
+    "secure",
+    "bulk",
+    "scheduled",
+    "mobile",
+    "audit",
+    "guest",
+)
+NOUNS = (
+    "sync",
+    "export",
+    "invoice",
+    "seat",
+    "backup",
+    "webhook",
+    "sandbox",
+    "report",
+    "calendar",
+    "storage",
+    "inbox",
+    "badge",
+)
+FIRST = (
+    "Ana",
+    "Bilal",
+    "Chen",
+    "Dmitri",
+    "Eva",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ivo",
+    "Jia",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nia",
+    "Omar",
+    "Pia",
+)
+LAST = (
+    "Alvarez",
+    "Brandt",
+    "Costa",
+    "Dubois",
+    "Eriksen",
+    "Fischer",
+    "Gallo",
+    "Haddad",
+    "Ito",
+    "Jansen",
+    "Kowalski",
+    "Lindqvist",
+)
 REFUSAL = "I couldn't find that in the knowledge base."
 
 
@@ -78,15 +134,37 @@ def build_corpus(n_families: int, rng: random.Random) -> list[SynthDoc]:
         numbers = (rng.randint(2, 9), rng.randint(10, 900), rng.randint(5, 60), rng.randint(7, 400))
         if i % 7 == 3:
             old = (numbers[0] + 3, numbers[1] * 2, numbers[2] + 10, numbers[3] + 30)
-            docs.append(SynthDoc(f"{family}-v1", family, "v1", False, True, _sentences(feature, plan, old, code), old, feature, code))
-        docs.append(SynthDoc(f"{family}-v2", family, "v2", True, i % 200 != 101, _sentences(feature, plan, numbers, code), numbers,
-                             feature, code))
+            docs.append(
+                SynthDoc(
+                    f"{family}-v1", family, "v1", False, True, _sentences(feature, plan, old, code), old, feature, code
+                )
+            )
+        docs.append(
+            SynthDoc(
+                f"{family}-v2",
+                family,
+                "v2",
+                True,
+                i % 200 != 101,
+                _sentences(feature, plan, numbers, code),
+                numbers,
+                feature,
+                code,
+            )
+        )
     return docs
 
 
 # ---------------------------------------------------------------- agent templates
 
-PH = {"cid": "@@CID@@", "oid": "@@OID@@", "tid": "@@TID@@", "name": "@@NAME@@", "email": "@@EMAIL@@", "phone": "@@PHONE@@"}
+PH = {
+    "cid": "@@CID@@",
+    "oid": "@@OID@@",
+    "tid": "@@TID@@",
+    "name": "@@NAME@@",
+    "email": "@@EMAIL@@",
+    "phone": "@@PHONE@@",
+}
 # Percent signs in the template text are escaped by _format_string, so %-formatting fills only these.
 AMOUNTS = (12.5, 19.99, 35.0, 49.0, 64.0, 89.0, 129.0, 212.0)
 
@@ -94,63 +172,133 @@ AMOUNTS = (12.5, 19.99, 35.0, 49.0, 64.0, 89.0, 129.0, 212.0)
 def _agent_case(kind: str, amount: float) -> CaseDef:
     """A synthetic agent case with placeholder ids, filled per case by string replacement."""
     cid, oid, tid, mail = PH["cid"], PH["oid"], PH["tid"], PH["email"]
-    customer = {"name": PH["name"], "email": mail, "phone": PH["phone"], "plan": "Team", "status": "active", "verified": False,
-                "credit_balance": 0, "reset_link_sent": False,
-                "address": {"line1": "12 Market Street", "city": "Leeds", "postal_code": "LS1 6DT", "country": "GB"}}
-    order = {"customer_id": cid, "amount": amount, "currency": "USD", "status": "delivered", "refunded_amount": 0,
-             "items": [{"sku": "SKU-20-R", "title": "X200 router", "price": amount}]}
-    fixtures = {"customers": {cid: customer}, "orders": {oid: order},
-                "tickets": {tid: {"customer_id": cid, "subject": "Refund", "body": f"Please refund order {oid}.", "status": "open",
-                                  "queue": "general", "escalated": False, "notes": []}},
-                "subscriptions": {}, "refunds": {}, "returns": {}, "notifications": {cid: {"templates": []}},
-                "meta": {"next_refund_id": "R-552", "next_return_id": "RMA-7001"}}
+    customer = {
+        "name": PH["name"],
+        "email": mail,
+        "phone": PH["phone"],
+        "plan": "Team",
+        "status": "active",
+        "verified": False,
+        "credit_balance": 0,
+        "reset_link_sent": False,
+        "address": {"line1": "12 Market Street", "city": "Leeds", "postal_code": "LS1 6DT", "country": "GB"},
+    }
+    order = {
+        "customer_id": cid,
+        "amount": amount,
+        "currency": "USD",
+        "status": "delivered",
+        "refunded_amount": 0,
+        "items": [{"sku": "SKU-20-R", "title": "X200 router", "price": amount}],
+    }
+    fixtures = {
+        "customers": {cid: customer},
+        "orders": {oid: order},
+        "tickets": {
+            tid: {
+                "customer_id": cid,
+                "subject": "Refund",
+                "body": f"Please refund order {oid}.",
+                "status": "open",
+                "queue": "general",
+                "escalated": False,
+                "notes": [],
+            }
+        },
+        "subscriptions": {},
+        "refunds": {},
+        "returns": {},
+        "notifications": {cid: {"templates": []}},
+        "meta": {"next_refund_id": "R-552", "next_return_id": "RMA-7001"},
+    }
     body: dict[str, Any] = {
-        "allowed_tools": ["get_ticket", "get_order", "get_customer", "verify_identity", "issue_refund", "send_email",
-                          "set_status", "escalate_to_human"],
+        "allowed_tools": [
+            "get_ticket",
+            "get_order",
+            "get_customer",
+            "verify_identity",
+            "issue_refund",
+            "send_email",
+            "set_status",
+            "escalate_to_human",
+        ],
         "forbidden_tools": ["close_account"],
         "tool_match": "strict_order" if kind == "refund" else "unordered",
-        "alternatives": [], "fixtures": fixtures, "clock": "2026-03-02T09:30:00Z",
+        "alternatives": [],
+        "fixtures": fixtures,
+        "clock": "2026-03-02T09:30:00Z",
         "scope": {"customer_id": [cid]},
     }
     if kind == "refund":
         body.update(
-            reference_tool_calls=[{"name": "get_order", "args": {"order_id": oid}},
-                                  {"name": "verify_identity", "args": {"customer_id": cid, "method": "email_code"}},
-                                  {"name": "issue_refund", "args": {"order_id": oid, "amount": amount, "reason": "damaged"}},
-                                  {"name": "send_email", "args": {"to": mail, "template": "refund_confirmation"}}],
+            reference_tool_calls=[
+                {"name": "get_order", "args": {"order_id": oid}},
+                {"name": "verify_identity", "args": {"customer_id": cid, "method": "email_code"}},
+                {"name": "issue_refund", "args": {"order_id": oid, "amount": amount, "reason": "damaged"}},
+                {"name": "send_email", "args": {"to": mail, "template": "refund_confirmation"}},
+            ],
             dependencies=[["get_order", "issue_refund"], ["verify_identity", "issue_refund"]],
-            milestones={"refunded": {"path": f"orders.{oid}.refunded_amount", "equals": amount},
-                        "notified": {"path": f"notifications.{cid}.templates", "contains": "refund_confirmation"}})
+            milestones={
+                "refunded": {"path": f"orders.{oid}.refunded_amount", "equals": amount},
+                "notified": {"path": f"notifications.{cid}.templates", "contains": "refund_confirmation"},
+            },
+        )
     else:
         body.update(
-            reference_tool_calls=[{"name": "get_order", "args": {"order_id": oid}}, {"name": "get_order", "args": {"order_id": oid}},
-                                  {"name": "issue_refund", "args": {"order_id": oid, "amount": amount, "reason": "damaged"}}],
-            alternatives=[[{"name": "get_order", "args": {"order_id": oid}},
-                           {"name": "escalate_to_human", "args": {"ticket_id": tid, "queue": "billing"}}]],
+            reference_tool_calls=[
+                {"name": "get_order", "args": {"order_id": oid}},
+                {"name": "get_order", "args": {"order_id": oid}},
+                {"name": "issue_refund", "args": {"order_id": oid, "amount": amount, "reason": "damaged"}},
+            ],
+            alternatives=[
+                [
+                    {"name": "get_order", "args": {"order_id": oid}},
+                    {"name": "escalate_to_human", "args": {"ticket_id": tid, "queue": "billing"}},
+                ]
+            ],
             dependencies=[["get_order", "issue_refund"]],
             milestones={"refunded": {"path": f"orders.{oid}.refunded_amount", "gte": amount}},
-            fault={"kind": "tool_error", "tool": "get_order"}, unsafe_after_fault=["issue_refund"],
-            escalation_tools=["escalate_to_human"])
-    return CaseDef("@@CASE@@", f"Order {oid} arrived damaged, please refund the {amount:.2f}. {PH['name']}, {mail}",
-                   criticality="normal", agent=body)
+            fault={"kind": "tool_error", "tool": "get_order"},
+            unsafe_after_fault=["issue_refund"],
+            escalation_tools=["escalate_to_human"],
+        )
+    return CaseDef(
+        "@@CASE@@",
+        f"Order {oid} arrived damaged, please refund the {amount:.2f}. {PH['name']}, {mail}",
+        criticality="normal",
+        agent=body,
+    )
 
 
 def _outcomes(kind: str, amount: float) -> list[tuple[float, str, tuple[Call, ...], str | None]]:
     """(probability, harness status, script, error) of each attempt outcome of a scenario."""
     oid, cid, tid, mail = PH["oid"], PH["cid"], PH["tid"], PH["email"]
     go, vi = C("get_order", order_id=oid), C("verify_identity", customer_id=cid, method="email_code")
-    ir, em = C("issue_refund", order_id=oid, amount=amount, reason="damaged"), C("send_email", to=mail, template="refund_confirmation")
+    ir, em = (
+        C("issue_refund", order_id=oid, amount=amount, reason="damaged"),
+        C("send_email", to=mail, template="refund_confirmation"),
+    )
     if kind == "refund":
         return [
             (0.70, "ok", (go, vi, ir, em), None),
-            (0.05, "ok", (go, vi, C("issue_refund", order_id=oid, amount=round(amount * 2, 2), reason="damaged"), em), None),
+            (
+                0.05,
+                "ok",
+                (go, vi, C("issue_refund", order_id=oid, amount=round(amount * 2, 2), reason="damaged"), em),
+                None,
+            ),
             (0.05, "ok", (go, vi, ir), None),
             (0.03, "ok", (go, vi, C("close_account", customer_id=cid)), None),
             (0.05, "ok", (go, ir, vi, em), None),
             (0.04, "ok", (go, go, go, vi, ir, em), None),
             (0.04, "ok", (go, vi, Call("issue_refund", dict(ir.args), fail="payment gateway unavailable")), None),
             (0.02, "timeout", (go, vi), "episode exceeded the 120 s wall-clock limit"),
-            (0.02, "ok", (go, vi, Call("issue_refund", dict(ir.args), dispatched={**ir.args, "amount": int(amount * 100)}), em), None),
+            (
+                0.02,
+                "ok",
+                (go, vi, Call("issue_refund", dict(ir.args), dispatched={**ir.args, "amount": int(amount * 100)}), em),
+                None,
+            ),
         ]
     return [
         (0.55, "ok", (go, go, ir), None),
@@ -186,8 +334,17 @@ def agent_templates() -> list[AgentTemplate]:
             for probability, status, script, error in _outcomes(kind, amount):
                 total += probability
                 fields = agent_fields(case, script, "Here is what I did for your order." if status == "ok" else None)
-                trace = {"trace_id": "@@TRACE@@", "case_id": "@@CASE@@", "case_revision": 1, "attempt": "@@ATT@@", "status": status,
-                         "error": error, "input": case.input, **fields, "usage": "@@USAGE@@"}
+                trace = {
+                    "trace_id": "@@TRACE@@",
+                    "case_id": "@@CASE@@",
+                    "case_revision": 1,
+                    "attempt": "@@ATT@@",
+                    "status": status,
+                    "error": error,
+                    "input": case.input,
+                    **fields,
+                    "usage": "@@USAGE@@",
+                }
                 outcomes.append((round(total, 6), _format_string(json.dumps(trace, ensure_ascii=False))))
             out.append(AgentTemplate(_format_string(json.dumps(case.record(), ensure_ascii=False)), tuple(outcomes)))
     return out
@@ -239,8 +396,13 @@ def rag_kit(docs: list[SynthDoc], rng: random.Random) -> RagKit:
     window = list(retrievable)
     rng.shuffle(window)
     return RagKit(
-        docs, retrievable, window + window[:16],
-        [json.dumps({"doc_id": d.doc_id, "text": " ".join(d.sentences), "tokens": tokens_of(" ".join(d.sentences))}) for d in docs],
+        docs,
+        retrievable,
+        window + window[:16],
+        [
+            json.dumps({"doc_id": d.doc_id, "text": " ".join(d.sentences), "tokens": tokens_of(" ".join(d.sentences))})
+            for d in docs
+        ],
         [tokens_of(" ".join(d.sentences)) for d in docs],
         [f'{{"doc_id": {json.dumps(d.doc_id)}, "score": ' for d in docs],
         {d.family: i for i, d in enumerate(docs) if not d.current},
@@ -254,13 +416,19 @@ def rag_kit(docs: list[SynthDoc], rng: random.Random) -> RagKit:
 
 def _ranked(kit: RagKit, idxs: list[int], scores: list[str]) -> str:
     head = kit.entry_head
-    return "[" + ", ".join([head[i] + score + "}" for i, score in zip(idxs, scores[:len(idxs)], strict=True)]) + "]"
+    return "[" + ", ".join([head[i] + score + "}" for i, score in zip(idxs, scores[: len(idxs)], strict=True)]) + "]"
 
 
 NUMBER_OF_SENTENCE = {1: 0, 2: 1, 4: 2, 5: 3}  # sentence index → index of the number it states
 RAG_OUTCOMES = (  # (cumulative probability, outcome)
-    (0.78, "pass"), (0.82, "embedding_miss"), (0.85, "stale"), (0.88, "reranker"), (0.91, "context_drop"),
-    (0.95, "contradiction"), (0.97, "uncited"), (1.00, "wrong_answer"),
+    (0.78, "pass"),
+    (0.82, "embedding_miss"),
+    (0.85, "stale"),
+    (0.88, "reranker"),
+    (0.91, "context_drop"),
+    (0.95, "contradiction"),
+    (0.97, "uncited"),
+    (1.00, "wrong_answer"),
 )
 REFUSAL_ESCAPED = _escaped(REFUSAL)
 
@@ -273,8 +441,17 @@ def _question_json(kit: RagKit, req: int, question: int) -> str:
     return kit.questions[key]
 
 
-def rag_trace(kit: RagKit, trace_id: str, case_id: str, req: int, question: int, variant: str, attempt: int,
-              rng: random.Random, usage: Callable[[int, int], str]) -> tuple[str, list[tuple[int, int, str | None, str]]]:
+def rag_trace(
+    kit: RagKit,
+    trace_id: str,
+    case_id: str,
+    req: int,
+    question: int,
+    variant: str,
+    attempt: int,
+    rng: random.Random,
+    usage: Callable[[int, int], str],
+) -> tuple[str, list[tuple[int, int, str | None, str]]]:
     """One RAG trace line, and its claims as (doc, sentence, rewritten text or None, truth) for grounding labels."""
     doc = kit.docs[req]
     rand = rng.random
@@ -283,11 +460,14 @@ def rag_trace(kit: RagKit, trace_id: str, case_id: str, req: int, question: int,
     if outcome == "stale" and doc.family not in kit.old_of:
         outcome = "pass"
     offset = int(rand() * len(kit.retrievable))
-    distract = [i for i in kit.window[offset:offset + 12] if i != req][:11]
+    distract = [i for i in kit.window[offset : offset + 12] if i != req][:11]
     q_sentence = QUESTIONS[question][1]
     other = (q_sentence + 1 + int(rand() * 5)) % 6
     # claims: (doc index, sentence index, cited, truth, rewritten text)
-    claims: list[tuple[int, int, bool, str, str | None]] = [(req, q_sentence, True, "S", None), (req, other, True, "S", None)]
+    claims: list[tuple[int, int, bool, str, str | None]] = [
+        (req, q_sentence, True, "S", None),
+        (req, other, True, "S", None),
+    ]
     hits, context_n, extra = [req] + distract[:4], 3, distract[4:]
     if not doc.indexed or outcome in ("embedding_miss", "reranker"):
         hits, claims = distract[:5], []
@@ -311,10 +491,19 @@ def rag_trace(kit: RagKit, trace_id: str, case_id: str, req: int, question: int,
         claims = [(req, other, True, "S", None)]
     candidates = hits[1:3] + hits[:1] + hits[3:] + extra[:6]
     if claims:
-        text = " ".join([
-            _escaped(_marked(rewritten, kit.docs[d].doc_id)) if rewritten else (kit.marked if cited else kit.plain)[d][k]
-            for d, k, cited, _, rewritten in claims])
-        cites = ", ".join([kit.quote[d][k] for d, k, cited, truth, _ in claims if cited and truth == "S"]) if rand() < 0.5 else ""
+        text = " ".join(
+            [
+                _escaped(_marked(rewritten, kit.docs[d].doc_id))
+                if rewritten
+                else (kit.marked if cited else kit.plain)[d][k]
+                for d, k, cited, _, rewritten in claims
+            ]
+        )
+        cites = (
+            ", ".join([kit.quote[d][k] for d, k, cited, truth, _ in claims if cited and truth == "S"])
+            if rand() < 0.5
+            else ""
+        )
     else:
         text, cites = REFUSAL_ESCAPED, ""
     context = hits[:context_n]
@@ -337,12 +526,19 @@ def rag_case_line(kit: RagKit, case_id: str, req: int, question: int) -> str:
     doc = kit.docs[req]
     n = doc.numbers
     template, _, expected = QUESTIONS[question]
-    return json.dumps({
-        "case_id": case_id, "case_revision": 1, "lanes": ["rag"], "input": template.format(f=doc.feature, code=doc.code),
-        "criticality": "high" if req % 9 == 0 else "normal", "required_doc_ids": [doc.doc_id],
-        "expected_answer_contains": [expected.format(n0=n[0], n1=n[1], n2=n[2], n3=n[3])],
-        "expect_refusal": False, "multi_hop": False,
-    })
+    return json.dumps(
+        {
+            "case_id": case_id,
+            "case_revision": 1,
+            "lanes": ["rag"],
+            "input": template.format(f=doc.feature, code=doc.code),
+            "criticality": "high" if req % 9 == 0 else "normal",
+            "required_doc_ids": [doc.doc_id],
+            "expected_answer_contains": [expected.format(n0=n[0], n1=n[1], n2=n[2], n3=n[3])],
+            "expect_refusal": False,
+            "multi_hop": False,
+        }
+    )
 
 
 # ---------------------------------------------------------------- the batch
@@ -392,8 +588,9 @@ def _person(rng: random.Random, i: int) -> tuple[str, str, str]:
     return f"{first} {last}", f"{first.lower()}.{last.lower()}{i}@example.com", f"+1 415 555 {rng.randrange(10000):04d}"
 
 
-def write_synthetic(out: str | Path, n_traces: int, seed: int = 7, run_id: str | None = None,
-                    progress: IO[str] | None = None) -> SynthSummary:
+def write_synthetic(
+    out: str | Path, n_traces: int, seed: int = 7, run_id: str | None = None, progress: IO[str] | None = None
+) -> SynthSummary:
     """Write a synthetic data root of `n_traces` traces (about 60% RAG, 40% agent with 3 attempts per case)."""
     started = time.perf_counter()
     rng = random.Random(seed)
@@ -403,25 +600,60 @@ def write_synthetic(out: str | Path, n_traces: int, seed: int = 7, run_id: str |
     docs = build_corpus(max(200, min(5000, n_traces // 200)), rng)
     kit = rag_kit(docs, rng)
     templates = agent_templates()
-    for sub in (f"corpus/{corpus_version}", f"tools/{environment}", f"cases/{dataset}", f"traces/{run_id}", "labels/qrels",
-                "labels/grounding", "policy"):
+    for sub in (
+        f"corpus/{corpus_version}",
+        f"tools/{environment}",
+        f"cases/{dataset}",
+        f"traces/{run_id}",
+        "labels/qrels",
+        "labels/grounding",
+        "policy",
+    ):
         (root / sub).mkdir(parents=True, exist_ok=True)
     with open(root / f"corpus/{corpus_version}/docs.jsonl", "w", encoding="utf-8") as fh:
         for d in docs:
-            fh.write(json.dumps({"doc_id": d.doc_id, "family": d.family, "version": d.version, "current": d.current,
-                                 "indexed": d.indexed, "text": " ".join(d.sentences)}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "doc_id": d.doc_id,
+                        "family": d.family,
+                        "version": d.version,
+                        "current": d.current,
+                        "indexed": d.indexed,
+                        "text": " ".join(d.sentences),
+                    }
+                )
+                + "\n"
+            )
     (root / f"tools/{environment}/tools.yaml").write_bytes(yaml_bytes(registry(environment)))
     (root / "policy/gates.yaml").write_bytes(yaml_bytes(gate_policy(baseline_run_id=None)))
-    (root / f"traces/{run_id}/run.yaml").write_bytes(yaml_bytes({
-        "run_id": run_id, "candidate": {"system": "support-assistant", "version": "synthetic"}, "model": "synthetic",
-        "prompt_version": "synthetic", "index_version": f"idx-{corpus_version}", "corpus_version": corpus_version,
-        "environment_version": environment, "dataset_version": dataset, "mode": "gate", "created_at": "2026-03-02T00:00:00Z"}))
+    (root / f"traces/{run_id}/run.yaml").write_bytes(
+        yaml_bytes(
+            {
+                "run_id": run_id,
+                "candidate": {"system": "support-assistant", "version": "synthetic"},
+                "model": "synthetic",
+                "prompt_version": "synthetic",
+                "index_version": f"idx-{corpus_version}",
+                "corpus_version": corpus_version,
+                "environment_version": environment,
+                "dataset_version": dataset,
+                "mode": "gate",
+                "created_at": "2026-03-02T00:00:00Z",
+            }
+        )
+    )
 
     def usage(i: int, o: int) -> str:
-        return (f'{{"input_tokens": {i}, "output_tokens": {o}, "cost_usd": {i * 4e-7 + o * 1.6e-6:.6f}, '
-                f'"latency_ms": {650 + o * 18 + int(rng.random() * 900)}}}')
+        return (
+            f'{{"input_tokens": {i}, "output_tokens": {o}, "cost_usd": {i * 4e-7 + o * 1.6e-6:.6f}, '
+            f'"latency_ms": {650 + o * 18 + int(rng.random() * 900)}}}'
+        )
 
-    shards, cases_fh = _Shards(root / f"traces/{run_id}"), open(root / f"cases/{dataset}/cases.jsonl", "w", encoding="utf-8")
+    shards, cases_fh = (
+        _Shards(root / f"traces/{run_id}"),
+        open(root / f"cases/{dataset}/cases.jsonl", "w", encoding="utf-8"),
+    )
     qrels, labels = [], []
     written = n_cases = rag_n = agent_n = 0
     report_every = max(1, min(100_000, n_traces // 10))
@@ -434,20 +666,32 @@ def write_synthetic(out: str | Path, n_traces: int, seed: int = 7, run_id: str |
                 case_id = f"agent-{n_cases:07d}"
                 template = templates[rng.randrange(len(templates))]
                 name, mail, phone = _person(rng, n_cases)
-                fill = {"CASE": case_id, "CID": f"c-{rng.randrange(1000):03d}", "OID": f"{rng.randrange(100000):05d}",
-                        "TID": f"T-{rng.randrange(10000):04d}", "NAME": name, "EMAIL": mail, "PHONE": phone}
+                fill = {
+                    "CASE": case_id,
+                    "CID": f"c-{rng.randrange(1000):03d}",
+                    "OID": f"{rng.randrange(100000):05d}",
+                    "TID": f"T-{rng.randrange(10000):04d}",
+                    "NAME": name,
+                    "EMAIL": mail,
+                    "PHONE": phone,
+                }
                 cases_fh.write(template.case_json % fill + "\n")
                 for attempt in (1, 2, 3):
                     draw = rng.random()
                     line = next(t for p, t in template.outcomes if draw < p or p >= 0.999999)
-                    fill.update(TRACE=f"{run_id}:{case_id}#{attempt}", ATT=attempt, USAGE=usage(2400 + 300 * attempt, 160))
+                    fill.update(
+                        TRACE=f"{run_id}:{case_id}#{attempt}", ATT=attempt, USAGE=usage(2400 + 300 * attempt, 160)
+                    )
                     shards.write(line % fill)
                 written += 3
                 agent_n += 3
             else:
                 case_id = f"rag-{n_cases:07d}"
-                req = kit.retrievable[rng.randrange(len(kit.retrievable))] if n_cases % 211 else \
-                    next(i for i, d in enumerate(docs) if not d.indexed)
+                req = (
+                    kit.retrievable[rng.randrange(len(kit.retrievable))]
+                    if n_cases % 211
+                    else next(i for i, d in enumerate(docs) if not d.indexed)
+                )
                 question = rng.randrange(len(QUESTIONS))
                 cases_fh.write(rag_case_line(kit, case_id, req, question) + "\n")
                 attempts = 2 if remaining >= 2 and rng.random() < 0.05 else 1
@@ -462,18 +706,30 @@ def write_synthetic(out: str | Path, n_traces: int, seed: int = 7, run_id: str |
                             verdict = {"S": "SUPPORTED", "C": "CONTRADICTED"}[truth]
                             if rng.random() < 0.05:
                                 verdict = "NOT_IN_EVIDENCE"
-                            labels.append({"trace_id": trace_id, "claim": text, "verdict": verdict, "annotator": "synthetic"})
+                            labels.append(
+                                {"trace_id": trace_id, "claim": text, "verdict": verdict, "annotator": "synthetic"}
+                            )
                 if n_cases % 50 == 0:
                     distractor = kit.retrievable[rng.randrange(len(kit.retrievable))]
                     if docs[distractor].family != docs[req].family:
-                        qrels.append({"query_id": case_id, "doc_id": docs[distractor].doc_id, "grade": rng.randrange(2),
-                                      "source": "human", "annotator": "synthetic"})
+                        qrels.append(
+                            {
+                                "query_id": case_id,
+                                "doc_id": docs[distractor].doc_id,
+                                "grade": rng.randrange(2),
+                                "source": "human",
+                                "annotator": "synthetic",
+                            }
+                        )
                 written += attempts
                 rag_n += attempts
             if progress is not None and written >= next_report:
                 elapsed = time.perf_counter() - started
-                print(f"[synthetic] {written}/{n_traces} traces, {n_cases} cases ({written / elapsed:,.0f} traces/s)", file=progress,
-                      flush=True)
+                print(
+                    f"[synthetic] {written}/{n_traces} traces, {n_cases} cases ({written / elapsed:,.0f} traces/s)",
+                    file=progress,
+                    flush=True,
+                )
                 next_report += report_every
     finally:
         shards.close()
@@ -483,5 +739,3 @@ def write_synthetic(out: str | Path, n_traces: int, seed: int = 7, run_id: str |
     with open(root / "labels/grounding/synthetic.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(label) + "\n" for label in labels)
     return SynthSummary(run_id, dataset, written, n_cases, rag_n, agent_n, time.perf_counter() - started)
-
-

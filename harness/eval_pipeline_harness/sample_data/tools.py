@@ -36,41 +36,146 @@ def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
 
 # (name, description, read_only, destructive, args schema)
 TOOL_DEFINITIONS: tuple[tuple[str, str, bool, bool, dict[str, Any]], ...] = (
-    ("search_docs", "Search the policy knowledge base.", True, False,
-     _obj(["query"], query={"type": "string", "minLength": 1}, top_k={"type": "integer", "minimum": 1, "maximum": 50})),
+    (
+        "search_docs",
+        "Search the policy knowledge base.",
+        True,
+        False,
+        _obj(
+            ["query"], query={"type": "string", "minLength": 1}, top_k={"type": "integer", "minimum": 1, "maximum": 50}
+        ),
+    ),
     ("get_ticket", "Read a support ticket.", True, False, _obj(["ticket_id"], ticket_id=_TICKET_ID)),
     ("get_order", "Read an order with its charges and refunds.", True, False, _obj(["order_id"], order_id=_ORDER_ID)),
     ("get_customer", "Read a customer record.", True, False, _obj(["customer_id"], customer_id=_CUSTOMER_ID)),
     ("lookup_customer", "Find a customer by the email address on file.", True, False, _obj(["email"], email=_EMAIL)),
-    ("get_subscription", "Read a subscription.", True, False, _obj(["subscription_id"], subscription_id=_SUBSCRIPTION_ID)),
+    (
+        "get_subscription",
+        "Read a subscription.",
+        True,
+        False,
+        _obj(["subscription_id"], subscription_id=_SUBSCRIPTION_ID),
+    ),
     ("list_orders", "List the orders of a customer.", True, False, _obj(["customer_id"], customer_id=_CUSTOMER_ID)),
-    ("verify_identity", "Send and check a one-time code; marks the customer verified.", False, False,
-     _obj(["customer_id", "method"], customer_id=_CUSTOMER_ID, method={"type": "string", "enum": ["email_code", "sms_code"]})),
-    ("issue_refund", "Refund an amount of an order to the original payment method.", False, True,
-     _obj(["order_id", "amount", "reason"], order_id=_ORDER_ID, amount=_MONEY,
-          reason={"type": "string", "enum": ["duplicate_charge", "damaged", "not_as_described", "price_adjustment", "event_cancelled"]})),
-    ("send_email", "Send a templated email to the customer.", False, False,
-     _obj(["to", "template"], to=_EMAIL, template={"type": "string", "enum": _TEMPLATES})),
-    ("set_status", "Change the status of a ticket.", False, False,
-     _obj(["ticket_id", "status"], ticket_id=_TICKET_ID, status={"type": "string", "enum": ["open", "pending", "resolved", "closed"]})),
-    ("escalate_to_human", "Hand the ticket to a human queue.", False, False,
-     _obj(["ticket_id", "queue"], ticket_id=_TICKET_ID, queue={"type": "string", "enum": ["billing", "security", "technical", "general"]})),
-    ("close_account", "Close a customer account permanently.", False, True, _obj(["customer_id"], customer_id=_CUSTOMER_ID)),
-    ("cancel_subscription", "Cancel a subscription, at the end of the period or now.", False, True,
-     _obj(["subscription_id", "at_period_end"], subscription_id=_SUBSCRIPTION_ID, at_period_end={"type": "boolean"})),
-    ("update_address", "Replace the address of a customer.", False, False,
-     _obj(["customer_id", "address"], customer_id=_CUSTOMER_ID,
-          address=_obj(["line1", "city", "postal_code", "country"], line1={"type": "string", "minLength": 1},
-                       city={"type": "string", "minLength": 1}, postal_code={"type": "string", "minLength": 1},
-                       country={"type": "string", "pattern": "^[A-Z]{2}$"}))),
-    ("apply_credit", "Add account credit.", False, False,
-     _obj(["customer_id", "amount", "reason"], customer_id=_CUSTOMER_ID, amount={"type": "number", "exclusiveMinimum": 0, "maximum": 500},
-          reason={"type": "string", "enum": ["sla_breach", "goodwill", "price_protection"]})),
-    ("send_password_reset", "Email a password reset link.", False, False, _obj(["customer_id"], customer_id=_CUSTOMER_ID)),
-    ("add_note", "Add an internal note to a ticket.", False, False,
-     _obj(["ticket_id", "note"], ticket_id=_TICKET_ID, note={"type": "string", "minLength": 1, "maxLength": 2000})),
-    ("create_return_label", "Create a prepaid return label for an item of an order.", False, False,
-     _obj(["order_id", "sku"], order_id=_ORDER_ID, sku={"type": "string", "pattern": "^SKU-[0-9]{2}-[A-Z]$"})),
+    (
+        "verify_identity",
+        "Send and check a one-time code; marks the customer verified.",
+        False,
+        False,
+        _obj(
+            ["customer_id", "method"],
+            customer_id=_CUSTOMER_ID,
+            method={"type": "string", "enum": ["email_code", "sms_code"]},
+        ),
+    ),
+    (
+        "issue_refund",
+        "Refund an amount of an order to the original payment method.",
+        False,
+        True,
+        _obj(
+            ["order_id", "amount", "reason"],
+            order_id=_ORDER_ID,
+            amount=_MONEY,
+            reason={
+                "type": "string",
+                "enum": ["duplicate_charge", "damaged", "not_as_described", "price_adjustment", "event_cancelled"],
+            },
+        ),
+    ),
+    (
+        "send_email",
+        "Send a templated email to the customer.",
+        False,
+        False,
+        _obj(["to", "template"], to=_EMAIL, template={"type": "string", "enum": _TEMPLATES}),
+    ),
+    (
+        "set_status",
+        "Change the status of a ticket.",
+        False,
+        False,
+        _obj(
+            ["ticket_id", "status"],
+            ticket_id=_TICKET_ID,
+            status={"type": "string", "enum": ["open", "pending", "resolved", "closed"]},
+        ),
+    ),
+    (
+        "escalate_to_human",
+        "Hand the ticket to a human queue.",
+        False,
+        False,
+        _obj(
+            ["ticket_id", "queue"],
+            ticket_id=_TICKET_ID,
+            queue={"type": "string", "enum": ["billing", "security", "technical", "general"]},
+        ),
+    ),
+    (
+        "close_account",
+        "Close a customer account permanently.",
+        False,
+        True,
+        _obj(["customer_id"], customer_id=_CUSTOMER_ID),
+    ),
+    (
+        "cancel_subscription",
+        "Cancel a subscription, at the end of the period or now.",
+        False,
+        True,
+        _obj(["subscription_id", "at_period_end"], subscription_id=_SUBSCRIPTION_ID, at_period_end={"type": "boolean"}),
+    ),
+    (
+        "update_address",
+        "Replace the address of a customer.",
+        False,
+        False,
+        _obj(
+            ["customer_id", "address"],
+            customer_id=_CUSTOMER_ID,
+            address=_obj(
+                ["line1", "city", "postal_code", "country"],
+                line1={"type": "string", "minLength": 1},
+                city={"type": "string", "minLength": 1},
+                postal_code={"type": "string", "minLength": 1},
+                country={"type": "string", "pattern": "^[A-Z]{2}$"},
+            ),
+        ),
+    ),
+    (
+        "apply_credit",
+        "Add account credit.",
+        False,
+        False,
+        _obj(
+            ["customer_id", "amount", "reason"],
+            customer_id=_CUSTOMER_ID,
+            amount={"type": "number", "exclusiveMinimum": 0, "maximum": 500},
+            reason={"type": "string", "enum": ["sla_breach", "goodwill", "price_protection"]},
+        ),
+    ),
+    (
+        "send_password_reset",
+        "Email a password reset link.",
+        False,
+        False,
+        _obj(["customer_id"], customer_id=_CUSTOMER_ID),
+    ),
+    (
+        "add_note",
+        "Add an internal note to a ticket.",
+        False,
+        False,
+        _obj(["ticket_id", "note"], ticket_id=_TICKET_ID, note={"type": "string", "minLength": 1, "maxLength": 2000}),
+    ),
+    (
+        "create_return_label",
+        "Create a prepaid return label for an item of an order.",
+        False,
+        False,
+        _obj(["order_id", "sku"], order_id=_ORDER_ID, sku={"type": "string", "pattern": "^SKU-[0-9]{2}-[A-Z]$"}),
+    ),
 )
 
 
@@ -162,12 +267,20 @@ class Sandbox:
         return {"customer_id": cid, "name": self.state["customers"][cid]["name"]}
 
     def _t_get_subscription(self, subscription_id):
-        return {"subscription_id": subscription_id, **copy.deepcopy(self._entity("subscriptions", subscription_id, "subscription_id"))}
+        return {
+            "subscription_id": subscription_id,
+            **copy.deepcopy(self._entity("subscriptions", subscription_id, "subscription_id")),
+        }
 
     def _t_list_orders(self, customer_id):
         orders = self.state.get("orders", {})
-        return {"orders": [{"order_id": oid, "amount": o["amount"], "status": o["status"]}
-                           for oid, o in sorted(orders.items()) if o["customer_id"] == customer_id]}
+        return {
+            "orders": [
+                {"order_id": oid, "amount": o["amount"], "status": o["status"]}
+                for oid, o in sorted(orders.items())
+                if o["customer_id"] == customer_id
+            ]
+        }
 
     # actions
     def _t_verify_identity(self, customer_id, method):
