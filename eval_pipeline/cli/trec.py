@@ -9,7 +9,10 @@ from collections.abc import Sequence
 import polars as pl
 
 from eval_pipeline.trec.formats import read_trec_qrels, read_trec_run, read_trec_zscores
-from eval_pipeline.trec.trec_eval import NICKNAMES, TABLE, Measure, evaluate, format_results, parse_measures
+from eval_pipeline.trec.measure_args import parse_measures
+from eval_pipeline.trec.measures import NICKNAMES, TABLE, Measure
+from eval_pipeline.trec.printing import format_results
+from eval_pipeline.trec.trec_eval import evaluate
 
 VERSION = "10.0"
 

@@ -13,7 +13,10 @@ import pytest
 from eval_pipeline.cli import trec as cli
 from eval_pipeline.trec import trec_eval
 from eval_pipeline.trec.formats import read_trec_qrels, read_trec_run
-from eval_pipeline.trec.trec_eval import MEASURES, evaluate, format_results, parse_measures
+from eval_pipeline.trec.measure_args import parse_measures
+from eval_pipeline.trec.measures import MEASURES
+from eval_pipeline.trec.printing import format_results
+from eval_pipeline.trec.trec_eval import evaluate
 
 
 def parse_lines(lines: list[str]) -> dict[tuple[str, str], str]:

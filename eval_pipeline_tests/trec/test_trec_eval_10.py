@@ -14,7 +14,10 @@ import pytest
 
 from eval_pipeline.cli import trec as cli
 from eval_pipeline.trec.formats import read_trec_qrels, read_trec_run, read_trec_zscores
-from eval_pipeline.trec.trec_eval import MEASURE_BY_NAME, TABLE, evaluate, format_results, parse_measures
+from eval_pipeline.trec.measure_args import parse_measures
+from eval_pipeline.trec.measures import MEASURE_BY_NAME, TABLE
+from eval_pipeline.trec.printing import format_results
+from eval_pipeline.trec.trec_eval import evaluate
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
