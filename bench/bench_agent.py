@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.contracts.models import ToolRegistry
+from eval_pipeline.contracts.cases import ToolRegistry
 from eval_pipeline.scoring.outcome import efficiency, fault_rates, score_outcomes
 from eval_pipeline.scoring.reliability import quarantine, reliability, suite_reliability
 from eval_pipeline.scoring.tools import score_tools
@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
     print(
         f"rows: tool_scores {tool_scores.height}, tool_call_diffs {diffs.height}, outcome_scores {outcomes.height}, "
-        f"reliability {rel.height}, quarantine {quarantined.height}, fault kinds {rates.height}, efficiency {costs.height}"
+        f"reliability {rel.height}, quarantine {quarantined.height}, fault kinds {rates.height}, "
+        f"efficiency {costs.height}"
     )
     statuses = tool_scores.group_by("status").len().sort("status").rows()
     print(f"tool_scores status counts {statuses}; suite pass_at_1 {suite['bench']['pass_at_1']:.4f}")

@@ -17,7 +17,8 @@ checker need only these, so the environment is made with
 
     python3 -m venv /tmp/bfclvenv
     /tmp/bfclvenv/bin/pip install --no-deps bfcl-eval==2026.3.23
-    /tmp/bfclvenv/bin/pip install tree_sitter==0.21.3 tree-sitter-java==0.21.0 tree-sitter-javascript==0.21.4 tenacity filelock
+    /tmp/bfclvenv/bin/pip install tree_sitter==0.21.3 tree-sitter-java==0.21.0 tree-sitter-javascript==0.21.4 \\
+        tenacity filelock
 
 and the one module that imports every model SDK at load time, `bfcl_eval.constants.model_config`, is replaced
 in that process by a mapping in which every model has `underscore_to_dot: false` (a prompting model: function
@@ -418,8 +419,11 @@ def build_synthetic(work: Path) -> tuple[dict[str, tuple[Path, Path]], dict[str,
 def build_results(
     data: Path, seed: int, work: Path
 ) -> tuple[dict[str, tuple[Path, Path]], dict[str, Path], list[dict[str, Any]]]:
-    """(question and answer files, result file) per category and the rows (key, category, id, attempt, kind, form, result)."""
-    from eval_pipeline.importers.bfcl import reference_call
+    """(question and answer files, result file) per category and the rows.
+
+    The rows are (key, category, id, attempt, kind, form, result).
+    """
+    from eval_pipeline.importers.bfcl_schema import reference_call
 
     rows, files, sources = [], {}, {}
     for category in CATEGORIES:
@@ -489,7 +493,7 @@ def our_verdicts(
     import polars as pl
 
     from eval_pipeline.cli import main as cli
-    from eval_pipeline.io import ingest, loaders
+    from eval_pipeline.io import ingest, inputs, loaders
     from eval_pipeline.io.storage import open_location
     from eval_pipeline.scoring.tools import score_tools
 
@@ -520,8 +524,8 @@ def our_verdicts(
             raise SystemExit(f"import of {category} failed (exit {status})")
         location = open_location(root)
         manifest = loaders.load_manifest(location, f"bench-{category}")
-        cases = loaders.load_cases(location, manifest.dataset_version)
-        tools = loaders.load_tools(location, manifest.environment_version)
+        cases = inputs.load_cases(location, manifest.dataset_version)
+        tools = inputs.load_tools(location, manifest.environment_version)
         parsed = ingest.parse_traces(
             ingest.read_raw_lines(location, f"bench-{category}"), cases.frame, f"bench-{category}"
         )
@@ -612,7 +616,8 @@ def report(
         for name in order:
             c = counters[name]
             out.append(
-                f"| {name} | {c['n']} | {c['agree']} | {c['agree'] / c['n']:.2%} | {c['ours_pass']} | {c['bfcl_pass']} |"
+                f"| {name} | {c['n']} | {c['agree']} | {c['agree'] / c['n']:.2%} | "
+                f"{c['ours_pass']} | {c['bfcl_pass']} |"
             )
         return out
 

@@ -1,12 +1,12 @@
-"""The floor under the pipeline's ingest and de-identification: read, JSON-decode and regex-scan a trace file (not a test).
+"""The floor under the pipeline's ingest and de-identification: read, JSON-decode, regex-scan a trace file (not a test).
 
 Prints seconds (best of --repeat) for each primitive over the same JSONL file, so the profile of a step in
 docs/benchmarks/pipeline.md can be read against what the same bytes cost at the least:
 - read: the file's bytes from disk (page cache warm after the first repetition);
 - split_lines: the bytes split into lines as an Arrow string column (polars);
 - json_stdlib: `json.loads` of every line (C decoder, Python objects);
-- json_arrow: pyarrow's JSON reader over the whole file with the trace columns' schema (ingest.LINE_SCHEMA: every
-  field but the free-form values, which no fixed schema can hold), columnar and multithreaded;
+- json_arrow: pyarrow's JSON reader over the whole file with the trace columns' schema (trace_schema.LINE_SCHEMA:
+  every field but the free-form values, which no fixed schema can hold), columnar and multithreaded;
 - regex_one: one RE2 pass of an e-mail pattern over every line (pyarrow);
 - regex_union: one RE2 pass of the union of e-mail, phone-like and card-like patterns over every line.
 """
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from eval_pipeline.io.ingest import LINE_SCHEMA
+from eval_pipeline.io.trace_schema import LINE_SCHEMA
 
 EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
 UNION = EMAIL + r"|\+?\d[\d ().-]{7,}\d|\b(?:\d[ -]?){13,19}\b"

@@ -5,9 +5,12 @@ dialogue responses, `Generic` responses left out), writes them as `eval-pipeline
 the judge through the command line as a user would, fits the support threshold with `calibrate --fit`, judges again
 with the fitted profile and reports balanced accuracy (bootstrap 95% interval), Cohen's κ and claims/s.
 
-    python bench/bench_grounding.py                                   # fit on both sets, report, keep files in .bench/grounding
-    python bench/bench_grounding.py --write-default                   # also install the fitted profile as the shipped default
-    python bench/bench_grounding.py --profile eval_pipeline/judge/profiles/local.yaml --no-fit   # report a given profile
+    python bench/bench_grounding.py
+        # fit on both sets, report, keep files in .bench/grounding
+    python bench/bench_grounding.py --write-default
+        # also install the fitted profile as the shipped default
+    python bench/bench_grounding.py --profile eval_pipeline/judge/profiles/local.yaml --no-fit
+        # report a given profile
 """
 
 from __future__ import annotations

@@ -296,7 +296,10 @@ def agent_spans(trace: dict[str, Any], out: TraceSpans) -> None:
 
 
 def trace_spans(trace: dict[str, Any], index: int, corpus: dict[str, str]) -> list[dict[str, Any]]:
-    """The OpenInference spans of one native trace, the `index`-th of the run (it starts a second after the one before)."""
+    """The OpenInference spans of one native trace, the `index`-th of the run.
+
+    It starts a second after the one before.
+    """
     latency = (trace.get("usage") or {}).get("latency_ms") or 1000
     out = TraceSpans(trace["trace_id"], EPOCH_NS + index * 1_000_000_000, int(latency * 1_000_000))
     if trace.get("retrieval") is not None:
@@ -530,14 +533,18 @@ def measure(n: int, seed: int, out: Path, *, pipeline: bool = True) -> dict[str,
 def report(r: dict[str, Any]) -> str:
     """The result as the lines the doc quotes."""
     lines = [
-        f"spans                {r['spans']:,} ({r['spans'] / r['traces']:.1f} a trace, {r['files']} files, {r['mib']:,.1f} MiB)",
+        (
+            f"spans                {r['spans']:,} ({r['spans'] / r['traces']:.1f} a trace, "
+            f"{r['files']} files, {r['mib']:,.1f} MiB)"
+        ),
         (
             f"import               {r['import_seconds']:.1f} s ({r['import_cpu_seconds']:.1f} s CPU), "
             f"{r['spans_per_second']:,} spans/s, peak RSS {r['import_peak_rss_mib']:,.0f} MiB (exit {r['import_exit']})"
         ),
         f"traces               {r['imported']:,} imported, {r['rejected']:,} rejected of {r['traces']:,}",
         (
-            f"decode floor         {r['decode_floor_seconds']:.1f} s ({r['decode_floor_cpu_seconds']:.1f} s CPU); import/floor "
+            f"decode floor         {r['decode_floor_seconds']:.1f} s ({r['decode_floor_cpu_seconds']:.1f} s CPU); "
+            "import/floor "
             f"{r['import_over_floor']:.1f}x ({r['import_over_floor_cpu']:.1f}x in CPU)"
         ),
     ]

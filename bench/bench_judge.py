@@ -178,6 +178,7 @@ def bench_openai(concurrency: int, latency_s: float, calls_per_worker: int, sepa
             model="bench-model",
             base_url=base_url,
             api_key_env="BENCH_JUDGE_KEY",
+            api_key=os.environ["BENCH_JUDGE_KEY"],
             concurrency=concurrency,
             timeout_s=30.0,
         )

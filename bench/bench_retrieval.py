@@ -105,7 +105,8 @@ def timed(label: str, fn: Callable[[], Any], log: list[dict]) -> Any:
         }
     )
     print(
-        f"  {label:<40} {seconds:8.3f} s  cpu {cpu:7.3f} s   peak RSS {mem.peak / 2**20:8.0f} MiB  (+{mem.growth / 2**20:.0f})",
+        f"  {label:<40} {seconds:8.3f} s  cpu {cpu:7.3f} s   "
+        f"peak RSS {mem.peak / 2**20:8.0f} MiB  (+{mem.growth / 2**20:.0f})",
         flush=True,
     )
     return result
@@ -169,7 +170,10 @@ def max_difference(ours: pl.DataFrame, other: pl.DataFrame) -> dict[str, float]:
 
 
 def from_files(run: pl.DataFrame, qrels: pl.DataFrame, measures: list[str], args: argparse.Namespace) -> int:
-    """Both tools from the same TREC files: ours as `eval-pipeline trec-eval` runs, pytrec_eval with its file parsers."""
+    """Both tools from the same TREC files.
+
+    Ours as `eval-pipeline trec-eval` runs, pytrec_eval with its file parsers.
+    """
     import contextlib
     import io
     import tempfile
@@ -190,7 +194,8 @@ def from_files(run: pl.DataFrame, qrels: pl.DataFrame, measures: list[str], args
             log,
         )
         print(
-            f"  qrels file {qrels_path.stat().st_size / 2**20:.0f} MiB, run file {run_path.stat().st_size / 2**20:.0f} MiB"
+            f"  qrels file {qrels_path.stat().st_size / 2**20:.0f} MiB, "
+            f"run file {run_path.stat().st_size / 2**20:.0f} MiB"
         )
         command = [*(a for m in measures for a in ("-m", m)), str(qrels_path), str(run_path)]
 
@@ -260,7 +265,8 @@ def from_files(run: pl.DataFrame, qrels: pl.DataFrame, measures: list[str], args
         seconds("pytrec_eval from files", "cpu"),
     )
     print(
-        f"  CPU seconds: ours best {ours_cpu:.3f} median {ours_cpu_median:.3f}, pytrec_eval best {theirs_cpu:.3f} median {theirs_cpu_median:.3f}"
+        f"  CPU seconds: ours best {ours_cpu:.3f} median {ours_cpu_median:.3f}, "
+        f"pytrec_eval best {theirs_cpu:.3f} median {theirs_cpu_median:.3f}"
         f" (ratio {theirs_cpu / ours_cpu:.2f}x / {theirs_cpu_median / ours_cpu_median:.2f}x)"
     )
     print(f"  load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -296,14 +302,16 @@ def main(argv: list[str] | None = None) -> int:
 
     log: list[dict] = []
     print(
-        f"python {sys.version.split()[0]}, polars {pl.__version__} ({pl.thread_pool_size()} threads), {os.cpu_count()} CPUs"
+        f"python {sys.version.split()[0]}, polars {pl.__version__} ({pl.thread_pool_size()} threads), "
+        f"{os.cpu_count()} CPUs"
     )
     print(f"generating {args.queries} queries x {args.docs} docs ({args.order} order), seed {args.seed}")
     run, qrels = generate(
         args.queries, args.docs, args.seed, args.judged_fraction, args.unretrieved, args.order == "ranked"
     )
     print(
-        f"  run rows {run.height:,}, qrels rows {qrels.height:,}, relevant (grade>=1) {qrels.filter(pl.col('grade') >= 1).height:,}"
+        f"  run rows {run.height:,}, qrels rows {qrels.height:,}, "
+        f"relevant (grade>=1) {qrels.filter(pl.col('grade') >= 1).height:,}"
     )
     measures = [m.replace("_10", ".10") if m != "recip_rank" else m for m in MEASURES]
     if args.from_files:
@@ -336,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         import ranx
 
         print(
-            f"ranx {ranx.__version__ if hasattr(ranx, '__version__') else ''} (numba {numba.__version__}, {numba.get_num_threads()} threads)"
+            f"ranx {ranx.__version__ if hasattr(ranx, '__version__') else ''} "
+            f"(numba {numba.__version__}, {numba.get_num_threads()} threads)"
         )
         if args.skip_pytrec:
             run_dict = timed("ranx: run -> dict of dicts", lambda: nested(run, "score", float), log)
@@ -389,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         rivals["ranx evaluate (cold)"] = seconds("ranx evaluate cold")
     for name, (best, middle) in rivals.items():
         print(
-            f"  {name:<29} best {best:7.3f} s  median {middle:7.3f} s   ratio best {best / ours_min:5.2f}x  median {middle / ours_median:5.2f}x"
+            f"  {name:<29} best {best:7.3f} s  median {middle:7.3f} s   "
+            f"ratio best {best / ours_min:5.2f}x  median {middle / ours_median:5.2f}x"
         )
     warm = {k: v for k, v in rivals.items() if "cold" not in k}
     if warm:
@@ -397,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         median_ratio = min(v[1] for v in warm.values()) / ours_median
         verdict = "met" if median_ratio >= 3 else "NOT met"
         print(
-            f"  speed-up over the faster of the two (warm): best {best_ratio:.2f}x, median {median_ratio:.2f}x (target >= 3x: {verdict})"
+            f"  speed-up over the faster of the two (warm): best {best_ratio:.2f}x, median {median_ratio:.2f}x "
+            f"(target >= 3x: {verdict})"
         )
     # End to end from the shared polars frames: each tool's conversion from them plus one warm evaluation.
     conversion = frame.filter(pl.col("step").str.contains("-> dict")).get_column("seconds").sum()
@@ -412,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     for name, total in end_to_end.items():
         print(
-            f"  end to end from the frames: {name:<12} {total:7.3f} s   ratio {total / ours_median:5.2f}x (ours {ours_median:.3f} s)"
+            f"  end to end from the frames: {name:<12} {total:7.3f} s   "
+            f"ratio {total / ours_median:5.2f}x (ours {ours_median:.3f} s)"
         )
     print(f"  process max RSS (getrusage): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     return 0 if agree else 1

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_pipeline.importers import import_tau_bench
-from eval_pipeline.io import ingest, loaders
+from eval_pipeline.importers import ImportRun, import_tau_bench
+from eval_pipeline.io import ingest, inputs, loaders
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.scoring.outcome import score_outcomes
 from eval_pipeline.scoring.reliability import reliability
@@ -40,8 +40,8 @@ def score(data_root: Path, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.
     """(tool_scores, outcome_scores, reliability) of an imported run, loaded the way the pipeline loads it."""
     location = open_location(data_root)
     manifest = loaders.load_manifest(location, run_id)
-    cases = loaders.load_cases(location, manifest.dataset_version).frame
-    tools = loaders.load_tools(location, manifest.environment_version)
+    cases = inputs.load_cases(location, manifest.dataset_version).frame
+    tools = inputs.load_tools(location, manifest.environment_version)
     traces = ingest.parse_traces(ingest.read_raw_lines(location, run_id), cases, run_id).traces
     tool_scores, _ = score_tools(traces, cases, tools)
     outcomes = score_outcomes(traces, cases, tool_scores)
@@ -67,7 +67,7 @@ def tau_pass_hat_k(rewards: pl.DataFrame, k: int) -> float | None:
 
 def report(path: Path) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-tau-"))
-    summary = import_tau_bench(path, "tau", work)
+    summary = import_tau_bench(path, ImportRun(run_id="tau", data_root=work))
     tool_scores, outcomes, rel = score(work, "tau")
     rewards = rewards_of(outcomes, next((work / "traces" / "tau").glob("*.jsonl")))
     frame = tool_scores.join(outcomes.select("trace_id", "outcome_stage", "success"), on="trace_id").join(

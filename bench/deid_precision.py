@@ -22,8 +22,9 @@ from pathlib import Path
 
 import polars as pl
 
+from eval_pipeline.deid.candidates import classify
 from eval_pipeline.deid.columns import COUNT, VALUE, distinct_values, string_paths
-from eval_pipeline.deid.detectors import EMAIL, PERSON, classify, combined_pattern, normalize
+from eval_pipeline.deid.detectors import EMAIL, PERSON, combined_pattern, normalize
 from eval_pipeline.deid.folding import NON_ASCII_EMAIL, folded_values
 from eval_pipeline.deid.residual import residual_spans, values_with_findings
 from eval_pipeline.deid.tables import collect_names
@@ -119,13 +120,13 @@ def load_root(root: Path) -> tuple[pl.DataFrame, pl.DataFrame, Iterator[dict]]:
     accepts them."""
     import yaml
 
-    from eval_pipeline.io import ingest, loaders, storage
+    from eval_pipeline.io import ingest, inputs, storage
 
     location = storage.open_location(str(root))
     traces, cases = [], []
     for run in sorted(p for p in (root / "traces").iterdir() if (p / "run.yaml").is_file()):
         dataset = yaml.safe_load((run / "run.yaml").read_text())["dataset_version"]
-        loaded = loaders.load_cases(location, dataset).frame
+        loaded = inputs.load_cases(location, dataset).frame
         cases.append(loaded)
         traces.append(ingest.parse_traces(ingest.read_raw_lines(location, run.name), loaded, run.name).traces)
     records = _records([*sorted((root / "traces").glob("*/*.jsonl")), *sorted((root / "cases").glob("*/*.jsonl"))])
@@ -172,10 +173,10 @@ def main() -> None:
     if args.sample:
         results.append(measure(f"sample {args.sample}", *load_root(args.sample)))
     if args.tau:
-        from eval_pipeline.importers import import_tau_bench
+        from eval_pipeline.importers import ImportRun, import_tau_bench
 
         root = Path(tempfile.mkdtemp(prefix="deid-precision-tau-"))
-        import_tau_bench(args.tau, "tau", root)
+        import_tau_bench(args.tau, ImportRun(run_id="tau", data_root=root))
         results.append(measure(f"tau-bench {args.tau.name}", *load_root(root)))
     if args.synthetic:
         from eval_pipeline_harness.sample_data.synthetic import write_synthetic

@@ -1,4 +1,7 @@
-"""The persistent Dagster instance of the command line: which folder DAGSTER_HOME is, and why (docs/pipeline.md#the-dagster-instance)."""
+"""The persistent Dagster instance of the command line: which folder DAGSTER_HOME is, and why.
+
+See docs/pipeline.md#the-dagster-instance.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ USER_HOME_CONFIG = "storage:\n  sqlite:\n    base_dir:\n      env: DAGSTER_HOME\
 
 @dataclass(frozen=True)
 class DagsterHome:
-    """The instance folder, why it was chosen, and the project folder (dagster.yaml + workspace.yaml) when there is one."""
+    """The instance folder, why it was chosen, and the project folder (dagster.yaml + workspace.yaml), if any."""
 
     path: Path
     reason: str

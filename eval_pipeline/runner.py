@@ -10,15 +10,9 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.instance import ensure_dagster_home
-from eval_pipeline.io.loaders import (
-    check_input_paths,
-    list_runs,
-    load_cases,
-    load_gate_policy,
-    load_manifest,
-    load_tool_registry,
-    require_corpus,
-)
+from eval_pipeline.io.inputs import load_cases, load_tool_registry, require_corpus
+from eval_pipeline.io.loaders import check_input_paths, list_runs, load_manifest
+from eval_pipeline.io.policy import load_gate_policy
 from eval_pipeline.io.storage import InputError, inside_root, is_url, open_location
 from eval_pipeline.quality.contracts import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
@@ -253,7 +247,8 @@ def multiprocess_execution(instance: dg.DagsterInstance, max_concurrent: int = 2
             "multiprocess": {
                 "max_concurrent": max_concurrent,
                 # Spawned step processes would each re-import dagster, polars and Great Expectations (5-10 s of CPU in
-                # each of the ~25 steps of a run); forked from a server that preloaded them, they start in about a second.
+                # each of the ~25 steps of a run); forked from a server that preloaded them, they start in about a
+                # second.
                 "start_method": {"forkserver": {"preload_modules": [*FORKSERVER_PRELOAD, *storage_modules(instance)]}},
             }
         }
@@ -274,7 +269,7 @@ CELERY_CONFIG_SOURCE = {"worker_prefetch_multiplier": 1, "task_acks_late": True,
 
 
 def celery_execution() -> dict:
-    """Run config of dagster-celery's executor: broker and result backend from the environment, as the workers read them."""
+    """Run config of dagster-celery's executor: broker and result backend from the environment, as workers read them."""
     try:
         import dagster_celery  # noqa: F401
     except ImportError as exc:

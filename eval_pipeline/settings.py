@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from eval_pipeline.contracts.models import GatePolicy
+from eval_pipeline.contracts.policy import GatePolicy
 
 DEFAULT_REFUSAL_PHRASES: tuple[str, ...] = (
     "i don't know",

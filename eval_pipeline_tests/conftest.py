@@ -4,6 +4,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# How hard the property-based tests search, per profile rather than per test: `dev` (the default, the loop while
+# working) and `ci` (what scripts/test.sh and CI run: `--hypothesis-profile=ci`). A test keeps its own health-check
+# and deadline settings; only the number of examples is the profile's.
+settings.register_profile("dev", max_examples=20, deadline=None)
+settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+settings.load_profile("dev")
 
 # Fixtures that tests of several package folders share (scoring/, judge/, trec/): registered once, here.
 pytest_plugins = [

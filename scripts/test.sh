@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[test]" -e ./harness
-.venv/bin/python -m pytest "$@"
+# Every test, on every core (pytest-xdist; worksteal evens out the few long server tests), with the thorough
+# Hypothesis profile. Arguments are passed on, e.g. `bash scripts/test.sh -m "not integration and not slow"`.
+.venv/bin/python -m pytest -n auto --dist worksteal --hypothesis-profile=ci "$@"

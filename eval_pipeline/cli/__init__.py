@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="materialize the whole graph for one or all trace batches and print a summary",
         description="Materialize every asset of one run (or every run under DATA/traces) against the persistent "
-        "Dagster instance, so `eval-pipeline ui` shows the same runs and lineage. The instance is DAGSTER_HOME when set, "
+        "Dagster instance, so `eval-pipeline ui` shows the same runs and lineage. "
+        "The instance is DAGSTER_HOME when set, "
         "else the .dagster folder of the project folder (the nearest folder from here upwards holding dagster.yaml and "
         "workspace.yaml), else ~/.eval_pipeline/dagster; the command prints which and why. Prints one line per step, "
         "a summary per lane and the report paths. Exit status: 0 the evaluation completed, whatever the release "
@@ -146,7 +147,7 @@ ENTRY_POINT_GROUP = "eval_pipeline.commands"
 
 
 def _entry_point_registrations() -> list:
-    """The `register(subparsers)` functions other installed distributions declare in the group `eval_pipeline.commands`."""
+    """The `register(subparsers)` functions of other installed distributions (group `eval_pipeline.commands`)."""
     from importlib.metadata import entry_points
 
     registrations = []
@@ -177,7 +178,10 @@ def _guarded(name: str, value: str, register):
 
 
 def all_registrations() -> list:
-    """Every subcommand registration beyond run, ui and schemas: the product's own, then installed extensions' (`bench`)."""
+    """Every subcommand registration beyond run, ui and schemas.
+
+    The product's own, then installed extensions' (`bench`).
+    """
     # Here and not in cli.commands, which the command modules import for its shared helpers: no cycle among them.
     from eval_pipeline.cli.commands import REGISTRATIONS
     from eval_pipeline.cli.exports import register as register_export
@@ -217,3 +221,6 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     return code
+
+
+__all__ = ["ENTRY_POINT_GROUP", "all_registrations", "build_parser", "main"]

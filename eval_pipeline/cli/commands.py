@@ -1,49 +1,33 @@
-"""Subcommands beyond `run`: gate, compare; and the warehouse and baseline helpers other command modules share."""
+"""Subcommands beyond `run`: gate, compare; and the warehouse helper other command modules share."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import polars as pl
 
 from eval_pipeline.contracts.identifiers import identifier_arg
-from eval_pipeline.io.storage import InputError, is_url, open_location
-
-LATEST_PASSING = "latest-passing"
+from eval_pipeline.gating.baseline import LATEST_PASSING, latest_passing_baseline
+from eval_pipeline.io.storage import InputError, is_url, open_location, storage_options_from_env
 
 
 def _warehouse(args: argparse.Namespace):
     from eval_pipeline.io.warehouse import Warehouse
 
     root = args.warehouse or f"{args.data.rstrip('/')}/warehouse"
-    return Warehouse.at(root if is_url(root) else str(Path(root).resolve()))
-
-
-def latest_passing_baseline(warehouse, candidate: str, policy_baseline: str | None) -> str | None:
-    """The newest scored run (other than the candidate) whose gates all passed; the policy's baseline counts as accepted."""
-    from eval_pipeline.gating.facts import scored_runs
-    from eval_pipeline.scoring.gates import exit_code
-
-    gates = warehouse.read("gate_results")
-    for run_id in scored_runs(warehouse)["run_id"].to_list():
-        if run_id == candidate:
-            continue
-        if run_id == policy_baseline:
-            return run_id
-        rows = gates.filter(gates["run_id"] == run_id) if gates is not None else None
-        if rows is not None and rows.height and exit_code(rows) == 0:
-            return run_id
-    return None
+    return Warehouse.at(root if is_url(root) else str(Path(root).resolve()), storage_options_from_env(os.environ))
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
     from eval_pipeline.gating import compare
     from eval_pipeline.gating.facts import run_facts
-    from eval_pipeline.io.loaders import load_gate_policy, parse_gate_policy
+    from eval_pipeline.io.policy import load_gate_policy, parse_gate_policy
     from eval_pipeline.reporting.gate_report import exit_meaning, gate_json, gate_junit, gate_text_table
-    from eval_pipeline.scoring.gates import baseline_of, exit_code
+    from eval_pipeline.scoring.gate_facts import baseline_of
+    from eval_pipeline.scoring.gate_table import exit_code
 
     try:
         policy = (
@@ -108,14 +92,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     ][-1]
     shown = pl.concat([changed, table.filter(~pl.col("changed"))]).head(args.limit)
     print(f"{key:<40} {'old':>12} {'new':>12} {'delta':>10}  changed")
+
+    def cell(value):
+        return "null" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value))
+
     for row in shown.iter_rows(named=True):
-
-        def cell(value):
-            return "null" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value))
-
-        print(
-            f"{row[key]:<40} {cell(row['old']):>12} {cell(row['new']):>12} {cell(row['delta']):>10}  {'yes' if row['changed'] else ''}"
-        )
+        changed = "yes" if row["changed"] else ""
+        print(f"{row[key]:<40} {cell(row['old']):>12} {cell(row['new']):>12} {cell(row['delta']):>10}  {changed}")
     return 0
 
 
@@ -136,7 +119,8 @@ def _register_gate(sub) -> None:
         "--baseline",
         metavar="RUN",
         type=identifier_arg("run id"),
-        help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the candidate's run.yaml, else of the policy)",
+        help=f"baseline run, or '{LATEST_PASSING}' (default: baseline_run_id of the candidate's run.yaml, "
+        "else of the policy)",
     )
     gate.add_argument("--data", default="data", help="input root holding policy/gates.yaml (default: data)")
     gate.add_argument("--warehouse", help="Delta warehouse root (default: DATA/warehouse)")

@@ -1,4 +1,5 @@
-"""`eval-pipeline export`: a warehouse table out as CSV, JSON lines or Parquet, or per-trace results to Langfuse or OTLP."""
+"""`eval-pipeline export`: a warehouse table out as CSV, JSON lines or Parquet, or per-trace results to Langfuse or
+OTLP."""
 
 from __future__ import annotations
 
@@ -305,7 +306,9 @@ def _export_otlp(args: argparse.Namespace, warehouse, tables: list[str], runs: l
             file=sys.stderr,
         )
         return EXIT_OK
-    result = otel.send_requests(requests, args.endpoint, timeout=args.timeout)
+    result = otel.send_requests(
+        requests, args.endpoint, headers=otel.headers_from_env(os.environ), timeout=args.timeout
+    )
     if result.stopped:
         print(
             f"eval-pipeline export: error: {result.stopped}; stopped after {result.accepted:,} accepted spans",

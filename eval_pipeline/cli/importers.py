@@ -1,14 +1,14 @@
-"""`eval-pipeline import FORMAT SOURCE... --run RUN_ID [--data DIR]`: write another tool's traces as an evaluation run."""
+"""The `eval-pipeline import FORMAT SOURCE... --run RUN_ID` command: another tool's traces as an evaluation run."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from eval_pipeline.contracts.identifiers import identifier_arg
-from eval_pipeline.importers import IMPORTERS, TRACE_IMPORTERS, ImporterError
-from eval_pipeline.importers.attempts import ImportRun, Matching
-from eval_pipeline.importers.bfcl import MAX_EXPANSION as BFCL_MAX_EXPANSION
+from eval_pipeline.importers import IMPORTERS, TRACE_IMPORTERS, ImporterError, ImportRun, Matching
+from eval_pipeline.importers.bfcl_schema import MAX_EXPANSION as BFCL_MAX_EXPANSION
 from eval_pipeline.importers.common import DEFAULT_CORPUS_VERSION, REJECTS_FILE
 from eval_pipeline.importers.doc_ids import DOC_ID_KEYS
 from eval_pipeline.io.storage import InputError
@@ -18,7 +18,8 @@ Import traces recorded by another tool as one evaluation run under the data root
 `eval-pipeline run` scores them like any other run. Writes cases/<dataset_version>/<case_id>.yaml,
 tools/<environment_version>/tools.yaml (unless it exists), corpus/<corpus_version>/docs.jsonl (empty, unless
 the version exists; for otlp, langfuse, ragas and deepeval a new version with the source's texts, below),
-traces/<RUN_ID>/run.yaml and traces/<RUN_ID>/<source>.jsonl (<format>.jsonl for the trace importers). A source is read by its
+traces/<RUN_ID>/run.yaml and traces/<RUN_ID>/<source>.jsonl (<format>.jsonl for the trace importers). \
+A source is read by its
 content, whatever its name: a JSON array, one (pretty-printed) JSON object, or JSONL. Records that cannot be
 read are listed in traces/<RUN_ID>/{rejects}; records with defective messages (a tool result answering no
 open call, arguments that are not a JSON object) become traces with harness status `error`, which the
@@ -214,13 +215,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
-def _trace_import(args: argparse.Namespace):
-    """Run an importer of RAG and agent traces (otlp, langfuse, ragas, deepeval) on the arguments."""
-    if not args.source:
-        raise ImporterError(f"{args.format} needs a SOURCE file")
-    if len(args.source) > 1 and args.format != "otlp":
-        raise ImporterError(f"{args.format} reads one SOURCE file, got {len(args.source)}")
-    run = ImportRun(
+def _import_run(args: argparse.Namespace) -> ImportRun:
+    """The run the arguments name: its id, data root, versions and manifest fields."""
+    return ImportRun(
         run_id=args.run_id,
         data_root=args.data,
         dataset_version=args.dataset_version,
@@ -233,6 +230,15 @@ def _trace_import(args: argparse.Namespace):
         baseline_run_id=args.baseline,
         overwrite=args.force,
     )
+
+
+def _trace_import(args: argparse.Namespace):
+    """Run an importer of RAG and agent traces (otlp, langfuse, ragas, deepeval) on the arguments."""
+    if not args.source:
+        raise ImporterError(f"{args.format} needs a SOURCE file")
+    if len(args.source) > 1 and args.format != "otlp":
+        raise ImporterError(f"{args.format} reads one SOURCE file, got {len(args.source)}")
+    run = _import_run(args)
     matching = Matching(case_key=args.case_key, doc_id_keys=tuple(args.doc_id_key or DOC_ID_KEYS))
     extra = {"doc_path": args.doc_path} if args.format == "langfuse" else {}
     if args.doc_path and args.format != "langfuse":
@@ -267,17 +273,7 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"eval-pipeline import: {args.format} reads one SOURCE file, got {len(args.source)}", file=sys.stderr)
         return 2
     args.source = args.source[0] if args.source else None
-    options = {
-        "dataset_version": args.dataset_version,
-        "environment_version": args.environment_version,
-        "corpus_version": args.corpus_version or DEFAULT_CORPUS_VERSION,
-        "tools": args.tools,
-        "candidate": args.candidate,
-        "model": args.model,
-        "mode": args.mode,
-        "baseline_run_id": args.baseline,
-        "overwrite": args.force,
-    }
+    options: dict[str, Any] = {}  # the format's own options; the run's are its ImportRun
     if args.tool_match:
         options["tool_match"] = args.tool_match
     source = args.source
@@ -328,7 +324,7 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"eval-pipeline import: {args.format} needs a SOURCE file", file=sys.stderr)
         return 2
     try:
-        summary = IMPORTERS[args.format](source, args.run_id, args.data, **options)
+        summary = IMPORTERS[args.format](source, _import_run(args), **options)
     except (ImporterError, InputError) as exc:
         print(f"eval-pipeline import: {exc}", file=sys.stderr)
         return 2
@@ -339,7 +335,8 @@ def _report(summary, args: argparse.Namespace) -> int:
     print("\n".join(summary.lines()))
     if summary.mode == "exploratory":
         print(
-            "  mode: exploratory, not gated; to gate this run, import it again with --baseline RUN (a run of the same dataset)"
+            "  mode: exploratory, not gated; to gate this run, import it again with --baseline RUN "
+            "(a run of the same dataset)"
         )
     elif args.baseline:
         print(f"  mode: gate, against baseline run {args.baseline}")

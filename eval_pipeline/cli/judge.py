@@ -1,4 +1,9 @@
-"""`eval-pipeline calibrate` and `eval-pipeline judge-estimate`: judge statistics and cost, from the command line."""
+"""`eval-pipeline judge`, `calibrate` and `judge-estimate`: judge verdicts, statistics and cost, from the command line.
+
+The commands parse their arguments, read their files and print; run estimation itself is judge/estimate.py.
+Over 400 lines: three commands' argument definitions and help texts, and the verdict and label file readers of
+calibrate.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +19,14 @@ from pydantic import ValidationError
 
 from eval_pipeline.contracts.frames import GROUNDING_LABELS_SCHEMA
 from eval_pipeline.contracts.identifiers import identifier_arg
-from eval_pipeline.contracts.models import GroundingLabel
+from eval_pipeline.contracts.labels import GroundingLabel
 from eval_pipeline.io.loaders import (
     describe_validation_error,
     iter_lines,
     parse_json_line,
 )
 from eval_pipeline.io.storage import InputError, open_location
-from eval_pipeline.judge.base import VERDICTS, Judge, JudgeConfigError
-from eval_pipeline.judge.reuse import VERDICT_STORE, ReusingJudge
+from eval_pipeline.judge.base import VERDICTS, JudgeConfigError
 from eval_pipeline.settings import ScoringSettings
 
 DEFAULT_ESTIMATE_MODEL = "gpt-4o-mini"
@@ -146,7 +150,8 @@ def read_verdicts(paths: str | list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def read_labels(path: str) -> pl.DataFrame:
-    """A grounding labels JSONL file as a GROUNDING_LABELS_SCHEMA frame (`id` and `grounded` read as trace_id and answer_grounded)."""
+    """A grounding labels JSONL file as a GROUNDING_LABELS_SCHEMA frame (`id` and `grounded` read as trace_id and
+    answer_grounded)."""
     rows = []
     for number, value in _jsonl(path):
         value = dict(value)
@@ -177,14 +182,16 @@ def _print_calibration(calibration: pl.DataFrame) -> None:
         print(f"judge {row['judge_version']}  level {row['level']}")
         print(f"  n {row['n']}  agreement {_fmt(row['agreement'])}  balanced_accuracy {_fmt(row['balanced_accuracy'])}")
         print(
-            f"  cohen_kappa {_fmt(row['cohen_kappa'])}  95% CI [{_fmt(row['kappa_ci_low'])}, {_fmt(row['kappa_ci_high'])}]"
+            f"  cohen_kappa {_fmt(row['cohen_kappa'])}  "
+            f"95% CI [{_fmt(row['kappa_ci_low'])}, {_fmt(row['kappa_ci_high'])}]"
         )
         gate = "yes" if row["may_gate"] else "no"
         print(f"  may_gate {gate} (needs kappa >= {row['min_kappa']:g} and n >= {row['min_n']})")
         print(f"  unmatched labels {row['n_unmatched_labels']}  judge incomplete {row['n_judge_incomplete']}")
         if row.get("self_consistency_note") and row["self_consistency_note"] != "not measured":
             print(
-                f"  self-consistency: flip rate {_fmt(row['self_consistency_flip_rate'])} ({row['self_consistency_note']})"
+                f"  self-consistency: flip rate {_fmt(row['self_consistency_flip_rate'])} "
+                f"({row['self_consistency_note']})"
             )
         confusion = json.loads(row["confusion"])
         columns = list(next(iter(confusion.values()), {}).keys())
@@ -273,159 +280,19 @@ def _fit(args: argparse.Namespace, claims: pl.DataFrame, answers: pl.DataFrame, 
     )
     for part in fit.per_set:
         print(
-            f"  {part['labels']}: n {part['n']} ({part['grounded']} grounded), balanced accuracy {part['balanced_accuracy']:.4f}"
+            f"  {part['labels']}: n {part['n']} ({part['grounded']} grounded), "
+            f"balanced accuracy {part['balanced_accuracy']:.4f}"
         )
     print(f"wrote {args.output} (judge version {versions[0].rsplit('+', 1)[0]}+{profile.digest})")
     return 0
-
-
-def estimate_judge(data: str, model: str | None) -> tuple[str, str | None]:
-    """(judge version, openai model or None) of the judge estimated: the openai judge of `model` when given, else the
-    judge a pipeline run would use (EVAL_PIPELINE_JUDGE_* and the gate policy's profile)."""
-    from eval_pipeline.judge.openai_backend import CLAIM_PROMPT_VERSION, judge_version
-
-    if model:
-        return judge_version(model), model
-    from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env, make_run_judge
-
-    config = judge_config_from_env()
-    if config.backend == "openai":
-        # Not built: the openai judge asks for its API key, which a dry run must not need; its version is model and prompt.
-        if not config.model:
-            raise JudgeConfigError("the openai judge needs EVAL_PIPELINE_JUDGE_MODEL; or pass --model")
-        return judge_version(config.model, config.prompt_version or CLAIM_PROMPT_VERSION), config.model
-    return make_run_judge(config, EvalConfig(data_root=data)).version, None
-
-
-def _run_inputs(location, run_id: str, warehouse) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, str]:
-    """(traces, cases, corpus, where from): the de-identified inputs of the run's last materialization, which are
-    what its judge saw, else the raw inputs under the data root."""
-    from eval_pipeline.io.ingest import parse_traces, read_raw_lines
-    from eval_pipeline.io.loaders import load_cases, load_corpus, load_manifest
-
-    if warehouse is not None:
-        tables = [warehouse.read(name, run_id) for name in ("deid_traces", "deid_cases", "deid_corpus")]
-        if all(t is not None and t.height for t in tables):
-            return (*tables, "warehouse")
-    manifest = load_manifest(location, run_id)
-    cases = load_cases(location, manifest.dataset_version).frame
-    corpus = load_corpus(location, manifest.corpus_version).frame
-    return parse_traces(read_raw_lines(location, run_id), cases, run_id).traces, cases, corpus, "data"
-
-
-class _DryRun(Judge):
-    """A judge that answers nothing: every verdict is incomplete, and the requests that reach it are the calls a real
-    judge would get, kept per phase."""
-
-    def __init__(self, version: str, model: str | None) -> None:
-        self.version = version
-        self.model = model or version
-        self.phase = "grounding"
-        self.asked: dict[str, list[pl.DataFrame]] = {}
-
-    def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        self.asked.setdefault(self.phase, []).append(
-            requests.select("request_key", "claim", "evidence", "evidence_key")
-        )
-        return requests.select("request_key", status=pl.lit("incomplete"), reason=pl.lit("dry run: not judged"))
-
-    def _judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
-        return requests.select("request_key", status=pl.lit("incomplete"), reason=pl.lit("dry run: not judged"))
-
-
-class _CountedReuse(ReusingJudge):
-    """ReusingJudge over a dry run that counts, per phase, the requests it is given and the verdicts it reuses."""
-
-    def __init__(self, inner: _DryRun, known: pl.LazyFrame | None) -> None:
-        super().__init__(inner, known)
-        self.requests: dict[str, int] = {}
-        self.reused_in: dict[str, int] = {}
-
-    def _judge_claims(self, requests: pl.DataFrame) -> pl.DataFrame:
-        phase, before = self.inner.phase, self.reused
-        result = super()._judge_claims(requests)
-        self.requests[phase] = self.requests.get(phase, 0) + requests.height
-        self.reused_in[phase] = self.reused_in.get(phase, 0) + self.reused - before
-        return result
-
-
-def estimate_run(
-    data: str,
-    run_id: str,
-    model: str | None,
-    prices: dict[str, float],
-    cache_path: str | None,
-    output_tokens_per_call: int = 60,
-    warehouse: str | None = None,
-) -> dict[str, Any]:
-    """Calls and cost the grounding and citation checks of one run would need, before spending anything.
-
-    The run's claims go through the pipeline's own judging path with a judge that answers nothing: a request whose
-    verdict judge_verdicts (in `warehouse`, default DATA/warehouse) holds for the judge version is reused as in a run,
-    every other one is a call, unless the openai judge's cache at `cache_path` has it. A citation pair that a reused
-    grounding verdict settles needs no call; the pairs of claims not judged yet are counted as if none were settled.
-    """
-    from eval_pipeline.defs.resources import EvalConfig
-    from eval_pipeline.io.loaders import load_manifest
-    from eval_pipeline.judge.base import REQUEST_SCHEMA
-    from eval_pipeline.judge.cache import VerdictCache
-    from eval_pipeline.judge.openai_backend import CLAIM_PROMPT_VERSION, estimate_calls
-    from eval_pipeline.scoring.citations import score_citations
-    from eval_pipeline.scoring.claims import extract_claims, judge_claims
-    from eval_pipeline.scoring.common import lane_traces
-
-    config = EvalConfig(data_root=data, warehouse_root=warehouse or "")
-    location = config.location()
-    settings = config.settings(load_manifest(location, run_id).model_dump())
-    version, openai_model = estimate_judge(data, model)
-    store = config.warehouse()
-    known = store.scan(VERDICT_STORE)
-    traces, cases, corpus, inputs = _run_inputs(location, run_id, store if store.exists("deid_traces") else None)
-    rag = lane_traces(traces, cases, "rag").select(traces.columns)
-    claims = extract_claims(rag, settings.refusal_phrases)
-    dry = _DryRun(version, openai_model)
-    judge = _CountedReuse(dry, known)
-    judged = judge_claims(claims, rag, judge)
-    dry.phase = "citations"
-    score_citations(judged, rag, corpus, judge, settings, cases=cases)
-    # Only the openai judge keeps a call cache; the local and model judges are reused through judge_verdicts alone.
-    cache = VerdictCache(cache_path) if openai_model and cache_path and os.path.exists(cache_path) else None
-    parts = {}
-    for name, phase in (("grounding", "grounding"), ("citations_at_most", "citations")):
-        asked = pl.concat(dry.asked.get(phase) or [pl.DataFrame(schema=REQUEST_SCHEMA)], how="vertical_relaxed")
-        part = estimate_calls(
-            asked, cache, openai_model or version, prices, CLAIM_PROMPT_VERSION, output_tokens_per_call
-        )
-        reused = judge.reused_in.get(phase, 0)
-        parts[name] = {
-            **part,
-            "requests": judge.requests.get(phase, 0),
-            "unique_inputs": part["unique_inputs"] + reused,
-            "in_judge_verdicts": reused,
-        }
-    total = {
-        k: parts["grounding"][k] + parts["citations_at_most"][k]
-        for k in ("calls", "est_input_tokens", "est_output_tokens", "est_cost_usd")
-    }
-    return {
-        "run_id": run_id,
-        "judge_version": version,
-        "model": openai_model,
-        "inputs": inputs,
-        "traces": rag.height,
-        "claims": claims.height,
-        "judge_verdicts": store.uri(VERDICT_STORE) if known is not None else None,
-        "cache": cache_path if cache is not None else None,
-        **parts,
-        "total_at_most": {**total, "est_cost_usd": round(total["est_cost_usd"], 6)},
-    }
 
 
 def _cache_line(report: dict[str, Any]) -> str:
     """What the caches hold: `cache: judge_verdicts holds 75 of 80 claims for local-2.0+…; 5 calls needed`."""
     grounding, version = report["grounding"], report["judge_version"]
     if report["judge_verdicts"]:
-        stored = f"judge_verdicts holds {grounding['in_judge_verdicts']} of {grounding['unique_inputs']} claims for {version}"
+        held = f"{grounding['in_judge_verdicts']} of {grounding['unique_inputs']}"
+        stored = f"judge_verdicts holds {held} claims for {version}"
     else:
         stored = f"no judge_verdicts table yet, so nothing is reused for {version}"
     if report["model"]:
@@ -438,7 +305,14 @@ def _cache_line(report: dict[str, Any]) -> str:
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    """Handler of `judge-estimate`."""
+    """Handler of `judge-estimate`: judge.estimate.estimate_run with the layers above judge/ passed in (the run's
+    EvalConfig, the scorers, the judge a pipeline run would build) and this process's environment."""
+    from eval_pipeline.defs.resources import EvalConfig, JudgeConfig, make_run_judge
+    from eval_pipeline.judge.estimate import Scorers, estimate_run
+    from eval_pipeline.scoring.citations import score_citations
+    from eval_pipeline.scoring.claims import extract_claims, judge_claims
+    from eval_pipeline.scoring.common import lane_traces
+
     prices = {"input_per_1k": args.price_input_per_1k, "output_per_1k": args.price_output_per_1k}
     cache_path = (
         args.cache
@@ -446,8 +320,17 @@ def run_estimate(args: argparse.Namespace) -> int:
         or os.path.join(args.data, ".judge_cache", "verdicts.sqlite")
     )
     try:
+        config = EvalConfig(data_root=args.data, warehouse_root=args.warehouse or "")
         report = estimate_run(
-            args.data, args.run, args.model, prices, cache_path, args.output_tokens_per_call, args.warehouse
+            config,
+            args.run,
+            Scorers(lane_traces, extract_claims, judge_claims, score_citations),
+            model=args.model,
+            environ=os.environ,
+            run_judge=lambda settings: make_run_judge(JudgeConfig.from_settings(settings), config),
+            prices=prices,
+            cache_path=cache_path,
+            output_tokens_per_call=args.output_tokens_per_call,
         )
     except (InputError, JudgeConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -461,7 +344,8 @@ def run_estimate(args: argparse.Namespace) -> int:
         else "raw inputs under the data root"
     )
     print(
-        f"run {report['run_id']}: {report['traces']} rag traces, {report['claims']} claims ({source}); judge {report['judge_version']}"
+        f"run {report['run_id']}: {report['traces']} rag traces, {report['claims']} claims ({source}); "
+        f"judge {report['judge_version']}"
     )
     print(_cache_line(report))
     for label, key in (("grounding", "grounding"), ("citations (at most)", "citations_at_most")):
@@ -469,7 +353,8 @@ def run_estimate(args: argparse.Namespace) -> int:
         print(
             f"{label}: {part['unique_inputs']} distinct inputs, {part['in_judge_verdicts']} in judge_verdicts, "
             f"{part['cached']} in the openai cache, {part['calls']} calls, "
-            f"~{part['est_input_tokens']} input + {part['est_output_tokens']} output tokens, ~${part['est_cost_usd']:.4f}"
+            f"~{part['est_input_tokens']} input + {part['est_output_tokens']} output tokens, "
+            f"~${part['est_cost_usd']:.4f}"
         )
     total = report["total_at_most"]
     print(f"total (at most): {total['calls']} calls, ~${total['est_cost_usd']:.4f}")
@@ -480,14 +365,17 @@ def run_estimate(args: argparse.Namespace) -> int:
 
 def run_judge(args: argparse.Namespace) -> int:
     """Handler of `judge`."""
-    from eval_pipeline.judge import judge_options_from_env, make_judge
+    from eval_pipeline.judge import JudgeSettings, make_judge
     from eval_pipeline.judge.jsonl import judge_file
 
     try:
-        backend, profile, options = judge_options_from_env(backend=args.backend)
-        if backend == "model" and args.model_dir:
+        settings = JudgeSettings.from_env(os.environ, backend=args.backend)
+        options = settings.backend_options()
+        if settings.backend == "model" and args.model_dir:
             options["model_dir"] = args.model_dir
-        judge = make_judge(backend, profile=args.profile or profile, **options)
+        # the API key is read here, from the variable the settings name, and handed to the openai judge alone
+        api_key = os.environ.get(settings.api_key_env) if settings.backend == "openai" else None
+        judge = make_judge(settings.backend, profile=args.profile or settings.profile, api_key=api_key, **options)
     except JudgeConfigError as exc:
         print(f"eval-pipeline judge: error: {exc}", file=sys.stderr)
         return 2
@@ -559,17 +447,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     calibrate = subparsers.add_parser(
         "calibrate",
-        help="agreement, Cohen's kappa (bootstrap 95%% CI), balanced accuracy and confusion of judge verdicts vs human labels",
+        help="agreement, Cohen's kappa (bootstrap 95%% CI), balanced accuracy and confusion of judge verdicts vs "
+        "human labels",
         description=(
-            "Compare judge verdicts produced anywhere with human grounding labels, as the judge_calibration table does. "
-            "--verdicts: JSONL lines {trace_id or id, claim, verdict[, score, judge_version]} with verdict SUPPORTED, "
-            "CONTRADICTED or NOT_IN_EVIDENCE, or answer-level lines {trace_id or id, answer_grounded or grounded[, score]}; "
-            "the output of `eval-pipeline judge` at either level reads as is. --labels: lines {trace_id or id, claim, "
-            "verdict} or {trace_id or id, answer_grounded or grounded}. Claims match on id and claim text (markers, case, "
-            "white space and end punctuation ignored). Prints one block per judge version and level. "
-            "With --fit (verdicts with scores, from the local or model judge): choose the support threshold that maximises "
-            "balanced accuracy (mean over the --labels files), report it with a bootstrap 95% interval, and write a judge "
-            "profile to --output; use it with policy/gates.yaml judge: {profile: PATH} or EVAL_PIPELINE_JUDGE_PROFILE. "
+            "Compare judge verdicts produced anywhere with human grounding labels, as the judge_calibration table "
+            "does. --verdicts: JSONL lines {trace_id or id, claim, verdict[, score, judge_version]} with verdict "
+            "SUPPORTED, CONTRADICTED or NOT_IN_EVIDENCE, or answer-level lines {trace_id or id, answer_grounded or "
+            "grounded[, score]}; the output of `eval-pipeline judge` at either level reads as is. --labels: lines "
+            "{trace_id or id, claim, verdict} or {trace_id or id, answer_grounded or grounded}. Claims match on id and "
+            "claim text (markers, case, white space and end punctuation ignored). Prints one block per judge version "
+            "and level. With --fit (verdicts with scores, from the local or model judge): choose the support "
+            "threshold that maximises balanced accuracy (mean over the --labels files), report it with a bootstrap "
+            "95% interval, and write a judge profile to --output; use it with policy/gates.yaml judge: "
+            "{profile: PATH} or EVAL_PIPELINE_JUDGE_PROFILE. "
             "Exits 0, or 2 when a file is missing or malformed or the fit is impossible."
         ),
     )
@@ -613,13 +503,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "judge-estimate",
         help="dry run: judge calls, tokens and cost a run would need, after judge_verdicts and the openai cache",
         description=(
-            "Read a run's traces (the de-identified ones of its last materialization when the warehouse has them), split "
-            "the rag answers into claims and count the judge calls the grounding check needs: distinct claim+context "
-            "inputs whose verdict neither the judge_verdicts table holds for the judge version nor, for the openai "
-            "judge, its cache; and, as an upper bound, the citation checks. The judge is the one a pipeline run would "
-            "use (EVAL_PIPELINE_JUDGE_* and the gate policy's profile), or the openai judge of --model. Tokens are "
-            "estimated at 4 characters a token for input and --output-tokens-per-call for output. Nothing is sent "
-            "anywhere. Exits 0, or 2 when the data root, run or judge configuration cannot be read."
+            "Read a run's traces (the de-identified ones of its last materialization when the warehouse has them), "
+            "split the rag answers into claims and count the judge calls the grounding check needs: distinct "
+            "claim+context inputs whose verdict neither the judge_verdicts table holds for the judge version nor, for "
+            "the openai judge, its cache; and, as an upper bound, the citation checks. The judge is the one a pipeline "
+            "run would use (EVAL_PIPELINE_JUDGE_* and the gate policy's profile), or the openai judge of --model. "
+            "Tokens are estimated at 4 characters a token for input and --output-tokens-per-call for output. Nothing "
+            "is sent anywhere. Exits 0, or 2 when the data root, run or judge configuration cannot be read."
         ),
     )
     estimate.add_argument(

@@ -9,9 +9,9 @@ import textwrap
 from pathlib import Path
 
 from eval_pipeline.contracts.identifiers import identifier_arg
+from eval_pipeline.gating.baseline import LATEST_PASSING, latest_passing_baseline
 
 EXIT_OK, EXIT_INPUT = 0, 2
-LATEST_PASSING = "latest-passing"
 
 DESCRIPTION = (
     "Follow one case of a scored run end to end, from de-identified tables only: the case (input, lanes, criticality, "
@@ -103,8 +103,6 @@ def _baseline(
 ) -> str | None:
     """The baseline asked for, else the run's default one (`latest-passing` resolved as `gate` resolves it, the
     policy's baseline `accepted`); None when it is this run."""
-    from eval_pipeline.cli.commands import latest_passing_baseline
-
     if requested == LATEST_PASSING or (requested is None and default == LATEST_PASSING):
         requested = latest_passing_baseline(warehouse, run_id, None if requested is None else accepted)
     baseline = requested or default
@@ -115,11 +113,11 @@ def run_show(args: argparse.Namespace) -> int:
     """Print the story of a case (and write its HTML page); 2 for an unknown run, case or trace."""
     from eval_pipeline.cli.commands import _warehouse
     from eval_pipeline.gating.facts import manifest_from_warehouse
-    from eval_pipeline.io.loaders import load_gate_policy
+    from eval_pipeline.io.policy import load_gate_policy
     from eval_pipeline.io.storage import InputError, is_url, open_location
     from eval_pipeline.reporting.case_pages import read_case_tables
     from eval_pipeline.reporting.case_story import build_story, case_page_html, case_story_text
-    from eval_pipeline.scoring.gates import baseline_of
+    from eval_pipeline.scoring.gate_facts import baseline_of
     from eval_pipeline.settings import ScoringSettings
 
     try:

@@ -1,4 +1,7 @@
-"""`eval-pipeline trec-eval`: a drop-in for trec_eval 10.0 over TREC qrels and run files, printing trec_eval's own format."""
+"""`eval-pipeline trec-eval`: a drop-in for trec_eval 10.0 over TREC qrels and run files.
+
+It prints trec_eval's own format.
+"""
 
 from __future__ import annotations
 
@@ -49,13 +52,15 @@ def _epilog() -> str:
     sets = "\n".join(f"  {name:<{width}}  {', '.join(names)}" for name, names in NICKNAMES.items())
     return (
         f"measures (trec_eval 10.0's, in its print order; -m NAME, NAME.PARAMS or a set below):\n{measures}\n\n"
-        f"measure sets:\n{sets}\n  (prefs and all_prefs, trec_eval's preference measures, need -R prefs/qrels_prefs: not supported)\n\n"
+        f"measure sets:\n{sets}\n  (prefs and all_prefs, trec_eval's preference measures, "
+        "need -R prefs/qrels_prefs: not supported)\n\n"
         f"{PARAMETERS}\n"
         "relevance formats (-R): qrels (default: 'qid iter docno rel'), qrels_jg (the second field is a judgment\n"
         "  group; map_avgjg, P_avgjg, Rprec_mult_avgjg average over the groups). trec_eval's prefs and qrels_prefs\n"
         "  (preference judgments) are refused with exit 1.\n"
         "results formats (-T): trec_results ('qid Q0 docno rank sim tag'; RUN '-' reads standard input).\n"
-        "z-score file (-Z): lines 'qid measure mean std_dev'; each value becomes (value - mean) / std_dev, printed with\n"
+        "z-score file (-Z): lines 'qid measure mean std_dev'; "
+        "each value becomes (value - mean) / std_dev, printed with\n"
         "  a Z before the measure name, -1000000 where the file has no mean.\n\n"
         "examples:\n"
         "  eval-pipeline trec-eval qrels.test results.test\n"
@@ -108,14 +113,16 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="measures",
         action="append",
         metavar="MEASURE",
-        help="measure or set to print; repeatable: NAME, NAME.PARAMS (P.5,10; ndcg.1=0,2=3), all_trec, official (default)",
+        help="measure or set to print; repeatable: NAME, NAME.PARAMS (P.5,10; ndcg.1=0,2=3), all_trec, "
+        "official (default)",
     )
     parser.add_argument(
         "-c",
         "--complete_rel_info_wanted",
         dest="complete",
         action="store_true",
-        help="average over every query of the qrels; a query without results is evaluated on trec_eval's stand-in ranking",
+        help="average over every query of the qrels; "
+        "a query without results is evaluated on trec_eval's stand-in ranking",
     )
     parser.add_argument(
         "-l",
@@ -189,7 +196,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gain",
         choices=("linear", "exponential"),
         default="linear",
-        help="default gain of a grade in ndcg, ndcg_cut, ndcg_rel, Rndcg, dcg: linear = the grade (trec_eval's), exponential = 2^grade - 1",
+        help="default gain of a grade in ndcg, ndcg_cut, ndcg_rel, Rndcg, dcg: "
+        "linear = the grade (trec_eval's), exponential = 2^grade - 1",
     )
 
 
@@ -246,7 +254,10 @@ def run_trec_eval(args: argparse.Namespace) -> int:
                 "query_id"
             )
             if unanswered.height:
-                note = f"{unanswered.height} queries of the qrels have no results (e.g. {unanswered.item(0, 0)}); skipped (-c counts them)"
+                note = (
+                    f"{unanswered.height} queries of the qrels have no results (e.g. {unanswered.item(0, 0)}); "
+                    "skipped (-c counts them)"
+                )
                 print(f"trec-eval: {note}", file=sys.stderr)
     except (OSError, ValueError) as exc:
         print(f"trec-eval: {exc}", file=sys.stderr)

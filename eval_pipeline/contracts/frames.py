@@ -3,6 +3,7 @@
 Free-form JSON is carried as JSON text with sorted keys and compact separators. Tool arguments, scopes and
 milestone operands are canonical (integral floats written as integers), so equal arguments are equal strings and
 call keys compare; results, state diffs, fixtures and the final state keep numbers as written (compared by value).
+Over 400 lines because each frame's schema and the row builder that fills it change together, column for column.
 """
 
 from __future__ import annotations
@@ -16,15 +17,9 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from eval_pipeline.contracts.models import (
-    Case,
-    CorpusDoc,
-    GroundingLabel,
-    QrelsJudgment,
-    RunManifest,
-    ToolRegistry,
-    Trace,
-)
+from eval_pipeline.contracts.cases import Case, CorpusDoc, ToolRegistry
+from eval_pipeline.contracts.labels import GroundingLabel, QrelsJudgment
+from eval_pipeline.contracts.traces import RunManifest, Trace
 
 
 def _normalize(value: Any) -> Any:
@@ -109,7 +104,8 @@ def _normalize_noting_floats(value: Any, path: str, found: list[str]) -> Any:
 
 
 def sorted_json(value: Any) -> str:
-    """JSON text with sorted keys, compact; numbers as written (for large free-form values compared by value, not text)."""
+    """JSON text with sorted keys, compact; numbers as written (for large free-form values compared by value,
+    not text)."""
     try:
         return orjson.dumps(value, option=_SORTED).decode()
     except (orjson.JSONEncodeError, TypeError):
@@ -412,7 +408,8 @@ def _arrow_schema(schema: Mapping[str, pl.DataType]) -> pa.Schema:
 
 
 def frame_from_rows(rows: Iterable[Mapping[str, Any]], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    """A frame of the given schema from row dicts (through Arrow, several times faster than from dicts for nested rows)."""
+    """A frame of the given schema from row dicts (through Arrow, several times faster than from dicts for nested
+    rows)."""
     return pl.from_arrow(pa.Table.from_pylist(list(rows), schema=_arrow_schema(schema))).cast(dict(schema))
 
 

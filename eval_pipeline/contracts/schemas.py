@@ -5,9 +5,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval_pipeline.contracts.models import CONTRACTS
+from pydantic import BaseModel
+
+from eval_pipeline.contracts.cases import Case, CorpusDoc, ToolRegistry
+from eval_pipeline.contracts.labels import GroundingLabel, QrelsJudgment
+from eval_pipeline.contracts.policy import GatePolicy
+from eval_pipeline.contracts.traces import RunManifest, Trace
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+
+CONTRACTS: dict[str, type[BaseModel]] = {
+    "corpus_doc": CorpusDoc,
+    "tool_registry": ToolRegistry,
+    "case": Case,
+    "run_manifest": RunManifest,
+    "trace": Trace,
+    "qrels_judgment": QrelsJudgment,
+    "grounding_label": GroundingLabel,
+    "gate_policy": GatePolicy,
+}
 
 
 def schema_documents() -> dict[str, dict]:

@@ -18,7 +18,8 @@ DOMAINS = (*ASSET_DOMAINS, automation)
 
 
 def config_from_env() -> EvalConfig:
-    """EvalConfig from EVAL_PIPELINE_DATA, EVAL_PIPELINE_WAREHOUSE, EVAL_PIPELINE_REPORTS, EVAL_PIPELINE_DEID_DEMO and the key."""
+    """EvalConfig from EVAL_PIPELINE_DATA, EVAL_PIPELINE_WAREHOUSE, EVAL_PIPELINE_REPORTS, EVAL_PIPELINE_DEID_DEMO
+    and the key."""
     return EvalConfig.from_environment()
 
 

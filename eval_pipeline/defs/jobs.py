@@ -1,4 +1,4 @@
-"""Named jobs: what the sensors, the schedule and `eval-pipeline run` launch, so every run of the graph has a job name."""
+"""Named jobs: what the sensors, the schedule and `eval-pipeline run` launch, so every graph run has a job name."""
 
 import dagster as dg
 

@@ -1,5 +1,8 @@
-"""What every domain shares to keep personal data out of what it writes: the run's key, the id pseudonyms, the
-blocking no_personal_data check of every table that is not restricted, and the privacy check of report files."""
+"""What every domain shares to keep personal data out of what it writes.
+
+The run's key, the id pseudonyms, the blocking no_personal_data check of every table that is not restricted, and the
+privacy check of report files.
+"""
 
 from __future__ import annotations
 

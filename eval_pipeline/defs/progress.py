@@ -7,7 +7,8 @@ import time
 import dagster as dg
 
 _DONE = {"STEP_SUCCESS": "done", "STEP_FAILURE": "FAILED", "STEP_SKIPPED": "skipped"}
-# The release check is a result, not an error: its failure reads "release blocked" (docs/gates.md#exit-codes-and-checks).
+# The release check is a result, not an error: its failure reads "release blocked"
+# (docs/gates.md#exit-codes-and-checks).
 RELEASE_CHECK = "release_is_not_blocked"
 
 # Where progress lines go when the command line set it: the terminal as it was before Dagster captured the run's

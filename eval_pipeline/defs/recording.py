@@ -25,7 +25,8 @@ VERSION_COLUMNS = (
 
 
 def with_versions(frame: pl.DataFrame, manifest: Mapping[str, Any], code_version: str) -> pl.DataFrame:
-    """The frame with its run id, the run's versions and the scorer's code version on every row (existing columns kept)."""
+    """The frame with its run id, the run's versions and the scorer's code version on every row (existing columns
+    kept)."""
     stamps = {
         c: pl.lit(manifest.get(c), dtype=pl.String) for c in ("run_id", *VERSION_COLUMNS) if c not in frame.columns
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,12 +10,22 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from eval_pipeline.contracts.models import GatePolicy, RunManifest
+from eval_pipeline.contracts.policy import GatePolicy
+from eval_pipeline.contracts.traces import RunManifest
 from eval_pipeline.deid import KEY_ENV_VAR
-from eval_pipeline.io.loaders import load_gate_policy, load_manifest
-from eval_pipeline.io.storage import Location, inside_root, is_url, open_location
+from eval_pipeline.io.loaders import load_manifest
+from eval_pipeline.io.policy import load_gate_policy
+from eval_pipeline.io.storage import (
+    STORAGE_ENV_VARS,
+    Location,
+    inside_root,
+    is_url,
+    open_location,
+    storage_options_from_env,
+)
 from eval_pipeline.io.warehouse import FrameBatches, TableBatches, Warehouse
-from eval_pipeline.judge import judge_options_from_env, make_judge
+from eval_pipeline.judge import ENV_VARS as JUDGE_ENV_VARS
+from eval_pipeline.judge import JudgeSettings, make_judge
 from eval_pipeline.judge.base import JudgeConfigError
 from eval_pipeline.judge.profile import JudgeProfile
 from eval_pipeline.settings import ScoringSettings
@@ -47,6 +58,17 @@ def corpus_families() -> dg.AssetIn:
 
 def resolve_root(path: str) -> str:
     return path if is_url(path) else str(Path(path).resolve())
+
+
+def environment(names: Iterable[str]) -> dict[str, str]:
+    """The variables among `names` that are set and not empty, read through Dagster's EnvVar in this process (a step
+    process reads its own: a step pod or worker may hold what the process that built the definitions lacks)."""
+    return {name: value for name in names if (value := dg.EnvVar(name).get_value())}
+
+
+def object_store_options() -> dict[str, str]:
+    """Object-store credentials of a warehouse URL, from the standard AWS variables where this process runs."""
+    return storage_options_from_env(environment(STORAGE_ENV_VARS))
 
 
 class EvalConfig(dg.ConfigurableResource):
@@ -94,7 +116,8 @@ class EvalConfig(dg.ConfigurableResource):
         return open_location(resolve_root(self.data_root))
 
     def warehouse(self) -> Warehouse:
-        return Warehouse.at(resolve_root(self.warehouse_root) if self.warehouse_root else self._under_data("warehouse"))
+        root = resolve_root(self.warehouse_root) if self.warehouse_root else self._under_data("warehouse")
+        return Warehouse.at(root, object_store_options())
 
     def reports(self) -> Location:
         return open_location(resolve_root(self.reports_root) if self.reports_root else self._under_data("reports"))
@@ -151,7 +174,8 @@ class OtherRuns:
     def _declared(self, table: str, run_id: str | None) -> None:
         if table not in self.declared:
             raise dg.DagsterInvariantViolationError(
-                f"reads table {table} of other runs without declaring it as an input (declared: {', '.join(sorted(self.declared))})"
+                f"reads table {table} of other runs without declaring it as an input "
+                f"(declared: {', '.join(sorted(self.declared))})"
             )
         if run_id != self.own_run:
             read = f"{table}[{run_id or 'all runs'}]"
@@ -185,56 +209,76 @@ class OtherRuns:
         return {"other_runs_read": dg.MetadataValue.text(", ".join(self.reads) or "no other run")}
 
 
-class JudgeConfig(dg.ConfigurableResource):
-    """Which judge grades claims: the offline local judge (default), an NLI model in a local folder, or any
-    OpenAI-compatible server; `profile` overrides the gate policy's judge profile."""
+JUDGE_DEFAULTS = JudgeSettings()
 
-    backend: str = "local"
+
+class JudgeConfig(dg.ConfigurableResource):
+    """Which judge grades claims: JudgeSettings (judge/settings.py) as Dagster config, under the same names and with
+    the same defaults, "" standing for a default that is none or not fixed here; `profile` overrides the gate
+    policy's judge profile."""
+
+    backend: str = JUDGE_DEFAULTS.backend
     profile: str = ""
-    model_dir: str = ""
-    model: str = ""
+    model_dir: str = JUDGE_DEFAULTS.model_dir
+    model: str = JUDGE_DEFAULTS.model
     base_url: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = JUDGE_DEFAULTS.api_key_env
     prompt_version: str = ""
-    concurrency: int = 8
-    max_retries: int = 4
-    timeout_s: float = 60.0
+    concurrency: int = JUDGE_DEFAULTS.concurrency
+    max_retries: int = JUDGE_DEFAULTS.max_retries
+    timeout_s: float = JUDGE_DEFAULTS.timeout_s
     cache_path: str = ""
-    price_input_per_1k: float = 0.0
-    price_output_per_1k: float = 0.0
-    seed: int = 0
-    batch: bool = False
-    reuse_verdicts: bool = True
-    self_consistency_sample: int = 50
+    price_input_per_1k: float = JUDGE_DEFAULTS.price_input_per_1k
+    price_output_per_1k: float = JUDGE_DEFAULTS.price_output_per_1k
+    seed: int = JUDGE_DEFAULTS.seed
+    batch: bool = JUDGE_DEFAULTS.batch
+    reuse_verdicts: bool = JUDGE_DEFAULTS.reuse_verdicts
+    self_consistency_sample: int = JUDGE_DEFAULTS.self_consistency_sample
+
+    @classmethod
+    def from_settings(cls, settings: JudgeSettings) -> JudgeConfig:
+        """The resource of `settings`: each setting that differs from JudgeSettings' default, the others left at the
+        resource's defaults (so run config says "" where it always did)."""
+        changed = {
+            name: getattr(settings, name)
+            for name in cls.model_fields
+            if getattr(settings, name) != getattr(JUDGE_DEFAULTS, name)
+        }
+        return cls(**{name: "" if value is None else value for name, value in changed.items()})
+
+    def settings(self) -> JudgeSettings:
+        """These settings as JudgeSettings: "" (and None) is the default."""
+        return JudgeSettings(**{k: v for k, v in self.model_dump().items() if v not in ("", None)})
 
     def make(self, data_root: str = "data", policy_profile: JudgeProfile | None = None):
-        """The judge; the OpenAI backend caches verdicts under DATA/.judge_cache unless cache_path says otherwise."""
-        profile = self.profile or policy_profile
-        if self.backend == "local":
-            return make_judge("local", profile=profile)
-        if self.backend == "model":
-            return make_judge("model", profile=profile, model_dir=self.model_dir)
-        skip = ("backend", "reuse_verdicts", "profile", "model_dir", "self_consistency_sample")
-        options = {k: v for k, v in self.model_dump().items() if k not in skip and v not in ("", None)}
-        if "cache_path" not in options:
+        """The judge; the OpenAI backend caches verdicts under DATA/.judge_cache unless cache_path says otherwise, and
+        gets its API key from the variable api_key_env names, read where the judge is made (a step pod or worker)."""
+        settings = self.settings()
+        if settings.backend in ("local", "model"):
+            return make_judge(
+                settings.backend, profile=settings.profile or policy_profile, **settings.backend_options()
+            )
+        options = settings.backend_options()
+        if options.get("cache_path") is None:
             # under the data root's real path: a `.judge_cache` link out of the root is refused like any other
             options["cache_path"] = (
                 f"{data_root.rstrip('/')}/.judge_cache/verdicts.sqlite"
                 if is_url(data_root)
                 else inside_root(data_root, ".judge_cache", "verdicts.sqlite")
             )
-        return make_judge(self.backend, **options)
+        return make_judge(settings.backend, api_key=dg.EnvVar(settings.api_key_env).get_value(), **options)
 
     def run_config(self) -> dict[str, Any]:
-        """This configuration as run config of the `judge` resource."""
+        """This configuration as run config of the `judge` resource (the API key's variable name, never its value)."""
         return self.model_dump()
 
 
-def judge_config_from_env(environ=None) -> JudgeConfig:
-    """JudgeConfig from the EVAL_PIPELINE_JUDGE_* variables (backend, profile, model folder, model, base URL, cache)."""
-    backend, profile, options = judge_options_from_env(environ)
-    fields = {k: v for k, v in options.items() if k in JudgeConfig.model_fields and v is not None}
-    return JudgeConfig(backend=backend, profile=profile or "", **fields)
+def judge_config_from_env(environ: Mapping[str, str] | None = None) -> JudgeConfig:
+    """JudgeConfig from the EVAL_PIPELINE_JUDGE_* variables (JudgeSettings.from_env) of `environ`, by default read
+    through Dagster's EnvVar in this process."""
+    return JudgeConfig.from_settings(
+        JudgeSettings.from_env(environment(JUDGE_ENV_VARS) if environ is None else environ)
+    )
 
 
 def make_run_judge(judge: JudgeConfig, eval_config: EvalConfig):
@@ -243,7 +287,8 @@ def make_run_judge(judge: JudgeConfig, eval_config: EvalConfig):
 
 
 def lane_key(lane: str, name: str) -> dg.AssetKey:
-    """The key of a lane's asset: rag/rag_stage_results (distinct names in the UI graph), stored in table stage_results."""
+    """The key of a lane's asset: rag/rag_stage_results (distinct names in the UI graph), stored in table
+    stage_results."""
     return dg.AssetKey([lane, f"{lane}_{name}"])
 
 
@@ -261,7 +306,7 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
     warehouse_root: str
 
     def _warehouse(self) -> Warehouse:
-        return Warehouse.at(resolve_root(self.warehouse_root))
+        return Warehouse.at(resolve_root(self.warehouse_root), object_store_options())
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | FrameBatches) -> None:
         table, within = table_of(context.asset_key)

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable
 
 import polars as pl
 
+from eval_pipeline.deid.candidates import Finding, classify
 from eval_pipeline.deid.columns import COUNT, LeafPath, leaf_name
-from eval_pipeline.deid.detectors import Finding, classify, combined_pattern
+from eval_pipeline.deid.detectors import combined_pattern
 from eval_pipeline.deid.folding import NON_ASCII_EMAIL, fold, may_be_disguised
 from eval_pipeline.deid.pseudonymize import Pseudonymizer
 from eval_pipeline.deid.residual import residual_spans, values_with_findings

@@ -1,10 +1,9 @@
-"""Keyed pseudonyms: HMAC-SHA256 of a value's normal form under a secret key from the environment."""
+"""Keyed pseudonyms: HMAC-SHA256 of a value's normal form under a secret key from the environment the caller passes."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from collections.abc import Mapping
 
 from eval_pipeline.deid.detectors import ENTITY_TYPES, normalize
@@ -19,8 +18,9 @@ class DeidKeyError(RuntimeError):
     """No usable de-identification key, and the local demo mode was not chosen."""
 
 
-def resolve_key(environ: Mapping[str, str] = os.environ, demo: bool = False) -> bytes:
-    """The HMAC secret from EVAL_PIPELINE_DEID_KEY; the fixed DEMO_KEY only when demo mode is chosen explicitly."""
+def resolve_key(environ: Mapping[str, str], demo: bool = False) -> bytes:
+    """The HMAC secret from EVAL_PIPELINE_DEID_KEY of `environ` (the runner passes its environment, a step the key
+    source of its EvalConfig); the fixed DEMO_KEY only when demo mode is chosen explicitly."""
     value = environ.get(KEY_ENV_VAR)
     if value:
         key = value.encode("utf-8")

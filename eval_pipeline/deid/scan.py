@@ -12,19 +12,17 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
+from eval_pipeline.deid.candidates import classify
 from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, keep_matches, leaf_name
-from eval_pipeline.deid.detectors import (
+from eval_pipeline.deid.detectors import PERSON, combined_pattern, mask
+from eval_pipeline.deid.folding import NON_ASCII_EMAIL, folded_values
+from eval_pipeline.deid.identifiers import locale_regions
+from eval_pipeline.deid.names import (
     NAME_FIELD_PATTERN,
-    PERSON,
     ROLE_FIELD_PATTERN,
-    classify,
-    combined_pattern,
     learned_field_pattern,
-    locale_regions,
-    mask,
     names_from_field_match,
 )
-from eval_pipeline.deid.folding import NON_ASCII_EMAIL, folded_values
 from eval_pipeline.deid.residual import scan_leaves
 
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {

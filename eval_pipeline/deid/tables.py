@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from eval_pipeline.deid.candidates import Finding, classify
 from eval_pipeline.deid.columns import (
     COUNT,
     VALUE,
@@ -25,24 +26,20 @@ from eval_pipeline.deid.columns import (
     leaf_name,
     rewrite_each_leaf,
 )
-from eval_pipeline.deid.detectors import (
+from eval_pipeline.deid.detectors import TOKEN_PATTERN, TOKEN_RE, combined_pattern
+from eval_pipeline.deid.disguise import apply_changes, pick_sentinels, undisguise, union
+from eval_pipeline.deid.identifiers import locale_regions
+from eval_pipeline.deid.names import (
     KV_STRING_PATTERN,
     NAME_FIELD_PATTERN,
     NAME_KEY_RE,
     ROLE_KEY_RE,
     ROLE_KEYS,
-    TOKEN_PATTERN,
-    TOKEN_RE,
-    Finding,
-    classify,
-    combined_pattern,
     full_name,
-    locale_regions,
     name_variants,
     names_from_field_match,
     person_name,
 )
-from eval_pipeline.deid.disguise import apply_changes, pick_sentinels, undisguise, union
 from eval_pipeline.deid.pseudonymize import Pseudonymizer
 
 # Free-text and JSON-text leaves that are de-identified; identifiers the pipeline joins on are not among them.

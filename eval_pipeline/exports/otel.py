@@ -1,21 +1,21 @@
 """Per-trace results as OpenTelemetry spans in OTLP/JSON, written as JSON lines or POSTed to an OTLP/HTTP endpoint.
 
-Follows the OTLP specification (the opentelemetry-proto repository's specification, "JSON Protobuf Encoding": lowerCamelCase
-keys, traceId/spanId as hex, enums as integers, 64-bit integers as decimal strings; POST {endpoint}/v1/traces with
-Content-Type: application/json), the OTLP file exporter's JSON lines (one TracesData object a line), and the GenAI
-semantic conventions (open-telemetry/semantic-conventions-genai model/gen-ai/events.yaml and registry.yaml): each
-evaluation is a `gen_ai.evaluation.result` event with `gen_ai.evaluation.name` (required), `gen_ai.evaluation.score.value`
-(double), `gen_ai.evaluation.score.label`, `gen_ai.evaluation.explanation` and, for an evaluation that could not
-complete, `error.type`, parented to the span of the evaluated (trace, lane). Our own attributes are under `eval_pipeline.*`.
+Follows the OTLP specification (the opentelemetry-proto repository's specification, "JSON Protobuf Encoding":
+lowerCamelCase keys, traceId/spanId as hex, enums as integers, 64-bit integers as decimal strings; POST
+{endpoint}/v1/traces with Content-Type: application/json), the OTLP file exporter's JSON lines (one TracesData object
+a line), and the GenAI semantic conventions (open-telemetry/semantic-conventions-genai model/gen-ai/events.yaml and
+registry.yaml): each evaluation is a `gen_ai.evaluation.result` event with `gen_ai.evaluation.name` (required),
+`gen_ai.evaluation.score.value` (double), `gen_ai.evaluation.score.label`, `gen_ai.evaluation.explanation` and, for an
+evaluation that could not complete, `error.type`, parented to the span of the evaluated (trace, lane). Our own
+attributes are under `eval_pipeline.*`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import BinaryIO
@@ -54,7 +54,8 @@ def _nanos(moment: datetime) -> str:
 
 
 def run_times(warehouse: Warehouse, runs: list[str]) -> dict[str, str]:
-    """Unix nanoseconds (as OTLP's decimal string) of each run's manifest created_at; now where it is missing or unreadable."""
+    """Unix nanoseconds (as OTLP's decimal string) of each run's manifest created_at; now where it is missing or
+    unreadable."""
     now = _nanos(datetime.now(UTC))
     manifest = (
         warehouse.read("run_manifest", columns=["run_id", "created_at"]) if warehouse.exists("run_manifest") else None
@@ -134,7 +135,8 @@ def _evaluated(warehouse: Warehouse, tables: tuple[str, ...], run_id: str, stage
 
 
 def evaluation_spans(warehouse: Warehouse, tables: Iterable[str], runs: list[str]) -> Iterator[dict]:
-    """One span per evaluated (trace, lane) of the chosen score tables, its evaluations as events, in run, trace, lane order."""
+    """One span per evaluated (trace, lane) of the chosen score tables, its evaluations as events, in run, trace,
+    lane order."""
     tables = tuple(tables)
     events = score_rows(warehouse, tables, runs).with_columns(
         pl.col("name").str.strip_prefix(pl.concat_str(pl.lit("eval."), "lane", pl.lit("."))).alias("evaluation")
@@ -221,9 +223,10 @@ def write_requests(requests: Iterable[dict], out: BinaryIO) -> tuple[int, int]:
     return spans, events
 
 
-def headers_from_env() -> dict[str, str]:
-    """Extra request headers from OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS (`k=v,k2=v2`)."""
-    text = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or os.environ.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
+def headers_from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """Extra request headers from OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS (`k=v,k2=v2`) of
+    `environ`, which the CLI passes in."""
+    text = environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or environ.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
     headers = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")
@@ -241,10 +244,13 @@ class SendResult:
     stopped: str | None = None
 
 
-def send_requests(requests: Iterable[dict], endpoint: str, *, timeout: float = 30.0) -> SendResult:
-    """POST each request to {endpoint}/v1/traces; stop at the first non-2xx answer or partial rejection."""
+def send_requests(
+    requests: Iterable[dict], endpoint: str, *, headers: Mapping[str, str] | None = None, timeout: float = 30.0
+) -> SendResult:
+    """POST each request to {endpoint}/v1/traces with the extra `headers` (headers_from_env); stop at the first
+    non-2xx answer or partial rejection."""
     url = endpoint.rstrip("/") + TRACES_PATH
-    headers = {**headers_from_env(), "Content-Type": "application/json"}
+    headers = {**(headers or {}), "Content-Type": "application/json"}
     result = SendResult()
     for request in requests:
         body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()

@@ -1,4 +1,5 @@
-"""The gating use case: a candidate run against its baseline, as the gate asset, the lane reports and `eval-pipeline gate` compute it."""
+"""The gating use case: a candidate run against its baseline, as the gate asset, the lane reports and
+`eval-pipeline gate` compute it."""
 
 from __future__ import annotations
 
@@ -7,49 +8,52 @@ from collections.abc import Collection
 import polars as pl
 
 from eval_pipeline.gating.facts import manifest_from_warehouse, run_facts
-from eval_pipeline.scoring import gates as gate_scoring
+from eval_pipeline.scoring.gate_facts import RunFacts, baseline_of, not_gated_reason
+from eval_pipeline.scoring.gate_table import INCOMPLETE, NOT_APPLICABLE, undecided_gates
+from eval_pipeline.scoring.gates import evaluate_gates
 
 
 def compare(
     policy,
-    candidate: gate_scoring.RunFacts,
+    candidate: RunFacts,
     baseline_run_id: str | None,
     warehouse,
     tables: Collection[str] | None = None,
 ) -> pl.DataFrame:
     """gate_results of a candidate against a baseline run read from the warehouse (only `tables` of it, when given)."""
-    not_gated = gate_scoring.not_gated_reason(candidate.manifest)
+    not_gated = not_gated_reason(candidate.manifest)
     if not_gated:
-        return gate_scoring.undecided_gates(policy, candidate.run_id, None, gate_scoring.NOT_APPLICABLE, not_gated)
+        return undecided_gates(policy, candidate.run_id, None, NOT_APPLICABLE, not_gated)
     if not baseline_run_id:
-        return gate_scoring.undecided_gates(
+        return undecided_gates(
             policy,
             candidate.run_id,
             None,
-            gate_scoring.INCOMPLETE,
+            INCOMPLETE,
             "no baseline: set baseline_run_id in policy/gates.yaml or pass --baseline",
         )
     if baseline_run_id == candidate.run_id:
         # never gated against itself: the rows name no baseline, so no report reads "base-41 against base-41"
-        return gate_scoring.undecided_gates(
+        return undecided_gates(
             policy, candidate.run_id, None, "not_applicable", "this run is the baseline: not gated against itself"
         )
     baseline = run_facts(warehouse, baseline_run_id, tables)
     if baseline is None or baseline.outcomes is None:
-        return gate_scoring.undecided_gates(
+        return undecided_gates(
             policy,
             candidate.run_id,
             baseline_run_id,
-            gate_scoring.INCOMPLETE,
+            INCOMPLETE,
             f"baseline run {baseline_run_id} has not been scored",
         )
-    return gate_scoring.evaluate_gates(policy, candidate, baseline)
+    return evaluate_gates(policy, candidate, baseline)
 
 
 def baseline_or_reason(manifest: dict, policy, warehouse) -> tuple[str | None, str | None]:
-    """(the run's baseline, None) when it is gated, another run, scored and of the same dataset; else (None, why not)."""
-    baseline = gate_scoring.baseline_of(manifest, policy)
-    not_gated = gate_scoring.not_gated_reason(manifest)
+    """(the run's baseline, None) when it is gated, another run, scored and of the same dataset; else
+    (None, why not)."""
+    baseline = baseline_of(manifest, policy)
+    not_gated = not_gated_reason(manifest)
     if not_gated:
         return None, not_gated
     if not baseline:
@@ -70,3 +74,6 @@ def baseline_or_reason(manifest: dict, policy, warehouse) -> tuple[str | None, s
 def comparable_baseline(manifest: dict, policy, warehouse) -> str | None:
     """The run's baseline when it can be compared with the run, else None."""
     return baseline_or_reason(manifest, policy, warehouse)[0]
+
+
+__all__ = ["baseline_or_reason", "comparable_baseline", "compare"]

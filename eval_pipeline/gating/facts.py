@@ -8,7 +8,7 @@ import polars as pl
 
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.scoring.attribution import lane_outcomes
-from eval_pipeline.scoring.gates import RunFacts
+from eval_pipeline.scoring.gate_facts import RunFacts
 from eval_pipeline.scoring.slices import slice_membership
 
 # what slice membership reads beside deid_cases: corpus families and the tools' risk

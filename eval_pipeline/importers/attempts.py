@@ -1,5 +1,8 @@
-"""Source attempts to a run, the same for every trace importer: document ids, golden-case matching, attempt numbers,
-cases written from the source's own gold, a new corpus version for unseen documents, the registry and the files.
+"""Source attempts to a run, the same for every trace importer.
+
+Document ids, golden-case matching, attempt numbers, cases written from the source's own gold, a new corpus version
+for unseen documents, the registry and the files. Over 400 lines because these steps share one writer's state
+(built traces, cases, rejects, the documents used) from the first attempt to the written run.
 
 The rules (docs/importers.md states them for users):
 - A document's id is the source's id, else its metadata key (`doc_id`, `id`, `source` by default), else the id of
@@ -26,8 +29,9 @@ from typing import Any
 
 import orjson
 
+from eval_pipeline.contracts.cases import Case
 from eval_pipeline.contracts.identifiers import identifier_problem, validate_identifier
-from eval_pipeline.contracts.models import Case, Trace
+from eval_pipeline.contracts.traces import Trace
 from eval_pipeline.importers.common import (
     DEFAULT_CORPUS_VERSION,
     RARE_COLLECTIONS,
@@ -47,27 +51,11 @@ from eval_pipeline.importers.common import (
     write_run,
 )
 from eval_pipeline.importers.doc_ids import DOC_ID_KEYS, DocIds, plan_corpus
+from eval_pipeline.importers.import_run import ImportRun
 from eval_pipeline.importers.openai_messages import UnreadableMessages, called_tools, first_user_text, messages_to_steps
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Unreadable
-from eval_pipeline.io import loaders
+from eval_pipeline.io import inputs
 from eval_pipeline.io.storage import InputError, Location, open_location
-
-
-@dataclass(frozen=True, kw_only=True)
-class ImportRun:
-    """The run an import writes: its id, data root, versions and manifest fields."""
-
-    run_id: str
-    data_root: str | Path
-    dataset_version: str | None = None
-    environment_version: str | None = None
-    corpus_version: str | None = None
-    tools: str | Path | None = None
-    candidate: str | None = None
-    model: str | None = None
-    mode: str | None = None
-    baseline_run_id: str | None = None
-    overwrite: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +77,7 @@ class Golden:
     def load(cls, location: Location, dataset_version: str) -> Golden | None:
         if not location.is_dir("cases", dataset_version):
             return None
-        loaded = loaders.load_cases(location, dataset_version)
+        loaded = inputs.load_cases(location, dataset_version)
         rows = loaded.frame.select("case_id", "case_revision", "input", "lanes").to_dicts()
         by_input: dict[str, list[str]] = defaultdict(list)
         for row in rows:
@@ -564,4 +552,4 @@ def _finish(
     return summary
 
 
-__all__ = ["ImportRun", "Matching", "build_trace", "import_attempts", "source_case"]
+__all__ = ["Matching", "build_trace", "import_attempts", "source_case"]

@@ -1,4 +1,9 @@
-"""What every importer shares: the summary, the tool registry it writes, and writing the input files of docs/inputs.md under a data root."""
+"""What every importer shares: the summary, the tool registry, and writing the input files under a data root.
+
+The input files are those of docs/inputs.md. Over 400 lines because the summary, source reading, registry
+resolution and run writing are each small and used together by every importer; apart they would be modules of a
+few functions each.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,11 @@ import orjson
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from eval_pipeline.contracts.cases import Case, ToolRegistry
 from eval_pipeline.contracts.frames import canonical_json
 from eval_pipeline.contracts.identifiers import bounded_file_name, validate_identifier
-from eval_pipeline.contracts.models import Case, RunManifest, ToolRegistry, Trace
+from eval_pipeline.contracts.traces import RunManifest, Trace
+from eval_pipeline.importers.import_run import ImportRun
 from eval_pipeline.io.loaders import describe_validation_error, load_manifest, reject
 from eval_pipeline.io.storage import InputError, Location, open_location
 from eval_pipeline.io.strict_yaml import load_yaml
@@ -96,7 +103,8 @@ class ImportSummary:
         ]
         if len(self.rejects) > SHOWN:
             out.append(
-                f"  ... and {len(self.rejects) - SHOWN} more rejected records (all in traces/{self.run_id}/{REJECTS_FILE})"
+                f"  ... and {len(self.rejects) - SHOWN} more rejected records "
+                f"(all in traces/{self.run_id}/{REJECTS_FILE})"
             )
         out += [f"  note: {note}" for note in self.notes]
         return out
@@ -224,19 +232,14 @@ class Started:
     rejects: list[dict[str, Any]]
 
 
-def start_import(
-    fmt: str,
-    source: str | Path,
-    run_id: str,
-    data_root: str | Path,
-    dataset_version: str | None,
-    environment_version: str | None,
-    corpus_version: str,
-) -> Started:
-    """Read the source and settle the versions (dataset `<fmt>-<source stem>`, environment = dataset, by default)."""
+def start_import(fmt: str, source: str | Path, run: ImportRun) -> Started:
+    """Read the source and settle the versions (dataset `<fmt>-<source stem>`, environment = dataset, corpus
+    DEFAULT_CORPUS_VERSION, by default)."""
+    run_id, data_root, environment_version = run.run_id, run.data_root, run.environment_version
+    corpus_version = DEFAULT_CORPUS_VERSION if run.corpus_version is None else run.corpus_version
     path = Path(source)
     stem = slug(path.stem)
-    dataset_version = dataset_version or f"{fmt}-{stem}"
+    dataset_version = run.dataset_version or f"{fmt}-{stem}"
     # these name folders under the data root: a path here would write outside it (docs/inputs.md#identifiers)
     try:
         validate_identifier(run_id, "run id")
@@ -292,7 +295,8 @@ class RunFiles:
 
 
 def write_run(data_root: str | Path, files: RunFiles, overwrite: bool = False) -> list[str]:
-    """Validate every record against the input contracts (docs/inputs.md) and write them under data_root; the written paths."""
+    """Validate every record against the input contracts (docs/inputs.md) and write them under data_root; the
+    written paths."""
     location = open_location(data_root)
     manifest = files.manifest
     run_id, dataset_version = manifest["run_id"], manifest["dataset_version"]
@@ -491,7 +495,8 @@ def resolve_registry(
 
 
 def unknown_tools_note(called: Iterable[str], known: set[str] | None) -> str | None:
-    """The summary note naming the called tools that the registry lacks (an agent failure the pipeline scores), or None."""
+    """The summary note naming the called tools that the registry lacks (an agent failure the pipeline scores), or
+    None."""
     missing = Counter(name for name in called if known is not None and name not in known)
     if not missing:
         return None
@@ -503,8 +508,9 @@ def unknown_tools_note(called: Iterable[str], known: set[str] | None) -> str | N
 
 
 def usage_record(value: Any) -> dict[str, Any] | None:
-    """The trace `usage` (docs/inputs.md#traces) of an attempt from a dict with input_tokens|prompt_tokens, output_tokens|completion_tokens,
-    cost_usd and latency_ms (whole numbers of dollars or milliseconds become floats)."""
+    """The trace `usage` (docs/inputs.md#traces) of an attempt from a dict with input_tokens|prompt_tokens,
+    output_tokens|completion_tokens, cost_usd and latency_ms (whole numbers of dollars or milliseconds become
+    floats)."""
     if not isinstance(value, dict):
         return None
     usage = {
@@ -521,20 +527,17 @@ def usage_record(value: Any) -> dict[str, Any] | None:
 
 def finish_import(
     summary: ImportSummary,
-    data_root: str | Path,
+    run: ImportRun,
     cases: list[dict[str, Any]],
     traces: list[dict[str, Any]],
     registry: dict[str, Any],
     rejects: list[dict[str, Any]],
-    candidate: str,
-    model: str | None,
-    mode: str | None,
+    *,
     trace_file: str,
-    overwrite: bool,
-    baseline_run_id: str | None = None,
+    default_candidate: str,
 ) -> ImportSummary:
-    """Write what an importer built and complete its summary."""
-    mode = import_mode(data_root, summary.dataset_version, mode, baseline_run_id)
+    """Write what an importer built and complete its summary (the run's candidate, else `default_candidate`)."""
+    mode = import_mode(run.data_root, summary.dataset_version, run.mode, run.baseline_run_id)
     rejects = sorted(rejects, key=lambda r: r["line"])
     if not traces:
         summary.rejects = rejects
@@ -542,17 +545,17 @@ def finish_import(
         return summary
     run_manifest = manifest(
         summary.run_id,
-        candidate,
+        run.candidate or default_candidate,
         summary.dataset_version,
         summary.environment_version,
         summary.corpus_version,
-        model,
+        run.model,
         mode,
-        baseline_run_id,
+        run.baseline_run_id,
     )
     summary.mode = mode
     summary.files = write_run(
-        data_root, RunFiles(run_manifest, cases, traces, registry, trace_file, rejects), overwrite
+        run.data_root, RunFiles(run_manifest, cases, traces, registry, trace_file, rejects), run.overwrite
     )
     summary.cases, summary.traces, summary.rejects = len(cases), len(traces), rejects
     summary.incomplete = [

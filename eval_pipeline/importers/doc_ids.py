@@ -5,7 +5,8 @@ The rules (docs/importers.md states them for users): a document's id is the sour
 first 16 hex digits of the SHA-256 of its text, so the same text has the same id in every run and reference contexts
 given as text line up with retrieved ones. A metadata value that is no corpus id and already named another text of
 the source (LangChain's `source` is the file every chunk of it came from) is not that document's id: the document
-gets its id from its text, and the import says so. Texts the corpus version lacks go to a new corpus version; no version is ever overwritten.
+gets its id from its text, and the import says so. Texts the corpus version lacks go to a new corpus version; no
+version is ever overwritten.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import orjson
 
 from eval_pipeline.importers.common import ImporterError
 from eval_pipeline.importers.source import SourceDoc
-from eval_pipeline.io import loaders
+from eval_pipeline.io import inputs
 from eval_pipeline.io.storage import Location
 
 DOC_ID_KEYS = ("doc_id", "id", "source")
@@ -49,7 +50,7 @@ class DocIds:
         ids = cls(keys)
         if version is None or not location.is_dir("corpus", version):
             return ids
-        frame = loaders.load_corpus(location, version).frame.select("doc_id", "text")
+        frame = inputs.load_corpus(location, version).frame.select("doc_id", "text")
         for doc_id, text in frame.iter_rows():
             ids.corpus_text[doc_id] = text or ""
             if text:
@@ -117,7 +118,8 @@ class DocIds:
             )
         if self.shared:
             notes.append(
-                f"{len(self.shared)} metadata values name documents with different texts ({_some(sorted(self.shared))}): "
+                f"{len(self.shared)} metadata values name documents with different texts "
+                f"({_some(sorted(self.shared))}): "
                 f"those documents have ids from their text; give --doc-id-key the key that names one chunk"
             )
         return notes

@@ -10,6 +10,8 @@ value); a row whose `user_input` is a message list is a multi-turn sample. DeepE
 The retrieved contexts become one retrieval round and the context the model saw; the reference contexts the case's
 required documents (ids resolved by the shared writer, so a reference given only as text meets the identical
 retrieved text); tool calls become OpenAI chat messages, which the writer turns into steps.
+
+Over 400 lines because two row formats, each read from JSON, JSONL and CSV, share one reading of rows into attempts.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
+from eval_pipeline.importers.attempts import Matching, import_attempts
 from eval_pipeline.importers.common import ImporterError, ImportSummary, read_records
+from eval_pipeline.importers.import_run import ImportRun
 from eval_pipeline.importers.source import (
     SourceAttempt,
     SourceDoc,
@@ -116,7 +119,8 @@ def _arguments(value: Any, what: str) -> dict[str, Any]:
 
 def _ragas_messages(turns: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Ragas messages as OpenAI chat messages: each AI tool call gets the id call_<n>, and the tool messages that
-    follow answer the open calls in order (Ragas tool messages carry no call id); defects for tool messages left over."""
+    follow answer the open calls in order (Ragas tool messages carry no call id); defects for tool messages left
+    over."""
     messages: list[dict[str, Any]] = []
     defects: list[str] = []
     open_ids: list[str] = []
@@ -429,7 +433,8 @@ def _records(path: Path, cell: Callable[[str, str], Any]) -> tuple[list[tuple[in
 def _read(
     path: str | Path, convert: RowReader, cell: Callable[[str, str], Any], case_key: str
 ) -> Iterator[SourceAttempt | Unreadable]:
-    """The attempts of a file's rows; the file is read (and refused, when it cannot be) before the first is asked for."""
+    """The attempts of a file's rows; the file is read (and refused, when it cannot be) before the first is asked
+    for."""
     path = Path(path)
     if not path.is_file():
         raise ImporterError(f"no such file: {path}")

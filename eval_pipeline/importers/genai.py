@@ -8,6 +8,9 @@ Two forms are read. The current one (conventions 1.37 and later) carries the con
 `gen_ai.{system,user,assistant,tool}.message` and `gen_ai.choice`, whose fields are the event's attributes (the
 body of a log-record event, merged into them by the OTLP reader). Either form only holds text when the producer
 captured content (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`). docs/importers.md maps every field.
+
+Over 400 lines because both forms are read into one model-call shape here, and one conversation is rebuilt from
+those calls and the tool spans they dispatched.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ dispatch), the last one's text the answer and its input the prompt; TOOL observa
 message in a later generation's input does); a TOOL observation no generation dispatched is a call of its own. Usage
 and cost are summed over the observations, latency is the trace's span, and level ERROR on the root observation or a
 generation makes the attempt's status `error`.
+
+Over 400 lines because the retriever, generation and tool observations of a trace are read into one attempt
+together (the export's file forms are in langfuse_export).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from typing import Any
 
 import orjson
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
+from eval_pipeline.importers.attempts import Matching, import_attempts
 from eval_pipeline.importers.common import ImporterError, ImportSummary
+from eval_pipeline.importers.import_run import ImportRun
 from eval_pipeline.importers.langfuse_export import (
     ExportTrace,
     Observation,
@@ -192,7 +196,8 @@ def _round(obs: Observation, doc_path: str | None) -> tuple[SourceRound | None, 
 
 
 def _openai_call(call: Mapping[str, Any], fallback_id: str) -> dict[str, Any]:
-    """A tool call in OpenAI form from an OpenAI call, a LangChain call `{name, args, id}` or an Anthropic `tool_use`."""
+    """A tool call in OpenAI form from an OpenAI call, a LangChain call `{name, args, id}` or an Anthropic
+    `tool_use`."""
     function = call["function"] if isinstance(call.get("function"), dict) else call
     arguments = function.get("arguments", function.get("args", function.get("input")))
     return {
@@ -264,7 +269,8 @@ def _tool_call_id(obs: Observation) -> str | None:
 
 
 def _result_text(output: Any) -> Any:
-    """A tool's result as a tool message's content: text, or JSON text of an object (a LangChain ToolMessage's content)."""
+    """A tool's result as a tool message's content: text, or JSON text of an object (a LangChain ToolMessage's
+    content)."""
     if isinstance(output, dict) and "content" in output and (output.get("type") == "tool" or "tool_call_id" in output):
         output = output["content"]
     if output is None or isinstance(output, str):

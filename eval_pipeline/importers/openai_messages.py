@@ -33,6 +33,9 @@ object, no messages, a message that is not an object or has an unknown role) is 
 messages are defective (a result answering no open call, arguments that are not a JSON object, a call without a
 name) is written as a trace with harness status `error` naming every defect, so it is counted as incomplete,
 never dropped.
+
+Over 400 lines because the four message shapes' conversion to steps, which tau-bench and the trace importers reuse,
+lives with the importer that defines it.
 """
 
 from __future__ import annotations
@@ -43,9 +46,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.contracts.models import Case, Trace
+from eval_pipeline.contracts.cases import Case
+from eval_pipeline.contracts.traces import Trace
 from eval_pipeline.importers.common import (
-    DEFAULT_CORPUS_VERSION,
     ImportSummary,
     contract_problem,
     escalation_tools,
@@ -59,6 +62,7 @@ from eval_pipeline.importers.common import (
     unknown_tools_note,
     usage_record,
 )
+from eval_pipeline.importers.import_run import ImportRun
 
 FORMAT = "openai-messages"
 ERROR_RESULT = re.compile(r"^\s*error\b", re.IGNORECASE)
@@ -331,7 +335,8 @@ def trace_record(
     final_state: dict[str, Any] | None = None,
     usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A trace (docs/inputs.md#traces) from converted messages; defects turn the harness status to `error` with every defect named."""
+    """A trace (docs/inputs.md#traces) from converted messages; defects turn the harness status to `error` with
+    every defect named."""
     if defects:
         status = "error"
         error = "; ".join(filter(None, [error, "import: " + "; ".join(defects)]))
@@ -409,23 +414,11 @@ def _readable(
     return usable, rejects
 
 
-def import_openai_messages(
-    source: str | Path,
-    run_id: str,
-    data_root: str | Path,
-    dataset_version: str | None = None,
-    environment_version: str | None = None,
-    corpus_version: str = DEFAULT_CORPUS_VERSION,
-    tools: str | Path | None = None,
-    tool_match: str | None = None,
-    candidate: str | None = None,
-    model: str | None = None,
-    mode: str | None = None,
-    baseline_run_id: str | None = None,
-    overwrite: bool = False,
-) -> ImportSummary:
-    """Write the cases, traces, registry and run manifest of a chat-completions message file under data_root."""
-    started = start_import(FORMAT, source, run_id, data_root, dataset_version, environment_version, corpus_version)
+def import_openai_messages(source: str | Path, run: ImportRun, *, tool_match: str | None = None) -> ImportSummary:
+    """Write the cases, traces, registry and run manifest of a chat-completions message file under the run's data
+    root."""
+    run_id = run.run_id
+    started = start_import(FORMAT, source, run)
     path, stem, summary, records, rejects = (
         started.path,
         started.stem,
@@ -445,7 +438,7 @@ def import_openai_messages(
         if isinstance(c, dict) and isinstance(c.get("name"), str)
     ]
     registry, known, origin = resolve_registry(
-        data_root, environment_version, tools, _definitions([(n, r) for n, r, _, _ in usable]), named
+        run.data_root, environment_version, run.tools, _definitions([(n, r) for n, r, _, _ in usable]), named
     )
     summary.notes.append(f"tool registry: {origin}")
     summary.notes += filter(None, [unknown_tools_note(called, known)])
@@ -523,17 +516,13 @@ def import_openai_messages(
         traces.append(trace)
     return finish_import(
         summary,
-        data_root,
+        run,
         list(cases.values()),
         traces,
         registry,
         rejects,
-        candidate or path.stem,
-        model,
-        mode,
-        f"{stem}.jsonl",
-        overwrite,
-        baseline_run_id=baseline_run_id,
+        trace_file=f"{stem}.jsonl",
+        default_candidate=path.stem,
     )
 
 

@@ -11,6 +11,9 @@ Log records (`ExportLogsServiceRequest` lines, in the same files or others given
 that span's events: instrumentations before GenAI conventions 1.37 emit their message events as log records. Log
 records without a trace id belong to no trace and are not read; one without a span id (or naming a span the trace
 lacks) is an event of the trace's root span.
+
+Over 400 lines because the streaming read (counting spans, grouping spans and log records by trace, decoding ids
+and enums) is one pass whose parts share its state.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from typing import Any
 
 import orjson
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
+from eval_pipeline.importers.attempts import Matching, import_attempts
 from eval_pipeline.importers.common import ImporterError, ImportSummary, parses_as_json
 from eval_pipeline.importers.genai import genai_attempt, is_genai
+from eval_pipeline.importers.import_run import ImportRun
 from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
 from eval_pipeline.importers.reader_process import read_in_child
 from eval_pipeline.importers.source import SourceAttempt, Span, SpanEvent, Unreadable

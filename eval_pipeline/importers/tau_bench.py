@@ -31,6 +31,8 @@ tool table (tau_tools.TAU_TOOL_ROLES, which also makes `transfer_to_human_agents
 `summary` uncompared), else guessed from names; `transfer_to_human_agents` is the cases' escalation tool when the
 registry has it. Calls of tools missing from a given registry are ordinary calls (the pipeline fails them at
 `tool_selection`, reason `unknown_tool`); task actions naming such tools make the record a reject.
+
+Over 400 lines because both generations' records are read into one Trial shape here, so the import is said once.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.importers.common import (
-    DEFAULT_CORPUS_VERSION,
     ImportSummary,
     escalation_tools,
     finish_import,
@@ -53,6 +54,7 @@ from eval_pipeline.importers.common import (
     unknown_tools_note,
     usage_record,
 )
+from eval_pipeline.importers.import_run import ImportRun
 from eval_pipeline.importers.openai_messages import UnreadableMessages, called_tools, messages_to_steps, trace_record
 from eval_pipeline.importers.tau_tools import TAU_TOOL_ROLES
 
@@ -295,7 +297,8 @@ def _tau2_trial(number: int, simulation: Any, task_id: str | None, tasks: Mappin
 def _trials(
     run_id: str, name: str, records: list[tuple[int, Any]], case_prefix: str
 ) -> tuple[list[Trial], list[dict[str, Any]], int]:
-    """The Trials of every record (a τ²-bench results object holds many), reject rows, and how many records there were."""
+    """The Trials of every record (a τ²-bench results object holds many), reject rows, and how many records there
+    were."""
     trials: list[Trial] = []
     rejects: list[dict[str, Any]] = []
     count = 0
@@ -330,23 +333,12 @@ def _trials(
 
 
 def import_tau_bench(
-    source: str | Path,
-    run_id: str,
-    data_root: str | Path,
-    dataset_version: str | None = None,
-    environment_version: str | None = None,
-    corpus_version: str = DEFAULT_CORPUS_VERSION,
-    tools: str | Path | None = None,
-    tool_match: str = "unordered",
-    candidate: str | None = None,
-    model: str | None = None,
-    mode: str | None = None,
-    baseline_run_id: str | None = None,
-    overwrite: bool = False,
-    case_prefix: str = "tau-",
+    source: str | Path, run: ImportRun, *, tool_match: str = "unordered", case_prefix: str = "tau-"
 ) -> ImportSummary:
-    """Write the cases, traces, registry and run manifest of a τ-bench or τ²-bench results file under data_root."""
-    started = start_import(FORMAT, source, run_id, data_root, dataset_version, environment_version, corpus_version)
+    """Write the cases, traces, registry and run manifest of a τ-bench or τ²-bench results file under the run's data
+    root."""
+    run_id = run.run_id
+    started = start_import(FORMAT, source, run)
     path, stem, summary, rejects = started.path, started.stem, started.summary, started.rejects
     trials, bad, count = _trials(run_id, path.name, started.records, case_prefix)
     summary.records = count + len(rejects)  # a τ²-bench results object counts its simulations
@@ -354,9 +346,9 @@ def import_tau_bench(
 
     called = [name for t in trials for name in called_tools(t.steps)]
     registry, known, origin = resolve_registry(
-        data_root,
+        run.data_root,
         summary.environment_version,
-        tools,
+        run.tools,
         {},
         called + [a["name"] for t in trials for a in t.actions],
         TAU_TOOL_ROLES,
@@ -414,15 +406,11 @@ def import_tau_bench(
         )
     return finish_import(
         summary,
-        data_root,
+        run,
         list(cases.values()),
         traces,
         registry,
         rejects,
-        candidate or path.stem,
-        model,
-        mode,
-        f"{stem}.jsonl",
-        overwrite,
-        baseline_run_id=baseline_run_id,
+        trace_file=f"{stem}.jsonl",
+        default_candidate=path.stem,
     )

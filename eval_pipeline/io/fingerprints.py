@@ -1,4 +1,4 @@
-"""Fingerprints of what retrieval scoring depends on, per run: the qrels judgments of its cases and its corpus version."""
+"""Per-run fingerprints of what retrieval scoring depends on: the qrels judgments of its cases, its corpus version."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 import polars as pl
 
-from eval_pipeline.io import loaders
+from eval_pipeline.io import inputs, labels, loaders
 from eval_pipeline.io.storage import InputError, Location
 
 
@@ -19,15 +19,16 @@ def judgments_digest(judgments: pl.DataFrame) -> str:
 
 
 def run_fingerprints(location: Location, run_ids: list[str]) -> dict[str, dict[str, str]]:
-    """{run_id: {"qrels": digest of the judgments of its cases, "corpus_version": ...}} for runs with a readable manifest."""
-    judgments = loaders.load_judgments(location).frame
+    """{run_id: {"qrels": digest of the judgments of its cases, "corpus_version": ...}} for runs with a readable
+    manifest."""
+    judgments = labels.load_judgments(location).frame
     case_ids_by_dataset: dict[str, pl.DataFrame] = {}
     out = {}
     for run_id in run_ids:
         try:
             manifest = loaders.load_manifest(location, run_id)
             if manifest.dataset_version not in case_ids_by_dataset:
-                cases = loaders.load_cases(location, manifest.dataset_version).frame
+                cases = inputs.load_cases(location, manifest.dataset_version).frame
                 case_ids_by_dataset[manifest.dataset_version] = cases.select(pl.col("case_id").alias("query_id"))
         except InputError:
             continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -47,18 +47,17 @@ def is_url(location: str) -> bool:
     return len(scheme) > 1 and scheme != "file"
 
 
-def storage_options_from_env() -> dict[str, str]:
-    """Object-store credentials and endpoint from the standard AWS variables, for deltalake."""
+# The standard AWS variables that storage_options_from_env reads, each passed on under its own name.
+STORAGE_ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP")
+
+
+def storage_options_from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """Object-store credentials and endpoint from the standard AWS variables of `environ`, for deltalake; the edge
+    (the CLI, a Dagster resource through EnvVar) passes the environment in."""
     options = {}
-    for env, key in (
-        ("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
-        ("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
-        ("AWS_REGION", "AWS_REGION"),
-        ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL"),
-        ("AWS_ALLOW_HTTP", "AWS_ALLOW_HTTP"),
-    ):
-        if os.environ.get(env):
-            options[key] = os.environ[env]
+    for env in STORAGE_ENV_VARS:
+        if environ.get(env):
+            options[env] = environ[env]
     if options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
         options.setdefault("AWS_ALLOW_HTTP", "true")
     if "AWS_ENDPOINT_URL" in options:

@@ -1,4 +1,4 @@
-"""The one YAML reader of every input file: no duplicate keys, no tab indentation, errors as `file:line:column: message`."""
+"""The one YAML reader of every input file: no duplicate keys, no tab indentation, errors as `file:line:column`."""
 
 from __future__ import annotations
 

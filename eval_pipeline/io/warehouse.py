@@ -1,4 +1,4 @@
-"""The Delta Lake warehouse: every table partitioned by run_id, one partition overwritten per write, old versions readable."""
+"""The Delta Lake warehouse: tables partitioned by run_id, a partition overwritten per write, old versions readable."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
-from eval_pipeline.io.storage import is_url, storage_options_from_env, within
+from eval_pipeline.io.storage import is_url, within
 
 RESTRICTED_AREA = "_restricted"
 PARTITION_COLUMN = "run_id"
@@ -151,12 +151,13 @@ class Warehouse:
     storage_options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def at(cls, root: str | os.PathLike) -> Warehouse:
-        """A warehouse at a root, with object-store credentials from the environment."""
+    def at(cls, root: str | os.PathLike, storage_options: Mapping[str, str] | None = None) -> Warehouse:
+        """A warehouse at a root; `storage_options`: the object-store credentials of a URL root, which the edge reads
+        (io.storage.storage_options_from_env of its environment)."""
         text = os.fspath(root)
         if not is_url(text):
             text = os.path.abspath(text)
-        return cls(root=text, storage_options=storage_options_from_env() if is_url(text) else {})
+        return cls(root=text, storage_options=dict(storage_options or {}) if is_url(text) else {})
 
     def uri(self, table: str, restricted: bool = False) -> str:
         parts = [self.root.rstrip("/"), RESTRICTED_AREA, table] if restricted else [self.root.rstrip("/"), table]

@@ -251,14 +251,15 @@ class Judge(ABC):
         )
 
     def could_support(self, requests: pl.DataFrame) -> pl.DataFrame:
-        """request_key, could_support: false only where this judge cannot find the claim SUPPORTED by that evidence, known
-        without asking (a backend with an exact bound says so); such a request need not be asked when only support
+        """request_key, could_support: false only where this judge cannot find the claim SUPPORTED by that evidence,
+        known without asking (a backend with an exact bound says so); such a request need not be asked when only support
         matters. The default knows no bound: every request could be supported."""
         keys = conform(requests, REQUEST_SCHEMA).select("request_key").unique(maintain_order=True)
         return keys.with_columns(could_support=pl.lit(True))
 
     def judge_pairs(self, requests: pl.DataFrame) -> pl.DataFrame:
-        """PAIR_RESULT_SCHEMA rows: which answer (A, B or tie) is better grounded in the evidence and answers the question."""
+        """PAIR_RESULT_SCHEMA rows: which answer (A, B or tie) is better grounded in the evidence and answers the
+        question."""
         requests = conform(requests, PAIR_REQUEST_SCHEMA).unique("request_key", keep="first", maintain_order=True)
         if requests.is_empty():
             return pl.DataFrame(schema=PAIR_RESULT_SCHEMA)

@@ -13,13 +13,15 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from eval_pipeline.judge.lexical import EXTRA_STOPWORDS
-from eval_pipeline.judge.text import NEGATIONS, STOPWORDS, doc_markers, sentence_rows, strip_doc_markers, with_distinct
+from eval_pipeline.judge.lexical_words import EXTRA_STOPWORDS
+from eval_pipeline.judge.text import doc_markers, sentence_rows, strip_doc_markers, with_distinct
+from eval_pipeline.judge.text_words import NEGATIONS, STOPWORDS
 from eval_pipeline.settings import DEFAULT_REFUSAL_PHRASES
 
 PLEASANTRY = (
     r"(?i)^(?:hi|hello|hey|dear|greetings|good (?:morning|afternoon|evening))\b"
-    r"|(?i)^(?:thanks|thank you|many thanks|you'?re welcome|sure|certainly|of course|absolutely|great|okay|ok|got it)\b[\s!.,]*$"
+    r"|(?i)^(?:thanks|thank you|many thanks|you'?re welcome|sure|certainly|of course|absolutely|great|okay|ok"
+    r"|got it)\b[\s!.,]*$"
     r"|(?i)^(?:thanks|thank you|many thanks)\b"
     r"|(?i)\b(?:let me know|feel free|don'?t hesitate|do not hesitate|reach out (?:to us )?(?:again|anytime))\b"
     r"|(?i)\b(?:happy|glad|here|delighted) to (?:help|assist)\b"
@@ -33,7 +35,8 @@ PLEASANTRY = (
     r"|(?i)^(?:that'?s|that is|it'?s|it is|how|so|very|really)\s+(?:(?:very|so|really|pretty|quite)\s+)?"
     r"(?:cool|interesting|awesome|great|sad|funny|amazing|crazy|neat|nice|wild|weird|strange|fascinating)\b[\s!.,]*$"
     r"|(?i)^i (?:didn'?t|did not) know (?:that|this)\b[\s!.,]*$"
-    r"|(?i)^(?:(?:yes|yeah|oh|well|no|ok|okay)[,!.]?\s*)*(?:i (?:agree|think so|believe so|guess so|hope so|know)(?: with you)?"
+    r"|(?i)^(?:(?:yes|yeah|oh|well|no|ok|okay)[,!.]?\s*)*"
+    r"(?:i (?:agree|think so|believe so|guess so|hope so|know)(?: with you)?"
     r"|(?:that|it)'?s? (?:is )?(?:so |very )?(?:true|right|correct)|so true|me too|same here)\b[\s!.,]*$"
 )
 
@@ -45,14 +48,16 @@ def refusal_expr(text: pl.Expr, phrases: Sequence[str]) -> pl.Expr:
 
 
 def has_content_word(text: pl.Expr) -> pl.Expr:
-    """Whether a text has a number or a word of two or more letters that is not a stop word ("Yes, it does." has none)."""
+    """Whether a text has a number or a word of two or more letters that is not a stop word ("Yes, it does." has
+    none)."""
     stop = sorted(set(STOPWORDS) | set(EXTRA_STOPWORDS) | set(NEGATIONS))
     words = text.str.to_lowercase().str.replace_all("’", "'", literal=True).str.extract_all(r"\d|\p{L}{2,}(?:'\p{L}+)*")
     return words.list.eval(pl.element().str.contains(r"^\d") | ~pl.element().is_in(stop)).list.any()
 
 
 def is_claim(claim: pl.Expr, refusal_phrases: Sequence[str] = DEFAULT_REFUSAL_PHRASES) -> pl.Expr:
-    """Whether a marker-free sentence is a factual claim (not a pleasantry, offer of help, question, lead-in or refusal)."""
+    """Whether a marker-free sentence is a factual claim (not a pleasantry, offer of help, question, lead-in or
+    refusal)."""
     return (
         has_content_word(claim)
         & ~claim.str.contains(PLEASANTRY)

@@ -104,7 +104,8 @@ def read_batches(stream: IO[bytes], batch_lines: int) -> Iterator[JudgeInput]:
 
 
 def judge_batch(records: list[dict[str, Any]], judge: Judge) -> pl.DataFrame:
-    """One row per claim (claim null for an answer without claims): key, id position, claim_index, claim and the verdict."""
+    """One row per claim (claim null for an answer without claims): key, id position, claim_index, claim and the
+    verdict."""
     frame = pl.DataFrame(
         {
             "row": list(range(len(records))),

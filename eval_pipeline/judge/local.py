@@ -1,6 +1,7 @@
 """The local judge: deterministic, no network; a graded lexical support score per claim, thresholds from a profile.
 
-Features of claims and evidence sentences are those of `eval_pipeline.judge.lexical`. For each claim:
+Features of claims and evidence sentences are those of `eval_pipeline.judge.lexical` (`local_words`); the
+choice of sentences is in `local_choice`, the conflicts in `local_conflicts`. For each claim:
 - **Evidence.** Up to four evidence sentences are chosen greedily, anywhere in the claim's evidence (adjacent or
   not, one chunk or several): each time the sentence that holds the most claim words not yet found, ties to the
   earlier chunk and sentence. The quote is those sentences in evidence order joined by " … " (each part verified).
@@ -14,9 +15,9 @@ Features of claims and evidence sentences are those of `eval_pipeline.judge.lexi
   missing where the first sentence has another name beside one of its neighbouring words (CEO John Smith vs
   CEO Jane Doe); a word found on both sides but negated on one side only (`not refundable`, `no fee`;
   `rainfall is non-existent in Egypt` negates nothing about Egypt).
-- **Verdict**: CONTRADICTED when a conflict is found and at least `contradiction_overlap` of the claim's
-  non-numeric words (those in conflict aside) are in the evidence; else SUPPORTED when score ≥ the profile's `support` threshold (above
-  0.5, so a missing number, name or opinion, or a conflict, never passes); else NOT_IN_EVIDENCE. Every verdict
+- **Verdict**: CONTRADICTED when a conflict is found and at least `contradiction_overlap` of the claim's non-numeric
+  words (those in conflict aside) are in the evidence; else SUPPORTED when score ≥ the profile's `support` threshold
+  (above 0.5, so a missing number, name or opinion, or a conflict, never passes); else NOT_IN_EVIDENCE. Every verdict
   has a reason naming what was found, missing or in conflict.
 Pairwise: each answer's claims are judged against the evidence; the answer with the higher supported share
 wins, then the one with fewer contradictions, then more supported claims; otherwise a tie.
@@ -27,13 +28,15 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.judge.base import REQUEST_SCHEMA, Judge, conform, evidence_sets
-from eval_pipeline.judge.lexical import annotate, token_rows, vocabulary
+from eval_pipeline.judge.lexical import annotate
+from eval_pipeline.judge.local_choice import MAX_EVIDENCE_SENTENCES, choose_for_requests
+from eval_pipeline.judge.local_conflicts import find_conflicts
+from eval_pipeline.judge.local_words import claim_entities, claim_words, featurized
 from eval_pipeline.judge.profile import JudgeProfile, default_profile
-from eval_pipeline.judge.text import pack_key, sentence_rows, strip_doc_markers
+from eval_pipeline.judge.text import strip_doc_markers
 
 LOCAL_JUDGE_BASE = "local-2.0"
 LOCAL_JUDGE_MODEL = "local-lexical"
-MAX_EVIDENCE_SENTENCES = 4
 QUOTE_JOINER = " … "
 # Score factors (module docstring). Every factor of 0.5 keeps the score at or below half, and profile thresholds
 # are above half: a missing number, name or opinion, or a conflict, never passes.
@@ -85,15 +88,15 @@ class LocalJudge(Judge):
         )
         chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").drop("evidence_key")
         texts = chunks.select("text").unique().with_row_index("text_id")
-        sentences, claim_tokens, sentence_tokens, vocab = _featurized(claim_ids, texts)
+        sentences, claim_tokens, sentence_tokens, vocab = featurized(claim_ids, texts)
         claim_rows = annotate(claim_tokens, vocab, "cid")
         sentence_rows_ = annotate(sentence_tokens, vocab, "sid")
-        words = _claim_words(claim_rows.rename({"cid": "rid"})).rename({"rid": "cid"})
+        words = claim_words(claim_rows.rename({"cid": "rid"})).rename({"rid": "cid"})
         chunk_index = chunks.join(texts, on="text").select("eid", "ev_pos", "doc_id", "text_id")
         # A text repeated within one evidence set counts once, at its first position.
         first_chunks = chunk_index.group_by("eid", "text_id").agg(pl.col("ev_pos").min())
         sentence_words = sentence_rows_.filter(pl.col("is_content")).select("sid", "tid").unique()
-        chosen = _choose_for_requests(keys, words, first_chunks, sentence_words, sentences)
+        chosen = choose_for_requests(keys, words, first_chunks, sentence_words, sentences)
         verdicts = self._decide_distinct(keys, words, claim_rows, chosen, sentence_words, sentence_rows_)
         quoted = (
             chosen.join(sentences.select("sid", "sentence"), on="sid")
@@ -198,7 +201,7 @@ class LocalJudge(Judge):
         )
         # In claim order: a name is shown with its words as the claim writes them (John Smith, never Smith John).
         entities = (
-            _entities(claim_rows)
+            claim_entities(claim_rows)
             .join(found.select("rid", "tid", "_found"), on=["rid", "tid"], maintain_order="left")
             .with_columns(_any=pl.col("_found").any().over("rid", "entity"))
         )
@@ -234,7 +237,7 @@ class LocalJudge(Judge):
             pl.col("missing_names").fill_null(pl.lit([], dtype=pl.List(pl.String))),
             pl.col("n_partial_names").fill_null(0),
         )
-        conflicts = _conflicts(claim_rows, chosen, words, found, sentence_rows_)
+        conflicts = find_conflicts(claim_rows, chosen, words, found, sentence_rows_)
         decided = (
             summary.join(chosen.group_by("rid").agg(n_sentences=pl.len()), on="rid")
             .join(conflicts, on="rid", how="left")
@@ -314,7 +317,7 @@ class LocalJudge(Judge):
         return prefer_by_claims(self, requests)
 
     def could_support(self, requests: pl.DataFrame) -> pl.DataFrame:
-        """request_key, could_support: false when even the best sentences of the evidence score below the support threshold.
+        """request_key, could_support: false when even the evidence's best sentences score below the support threshold.
 
         An upper bound of `_decide`'s score: the claim words found anywhere in the evidence / claim words, halved for
         each number, name (none of its words) and opinion word the whole evidence lacks; the chosen sentences are a
@@ -338,9 +341,9 @@ class LocalJudge(Judge):
         )
         chunks = evidence_sets(requests).join(evidence_ids, on="evidence_key").select("eid", "text")
         texts = chunks.select("text").unique().with_row_index("text_id")
-        sentences, claim_tokens, sentence_tokens, vocab = _featurized(claim_ids, texts)
+        sentences, claim_tokens, sentence_tokens, vocab = featurized(claim_ids, texts)
         claim_rows = annotate(claim_tokens, vocab, "cid").rename({"cid": "rid"})
-        words = _claim_words(claim_rows).rename({"rid": "cid"})
+        words = claim_words(claim_rows).rename({"rid": "cid"})
         held = (
             sentence_tokens.join(vocab.filter(pl.col("is_content")).select("raw", "tid"), on="raw")
             .join(sentences.select("sid", "text_id"), on="sid")
@@ -362,7 +365,7 @@ class LocalJudge(Judge):
             _lacking_opinions=(missing & pl.col("is_subjective")).sum(),
         )
         names = (
-            keys.join(_entities(claim_rows).rename({"rid": "cid"}), on="cid")
+            keys.join(claim_entities(claim_rows).rename({"rid": "cid"}), on="cid")
             .join(held, on=["eid", "tid"], how="left")
             .group_by("request_key", "entity")
             .agg(_present=pl.col("_found").any())
@@ -388,336 +391,9 @@ class LocalJudge(Judge):
         )
 
 
-def _featurized(
-    claim_ids: pl.DataFrame, texts: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(sentences with sid, claim tokens, sentence tokens, vocabulary) of distinct claims (cid, claim_text) and distinct
-    evidence texts (text_id, text): both tokenized in one vocabulary."""
-    sentences = sentence_rows(texts, ["text_id"], "text").with_row_index("sid")
-    claim_tokens = token_rows(claim_ids, "cid", "claim_text")
-    sentence_tokens = token_rows(sentences, "sid", "sentence")
-    return (
-        sentences,
-        claim_tokens,
-        sentence_tokens,
-        vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]])),
-    )
-
-
 def _listing(column: str, prefix: str) -> pl.Expr:
     return (
         pl.when(pl.col(column).list.len() > 0)
         .then(pl.lit(prefix) + pl.col(column).list.join(", "))
         .otherwise(pl.lit(""))
     )
-
-
-def _claim_words(claim_rows: pl.DataFrame) -> pl.DataFrame:
-    """Distinct content words of each claim: rid, tid, is_num, is_name (any occurrence), shown (first raw form)."""
-    return (
-        claim_rows.filter(pl.col("is_content"))
-        .group_by("rid", "tid")
-        .agg(
-            pl.col("is_num").first(),
-            pl.col("is_name").any(),
-            pl.col("is_subjective").any(),
-            shown=pl.col("lower").first().str.replace(r"'s$", ""),
-        )
-    )
-
-
-def _entities(claim_rows: pl.DataFrame) -> pl.DataFrame:
-    """rid, entity, tid, shown: names of each claim, adjacent name words forming one entity (Media Play News)."""
-    names = claim_rows.filter(pl.col("is_name") & ~pl.col("is_num"))
-    continues = (pl.col("rid").shift(1) == pl.col("rid")) & (pl.col("pos").shift(1) == pl.col("pos") - 1)
-    return names.select(
-        "rid",
-        "tid",
-        (~continues.fill_null(False)).cum_sum().alias("entity"),
-        pl.col("lower").str.replace(r"'s$", "").alias("shown"),
-    )
-
-
-def _rank(n: pl.Expr, ev_pos: pl.Expr, sid: pl.Expr) -> pl.Expr:
-    """The greedy choice's order as one UInt64: the most new words, then the earlier chunk, then the earlier sentence."""
-    return (
-        n.cast(pl.UInt64) * (1 << 48)
-        + (65535 - ev_pos.clip(0, 65535)).cast(pl.UInt64) * (1 << 32)
-        + ((1 << 32) - 1 - sid.cast(pl.UInt64))
-    )
-
-
-def _unrank(rank: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-    """(sid, ev_pos) of a packed rank."""
-    return (
-        ((1 << 32) - 1 - (rank % (1 << 32))).cast(pl.UInt32).alias("sid"),
-        (65535 - (rank // (1 << 32)) % (1 << 16)).cast(pl.Int64).alias("ev_pos"),
-    )
-
-
-def _choose_for_requests(
-    keys: pl.DataFrame,
-    words: pl.DataFrame,
-    first_chunks: pl.DataFrame,
-    sentence_words: pl.DataFrame,
-    sentences: pl.DataFrame,
-) -> pl.DataFrame:
-    """rid, sid, ev_pos, round: what _choose_sentences gives every request, the common case found per claim text."""
-    offered = keys.select("rid", "cid", "eid").join(first_chunks, on="eid")
-    n_words = words.group_by("cid").agg(n_words=pl.len())
-    index = sentence_words.join(sentences.select("sid", "text_id"), on="sid").select(
-        pack_key("text_id", "tid").alias("_word"), "sid"
-    )
-    # A sentence holding every word of the claim wins round one (the earliest such chunk, then sentence) and
-    # leaves nothing for later rounds. Such sentences are found once per (claim text, evidence text) offered
-    # together, among the sentences holding the claim's rarest word.
-    frequency = sentence_words.group_by("tid").agg(_df=pl.len())
-    rarest = (
-        words.select("cid", "tid")
-        .join(frequency, on="tid")
-        .group_by("cid")
-        .agg(pl.col("tid").sort_by("_df", "tid").first())
-    )
-    whole = (
-        offered.select("cid", "text_id")
-        .unique()
-        .join(rarest, on="cid")
-        .select("cid", "text_id", pack_key("text_id", "tid").alias("_word"))
-        .join(index, on="_word")
-        .select("cid", "text_id", "sid")
-        .join(words.select("cid", "tid"), on="cid")
-        .join(sentence_words, on=["sid", "tid"], how="semi")
-        .group_by("cid", "text_id", "sid")
-        .agg(_found=pl.len())
-        .join(n_words, on="cid")
-        .filter(pl.col("_found") == pl.col("n_words"))
-        .select("cid", "text_id", "sid")
-    )
-    easy = (
-        offered.join(whole, on=["cid", "text_id"])
-        .group_by("rid")
-        .agg(_rank=_rank(pl.lit(0), pl.col("ev_pos"), pl.col("sid")).max())
-        .select("rid", *_unrank(pl.col("_rank")), pl.lit(0, dtype=pl.Int32).alias("round"))
-    )
-    # The other requests are chosen in full from their word rows.
-    matches = (
-        offered.join(easy, on="rid", how="anti")
-        .join(words.select("cid", "tid"), on="cid")
-        .select("rid", "ev_pos", "tid", pack_key("text_id", "tid").alias("_word"))
-        .join(index, on="_word")
-        .drop("_word")
-    )
-    return pl.concat([easy, _choose_sentences(matches)])
-
-
-def _choose_sentences(matches: pl.DataFrame) -> pl.DataFrame:
-    """rid, sid, ev_pos, round: up to MAX_EVIDENCE_SENTENCES sentences per claim chosen greedily (module docstring)."""
-    # One UInt64 per (claim, sentence) and per (claim, word) keeps every group-by and join on a single integer.
-    remaining = matches.select(
-        "rid", "sid", "ev_pos", pack_key("rid", "sid").alias("_pair"), pack_key("rid", "tid").alias("_word")
-    )
-    picked = []
-    for round_ in range(MAX_EVIDENCE_SENTENCES):
-        if remaining.is_empty():
-            break
-        counts = remaining.group_by("_pair").agg(
-            pl.len().alias("n"), pl.col("rid").first(), pl.col("sid").first(), pl.col("ev_pos").first()
-        )
-        # The most new words, then the earlier chunk, then the earlier sentence: the largest packed rank wins.
-        best = (
-            counts.with_columns(_rank=_rank(pl.col("n"), pl.col("ev_pos"), pl.col("sid")))
-            .group_by("rid")
-            .agg(pl.col("_rank").max())
-            .select("rid", *_unrank(pl.col("_rank")), pl.lit(round_, dtype=pl.Int32).alias("round"))
-        )
-        picked.append(best)
-        taken = remaining.join(best.select(pack_key("rid", "sid").alias("_pair")), on="_pair", how="semi").select(
-            "_word"
-        )
-        remaining = remaining.join(taken, on="_word", how="anti")
-    if not picked:
-        return pl.DataFrame(schema={"rid": pl.UInt32, "sid": pl.UInt32, "ev_pos": pl.Int64, "round": pl.Int32})
-    return pl.concat(picked)
-
-
-def _neighbours(rows: pl.DataFrame, key: str) -> pl.DataFrame:
-    """key, tid, neighbour: the content words just before and after each content word, within its clause."""
-    content = rows.filter(pl.col("is_content")).select(key, "clause", "tid")
-    same = (pl.col(key).shift(1) == pl.col(key)) & (pl.col("clause").shift(1) == pl.col("clause"))
-    pairs = content.with_columns(_prev=pl.when(same).then(pl.col("tid").shift(1))).filter(pl.col("_prev").is_not_null())
-    return pl.concat(
-        [
-            pairs.select(key, "tid", pl.col("_prev").alias("neighbour")),
-            pairs.select(key, pl.col("_prev").alias("tid"), pl.col("tid").alias("neighbour")),
-        ]
-    ).unique()
-
-
-def _slots(rows: pl.DataFrame, key: str) -> pl.DataFrame:
-    """key, slot (`value|unit` of each number with a unit), shown (`value unit`) — distinct."""
-    return (
-        rows.filter(pl.col("is_num") & (pl.col("unit") != ""))
-        .select(key, (pl.col("token") + "|" + pl.col("unit")).alias("slot"), pl.col("unit"), pl.col("token"))
-        .unique()
-    )
-
-
-def _value_conflicts(claim_rows: pl.DataFrame, scope_rows: pl.DataFrame) -> pl.DataFrame:
-    """rid → value_conflicts: claim slots the scope lacks while it gives the same unit another value."""
-    claim_slots = _slots(claim_rows, "rid")
-    evidence_slots = _slots(scope_rows, "rid")
-    missing = claim_slots.join(evidence_slots, on=["rid", "slot"], how="anti")
-    other = evidence_slots.join(claim_slots.select("rid", "slot"), on=["rid", "slot"], how="anti")
-    return (
-        missing.join(other, on=["rid", "unit"], suffix="_ev")
-        .group_by("rid", "slot")
-        .agg(pl.col("token").first(), pl.col("unit").first(), ev=pl.col("token_ev").unique().sort().str.join("/"))
-        .group_by("rid")
-        .agg(value_conflicts=pl.format("claim {} {} vs evidence {} {}", "token", "unit", "ev", "unit").sort())
-    )
-
-
-def _group_conflicts(
-    claim_rows: pl.DataFrame, scope_rows: pl.DataFrame, words: pl.DataFrame, absent: pl.DataFrame
-) -> pl.DataFrame:
-    """rid → group_conflicts, _group_tids: a claim member `absent` from the scope, another member in it."""
-    claim_groups = (
-        claim_rows.filter(pl.col("groups").is_not_null())
-        .select("rid", "tid", "lower", "groups")
-        .explode("groups")
-        .join(absent, on=["rid", "tid"], how="semi")
-    )
-    evidence_groups = (
-        scope_rows.filter(pl.col("groups").is_not_null()).select("rid", "tid", "lower", "groups").explode("groups")
-    )
-    evidence_groups = evidence_groups.join(words.select("rid", "tid"), on=["rid", "tid"], how="anti")
-    return (
-        # In claim order, so a word of two groups (business: day kind and tier) is reported under its first group.
-        claim_groups.join(evidence_groups, on=["rid", "groups"], suffix="_ev", maintain_order="left")
-        .group_by("rid", "lower")
-        .agg(
-            ev=pl.col("lower_ev").unique().sort().str.join("/"),
-            group=pl.col("groups").first(),
-            tid=pl.col("tid").first(),
-        )
-        .group_by("rid")
-        .agg(
-            group_conflicts=pl.format("{}: claim {} vs evidence {}", "group", "lower", "ev").sort(),
-            _group_tids=pl.col("tid"),
-        )
-    )
-
-
-def _first_non_empty(parts: list[pl.DataFrame]) -> pl.DataFrame:
-    """Per rid the first part's row that has one (the union scope wins over the first sentence's)."""
-    return pl.concat(parts, how="diagonal_relaxed").unique("rid", keep="first", maintain_order=True)
-
-
-def _conflicts(
-    claim_rows: pl.DataFrame,
-    chosen: pl.DataFrame,
-    words: pl.DataFrame,
-    found: pl.DataFrame,
-    sentence_rows_: pl.DataFrame,
-) -> pl.DataFrame:
-    """rid → value_conflicts, group_conflicts, name_conflicts (lists of `claim vs evidence`), negation_conflict.
-
-    Each check reads only the rows it needs (numbers, group words, names, negated words), so claims without any
-    cost nothing beyond a filter.
-    """
-    pairs = chosen.select("sid", "rid", "round")
-    first = chosen.filter(pl.col("round") == 0).select("rid", "sid")
-    # Values and exclusive groups are read in all chosen sentences together and in the first one alone: a word
-    # picked from another sentence must not hide that the best sentence says otherwise (annual vs monthly).
-    # Years are left to the union: a claim that joins events of several years is usually told sentence by sentence.
-    claim_numbers = claim_rows.filter(pl.col("is_num") & (pl.col("unit") != ""))
-    number_rows = (
-        sentence_rows_.filter(pl.col("is_num") & (pl.col("unit") != ""))
-        .join(pairs, on="sid")
-        .join(claim_numbers.select("rid").unique(), on="rid", how="semi")
-    )
-    values = _first_non_empty(
-        [
-            _value_conflicts(claim_numbers, number_rows),
-            _value_conflicts(claim_numbers.filter(pl.col("unit") != "yr"), number_rows.filter(pl.col("round") == 0)),
-        ],
-    )
-    claim_members = claim_rows.filter(pl.col("groups").is_not_null())
-    member_rows = (
-        sentence_rows_.filter(pl.col("groups").is_not_null())
-        .join(pairs, on="sid")
-        .join(claim_members.select("rid").unique(), on="rid", how="semi")
-    )
-    unfound = found.filter(~pl.col("_found")).select("rid", "tid")
-    in_first = member_rows.filter(pl.col("round") == 0).select("rid", "tid")
-    groups = _first_non_empty(
-        [
-            _group_conflicts(claim_members, member_rows, words, unfound),
-            _group_conflicts(
-                claim_members,
-                member_rows.filter(pl.col("round") == 0),
-                words,
-                claim_members.select("rid", "tid").join(in_first, on=["rid", "tid"], how="anti"),
-            ),
-        ],
-    )
-    # Names: a name of the claim is absent and the first chosen sentence has, beside one of its neighbouring words,
-    # a name the claim does not have (CEO John Smith vs CEO Jane Doe). Group members (months, weekdays, tiers)
-    # conflict as groups, not as names.
-    missing_names = found.filter(~pl.col("_found") & pl.col("is_name") & ~pl.col("is_num")).select(
-        "rid", "tid", "shown"
-    )
-    missing_names = missing_names.join(claim_members.select("rid", "tid"), on=["rid", "tid"], how="anti")
-    with_missing = first.join(missing_names.select("rid").unique(), on="rid", how="semi")
-    claim_neighbours = _neighbours(claim_rows.join(with_missing.select("rid"), on="rid", how="semi"), "rid").join(
-        missing_names, on=["rid", "tid"]
-    )
-    first_rows = sentence_rows_.join(with_missing.select("sid").unique(), on="sid", how="semi")
-    evidence_names = (
-        first_rows.filter(pl.col("is_name") & pl.col("groups").is_null())
-        .join(with_missing, on="sid")
-        .join(words.select("rid", "tid"), on=["rid", "tid"], how="anti")
-        .select("rid", "sid", "tid", "lower")
-    )
-    evidence_neighbours = _neighbours(first_rows, "sid").join(evidence_names, on=["sid", "tid"])
-    names = (
-        claim_neighbours.join(evidence_neighbours, on=["rid", "neighbour"], suffix="_ev")
-        .group_by("rid", "shown")
-        .agg(ev=pl.col("lower").str.replace(r"'s$", "").unique().sort().str.join("/"), tid=pl.col("tid").first())
-        .group_by("rid")
-        .agg(name_conflicts=pl.format("claim {} vs evidence {}", "shown", "ev").sort(), _name_tids=pl.col("tid"))
-    )
-    # Negation: a word found on both sides that is negated on one side only. The evidence side is the word's
-    # occurrence in the first chosen sentence that holds it, in the clause that holds the most claim words. Only
-    # claims with a negated word, or whose chosen sentences have one, are read.
-    negated_claims = claim_rows.filter(pl.col("negated")).select("rid").unique()
-    negated_sentences = sentence_rows_.filter(pl.col("negated")).select("sid").unique()
-    suspects = pl.concat([negated_claims, pairs.join(negated_sentences, on="sid", how="semi").select("rid")]).unique()
-    claim_negated = (
-        claim_rows.filter(pl.col("is_content"))
-        .join(suspects, on="rid", how="semi")
-        .group_by("rid", "tid")
-        .agg(c_neg=pl.col("negated").any(), shown=pl.col("lower").first())
-    )
-    occurrences = (
-        sentence_rows_.filter(pl.col("is_content"))
-        .join(pairs.join(suspects, on="rid", how="semi"), on="sid")
-        .join(words.select("rid", "tid"), on=["rid", "tid"], how="semi")
-        .with_columns(_clause_words=pl.col("tid").n_unique().over("rid", "sid", "clause"))
-    )
-    evidence_negated = (
-        occurrences.sort(["rid", "tid", "round", "_clause_words", "pos"], descending=[False, False, False, True, False])
-        .unique(["rid", "tid"], keep="first", maintain_order=True)
-        .select("rid", "tid", pl.col("negated").alias("e_neg"))
-    )
-    negation = (
-        claim_negated.join(evidence_negated, on=["rid", "tid"])
-        .filter(pl.col("c_neg") != pl.col("e_neg"))
-        .group_by("rid")
-        .agg(negated_words=pl.col("shown").sort())
-        .with_columns(negation_conflict=pl.lit(True))
-    )
-    result = chosen.select("rid").unique()
-    for part in (values, groups, names, negation):
-        result = result.join(part, on="rid", how="left")
-    return result

@@ -8,7 +8,9 @@ validated, and a malformed reply is retried like a transient error). Calls run o
 off, so every attempt is ours and counted. A call that still fails leaves its requests `incomplete`.
 Tokens, cost and latency are recorded per call (every billed attempt counts, malformed ones included);
 verdicts are cached by (model, prompt version, input hash), so unchanged inputs cost no call. With
-`batch=True` the uncached inputs go through the Batch API (files + batches) instead, for nightly runs.
+`batch=True` the uncached inputs go through the Batch API (files + batches) instead, for nightly runs. Its options
+are JudgeSettings (judge/settings.py), its prompts judge/prompts.py; the caller reads the API key and passes it in.
+Over 400 lines: the live path and the Batch API path share the retry, cache and cost code kept here.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
 import threading
 import time
@@ -30,97 +31,14 @@ import openai
 import polars as pl
 
 from eval_pipeline.contracts.frames import canonical_json
-from eval_pipeline.judge.base import PREFERENCES, VERDICTS, Judge, JudgeConfigError
+from eval_pipeline.judge.base import VERDICTS, Judge, JudgeConfigError
 from eval_pipeline.judge.cache import CachedVerdict, VerdictCache, input_hash
-
-CLAIM_PROMPT_VERSION = "grounding-claim-v1"
-PAIR_PROMPT_VERSION = "pairwise-v1"
-
-SYSTEM_PROMPTS: dict[str, str] = {
-    "grounding-claim-v1": (
-        "You check whether one claim is supported by evidence. The EVIDENCE is the only source of truth: ignore what "
-        "you know. The user message is JSON with `claim` and `evidence` (a list of {doc_id, text}).\n"
-        "verdict: SUPPORTED when the evidence states the claim; CONTRADICTED when the evidence states something "
-        "incompatible with it (another number, date, amount, duration, name or plan, or the negation); "
-        "NOT_IN_EVIDENCE otherwise.\n"
-        "evidence_quote: the one evidence sentence you relied on, copied verbatim; null only when no sentence is "
-        "relevant. evidence_doc_id: the doc_id of that sentence, or null.\n"
-        'Reply with JSON only: {"claim": "...", "verdict": "...", "evidence_quote": "...", "evidence_doc_id": "..."}'
-    ),
-    "pairwise-v1": (
-        "You compare two answers to the same question. The user message is JSON with `question`, `evidence` (a list "
-        "of {doc_id, text}), `answer_a` and `answer_b`. Prefer the answer whose statements are supported by the "
-        "evidence and that answers the question; an unsupported or contradicted statement counts against an answer; "
-        "length and style do not count. Say tie when neither is better.\n"
-        'Reply with JSON only: {"preference": "A" | "B" | "tie", "reason": "one sentence"}'
-    ),
-}
-
-CLAIM_SCHEMA: dict[str, Any] = {
-    "name": "claim_verdict",
-    "strict": True,
-    "schema": {
-        "type": "object",
-        "properties": {
-            "claim": {"type": "string"},
-            "verdict": {"type": "string", "enum": list(VERDICTS)},
-            "evidence_quote": {"type": ["string", "null"]},
-            "evidence_doc_id": {"type": ["string", "null"]},
-        },
-        "required": ["claim", "verdict", "evidence_quote", "evidence_doc_id"],
-        "additionalProperties": False,
-    },
-}
-
-PAIR_SCHEMA: dict[str, Any] = {
-    "name": "pairwise_preference",
-    "strict": True,
-    "schema": {
-        "type": "object",
-        "properties": {"preference": {"type": "string", "enum": list(PREFERENCES)}, "reason": {"type": "string"}},
-        "required": ["preference", "reason"],
-        "additionalProperties": False,
-    },
-}
+from eval_pipeline.judge.prompts import CLAIM_PROMPT_VERSION, CLAIM_SCHEMA, PAIR_SCHEMA, SYSTEM_PROMPTS
+from eval_pipeline.judge.settings import JudgeSettings
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 BATCH_TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 CHARS_PER_TOKEN = 4
-
-
-@dataclass(frozen=True)
-class OpenAIJudgeConfig:
-    """Options of the OpenAI-compatible judge."""
-
-    model: str
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    prompt_version: str = CLAIM_PROMPT_VERSION
-    pair_prompt_version: str = PAIR_PROMPT_VERSION
-    concurrency: int = 8
-    max_retries: int = 4
-    timeout_s: float = 60.0
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 60.0
-    max_retry_after_s: float = 300.0
-    price_input_per_1k: float = 0.0
-    price_output_per_1k: float = 0.0
-    cache_path: str | None = None
-    seed: int = 0
-    max_output_tokens: int = 400
-    batch: bool = False
-    batch_poll_s: float = 30.0
-    batch_timeout_s: float = 24 * 3600.0
-    batch_price_factor: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise JudgeConfigError("the openai judge needs a model name")
-        for version in (self.prompt_version, self.pair_prompt_version):
-            if version not in SYSTEM_PROMPTS:
-                raise JudgeConfigError(f"unknown prompt version {version!r}; known: {', '.join(SYSTEM_PROMPTS)}")
-        if self.concurrency < 1 or self.max_retries < 0:
-            raise JudgeConfigError("concurrency must be >= 1 and max_retries >= 0")
 
 
 @dataclass
@@ -304,20 +222,21 @@ def judge_version(model: str, prompt_version: str = CLAIM_PROMPT_VERSION) -> str
 class OpenAIJudge(Judge):
     """Judge backed by any OpenAI-compatible chat-completions server (module docstring)."""
 
-    def __init__(self, config: OpenAIJudgeConfig, client: openai.OpenAI | None = None) -> None:
+    def __init__(self, config: JudgeSettings, client: openai.OpenAI | None = None, api_key: str | None = None) -> None:
+        """`api_key`: the value of $`config.api_key_env`, which the caller reads (unused when `client` is given)."""
+        config.check_openai()
         self.config = config
         self.model = config.model
         self.version = judge_version(config.model, config.prompt_version)
         self.stats = JudgeStats()
         self._lock = threading.Lock()
         if client is None:
-            key = os.environ.get(config.api_key_env)
-            if not key:
+            if not api_key:
                 raise JudgeConfigError(
                     f"the openai judge reads its API key from ${config.api_key_env}, which is not set "
                     "(local servers such as vLLM or Ollama accept any non-empty value)"
                 )
-            client = openai.OpenAI(api_key=key, base_url=config.base_url, max_retries=0, timeout=config.timeout_s)
+            client = openai.OpenAI(api_key=api_key, base_url=config.base_url, max_retries=0, timeout=config.timeout_s)
         self.client = client
         self.cache = VerdictCache(config.cache_path) if config.cache_path else None
 

@@ -9,7 +9,8 @@ from eval_pipeline.judge.claim_text import claims_of_texts
 
 
 def prefer_by_claims(judge: Judge, requests: pl.DataFrame) -> pl.DataFrame:
-    """RAW_PAIR_RESULT_SCHEMA rows: higher supported share wins, then fewer contradictions, then more supported claims."""
+    """RAW_PAIR_RESULT_SCHEMA rows: higher supported share wins, then fewer contradictions, then more supported
+    claims."""
     sides = pl.concat(
         [
             requests.select("request_key", "evidence", pl.lit(side).alias("side"), pl.col(column).alias("answer"))

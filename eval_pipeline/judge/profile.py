@@ -48,7 +48,8 @@ class JudgeProfile:
     def __post_init__(self) -> None:
         if self.backend not in SCORING_BACKENDS:
             raise JudgeConfigError(
-                f"{self.source}: a judge profile is for a scoring backend ({', '.join(SCORING_BACKENDS)}), not {self.backend!r}"
+                f"{self.source}: a judge profile is for a scoring backend ({', '.join(SCORING_BACKENDS)}), "
+                f"not {self.backend!r}"
             )
         low = MIN_SUPPORT[self.backend]
         if not low < self.support_threshold <= 1.0:
@@ -164,7 +165,8 @@ class ThresholdFit:
 
 
 def _balanced_accuracy(truth: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-    """Balanced accuracy along the last axis (rows of predictions against one truth vector); NaN when a class is absent."""
+    """Balanced accuracy along the last axis (rows of predictions against one truth vector); NaN when a class is
+    absent."""
     positives, negatives = truth.sum(), (~truth).sum()
     if positives == 0 or negatives == 0:
         return np.full(predicted.shape[:-1], np.nan)

@@ -17,7 +17,7 @@ Sentence splitting (used for answers and evidence alike):
 `content_word_set` (word overlap of citation quotes with claims): lower-cased words and numbers (`6,650` → `6650`,
 `49.00` → `49`, number words two…ninety → digits), lightly stemmed (`'s`, plural `-s`/`-ies`, `-ed`, `-ing`,
 final `-e`), so `refunded`, `refunds` and `refund` meet. The local judge's own features are in `lexical`.
-The word lists (stop words, negations, number words, exclusive groups) are shared with it.
+The word lists (stop words, negations, number words, exclusive groups), shared with it, are in `text_words`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from functools import lru_cache
 
 import polars as pl
 
+from eval_pipeline.judge.text_words import NEGATIONS, NUMBER_WORDS, STOPWORDS
+
 PROTECTED_DOT = "\u2024"
 SPLIT_MARK = "\x1f"
 DOC_MARKER = r"\[doc:\s*([^\]]*?)\s*\]"
@@ -35,235 +37,6 @@ _TITLE_ABBREVIATIONS = (
     r"(?i)\b(mr|mrs|ms|dr|prof|jr|sr|st|vs|approx|inc|ltd|corp|dept|fig|cf|etc|al|ca|incl|esp|viz|resp|est|ft|lbs?|oz"
     r"|hrs?|yrs?|mins?|secs?|pp|vol|eds?)\."
 )
-
-STOPWORDS: frozenset[str] = frozenset(
-    {
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "also",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "either",
-        "else",
-        "etc",
-        "ever",
-        "every",
-        "few",
-        "for",
-        "from",
-        "further",
-        "get",
-        "gets",
-        "got",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "let",
-        "may",
-        "me",
-        "might",
-        "more",
-        "most",
-        "must",
-        "my",
-        "myself",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "per",
-        "same",
-        "shall",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "upon",
-        "us",
-        "very",
-        "via",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "whether",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "whose",
-        "why",
-        "will",
-        "with",
-        "within",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "one",
-        "ones",
-    }
-)
-NEGATIONS: frozenset[str] = frozenset(
-    {"not", "no", "never", "none", "nothing", "neither", "nor", "cannot", "without", "non"}
-)
-
-NUMBER_WORDS: dict[str, str] = {
-    "two": "2",
-    "three": "3",
-    "four": "4",
-    "five": "5",
-    "six": "6",
-    "seven": "7",
-    "eight": "8",
-    "nine": "9",
-    "ten": "10",
-    "eleven": "11",
-    "twelve": "12",
-    "thirteen": "13",
-    "fourteen": "14",
-    "fifteen": "15",
-    "sixteen": "16",
-    "seventeen": "17",
-    "eighteen": "18",
-    "nineteen": "19",
-    "twenty": "20",
-    "thirty": "30",
-    "forty": "40",
-    "fifty": "50",
-    "sixty": "60",
-    "seventy": "70",
-    "eighty": "80",
-    "ninety": "90",
-}
-
-# Words of one group fill the same slot, so two different members conflict (an annual plan is not a monthly one).
-EXCLUSIVE_GROUPS: dict[str, tuple[str, ...]] = {
-    "period": ("annual", "annually", "yearly", "monthly", "quarterly", "weekly", "daily", "hourly"),
-    "daykind": ("business", "calendar", "working"),
-    "tier": (
-        "free",
-        "basic",
-        "starter",
-        "standard",
-        "pro",
-        "professional",
-        "premium",
-        "plus",
-        "team",
-        "business",
-        "enterprise",
-    ),
-    "month": (
-        "january",
-        "february",
-        "march",
-        "april",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ),
-    "weekday": ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"),
-    "comparison": (
-        "more",
-        "less",
-        "fewer",
-        "greater",
-        "higher",
-        "lower",
-        "minimum",
-        "maximum",
-        "before",
-        "after",
-        "earlier",
-        "later",
-    ),
-}
 
 _TOKEN = r"[$€£%]|\d[\d,]*(?:\.\d+)?|\p{L}+(?:'\p{L}+)*"
 
@@ -314,7 +87,8 @@ def _split_marks(text: pl.Expr) -> pl.Expr:
 
 
 def sentence_rows(frame: pl.DataFrame, keys: Sequence[str], text_column: str) -> pl.DataFrame:
-    """One row per sentence of each text: keys, sent_pos (0-based), sentence (markers kept); rules in the module docstring."""
+    """One row per sentence of each text: keys, sent_pos (0-based), sentence (markers kept); rules in the module
+    docstring."""
     return (
         frame.select(*keys, _split_marks(pl.col(text_column)).str.split(SPLIT_MARK).alias("sentence"))
         .explode("sentence", keep_nulls=False, empty_as_null=False)
@@ -335,7 +109,8 @@ def _stem(word: pl.Expr) -> pl.Expr:
 
 
 def normalize_token(token: pl.Expr) -> pl.Expr:
-    """A raw token normalized: numbers canonical (`6,650` → `6650`, `49.00` → `49`), number words as digits, words stemmed."""
+    """A raw token normalized: numbers canonical (`6,650` → `6650`, `49.00` → `49`), number words as digits, words
+    stemmed."""
     number = (
         token.str.replace_all(",", "", literal=True)
         .str.replace(r"^(\d+)\.0+$", "${1}")

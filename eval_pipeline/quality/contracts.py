@@ -1,4 +1,4 @@
-"""Output-table contracts and their validation: Great Expectations suites plus completeness and residual personal data."""
+"""Output-table contracts and their validation: Great Expectations suites, completeness and residual personal data."""
 
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ def case_ids_worth_a_page(
     cases: pl.DataFrame | None = None,
 ) -> list[str]:
     """Case ids by priority, unique, at most `limit`: blocking cases of failed gates, failed cases of high criticality
-    (criticality from `cases`, the deid_cases), other failed cases, review-queue cases, incomplete cases; each group by case id."""
+    (criticality from `cases`, the deid_cases), other failed cases, review-queue cases, incomplete cases; each group by
+    case id."""
     blocking = set()
     if gate_results is not None and gate_results.height:
         blocking = set(

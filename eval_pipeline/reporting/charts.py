@@ -158,7 +158,8 @@ def _y_margin(high: float, ticks: list[float]) -> float:
 
 
 def _path(points: list[tuple[float, float]]) -> str:
-    # "M x,y L x,y": space-separated coordinate pairs ("169.4 252.2") read as phone numbers to the privacy scan of reports
+    # "M x,y L x,y": space-separated coordinate pairs ("169.4 252.2") read as phone numbers to the privacy scan of
+    # reports
     return "M" + "L".join(f"{x:.1f},{y:.1f}" for x, y in points)
 
 
@@ -178,7 +179,8 @@ def bar_chart(
     cumulative: list[float] | None = None,
     baseline: list[float] | None = None,
 ) -> str:
-    """Vertical bars (a Pareto when `cumulative` shares are given as a 0–1 line), each beside its `baseline` bar if given."""
+    """Vertical bars (a Pareto when `cumulative` shares are given as a 0–1 line), each beside its `baseline` bar if
+    given."""
     if not values:
         return _no_data(title)
     n = len(values)
@@ -240,7 +242,8 @@ def _lines_svg(
     legend: bool,
     point_labels: bool,
 ) -> str:
-    """Lines over categorical x positions on a 0..y_max scale (series: name, values, colour, dashed); missing points skipped."""
+    """Lines over categorical x positions on a 0..y_max scale (series: name, values, colour, dashed); missing points
+    skipped."""
     if not xs:
         return _no_data(title)
     n = len(xs)
@@ -289,7 +292,8 @@ def _lines_svg(
 def line_chart(
     title: str, xs: list[str], ys: list[float | None], y_max: float = 1.0, baseline: list[float | None] | None = None
 ) -> str:
-    """A line over categorical x positions on a 0..y_max scale, the baseline's dashed beside it; missing points skipped."""
+    """A line over categorical x positions on a 0..y_max scale, the baseline's dashed beside it; missing points
+    skipped."""
     series = [("this run", ys, LINE, False)] + (
         [("baseline", baseline, BASE_LINE, True)] if baseline is not None else []
     )

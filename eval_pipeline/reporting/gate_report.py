@@ -1,4 +1,8 @@
-"""The release-gate report: each gate on its own, in its own unit, with the blocking cases, why they block, and the owner."""
+"""The release-gate report: each gate on its own, in its own unit, with the blocking cases, why and whose they are.
+
+Over 400 lines: the one gate result frame is shown five ways (report sections, verdict banner, terminal table, JSON,
+JUnit XML) that must share its units, statuses and wording, so they stay together.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import xml.etree.ElementTree as ET
 import polars as pl
 
 from eval_pipeline.reporting.render import Section, Verdict
-from eval_pipeline.scoring.gates import INSUFFICIENT, UNIT_CASES, exit_code
+from eval_pipeline.reporting.values import MISSING, format_number
+from eval_pipeline.scoring.gate_table import INSUFFICIENT, UNIT_CASES, exit_code
 
 EXIT_MEANING = {
     0: "every gate passed",
@@ -57,7 +62,8 @@ def verdict_status(gate_results: pl.DataFrame) -> str:
 
 
 def baseline_words(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> str:
-    """What a run was gated against, to follow its name: " against baseline `X`", " not gated (why)", ", no baseline"."""
+    """What a run was gated against, to follow its name: " against baseline `X`", " not gated (why)", ", no
+    baseline"."""
     if baseline and baseline != candidate:
         return f" against baseline `{baseline}`"
     reason = not_gated_reason(gate_results)
@@ -109,14 +115,12 @@ def beside_table(gate_results: pl.DataFrame) -> pl.DataFrame:
 
 
 def _number(value: float | None, unit: str) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.0f}" if unit == UNIT_CASES else f"{value:.4f}"
+    return format_number(value, 0 if unit == UNIT_CASES else 4)
 
 
 def _delta(row: dict) -> str:
     if row["delta"] is None:
-        return "–"
+        return MISSING
     if row["unit"] != UNIT_CASES:
         return f"{row['delta']:+.2f} points"
     what = "newly failing" if row["metric"] == "no_new_failures" else "new"
@@ -125,14 +129,15 @@ def _delta(row: dict) -> str:
 
 def _limit(row: dict) -> str:
     if row["threshold"] is None:
-        return "–"
+        return MISSING
     if row["unit"] != UNIT_CASES:
         return f"drop ≤ {row['threshold']:g} points"
     return f"≤ {row['threshold']:g} new"
 
 
 def gate_table(gate_results: pl.DataFrame) -> pl.DataFrame:
-    """The gate table as shown: each value in its gate's unit, the scope (cases compared, cases excluded), owner and reason."""
+    """The gate table as shown: each value in its gate's unit, the scope (cases compared, cases excluded), owner and
+    reason."""
     rows = []
     for row in gate_results.iter_rows(named=True):
         unit = row.get("unit") or "fraction"
@@ -279,7 +284,8 @@ def counterfactual_section(pairs: pl.DataFrame) -> Section:
     lines = [
         f"- {pairs.height} pair(s): " + ", ".join(f"{value} {counts.get(value, 0)}" for value in _EVIDENCE_ORDER),
         "- responsive: both cases pass; ignored: the same behaviour with and without the changed fact although the "
-        "expectations differ; broken: the behaviour changed but a case fails; incomplete: a case has no complete attempt",
+        "expectations differ; broken: the behaviour changed but a case fails; incomplete: a case has no complete "
+        "attempt",
     ]
     table = pairs.sort(pl.col("evidence_use").replace_strict(_EVIDENCE_ORDER, default=9), "case_id").select(
         "case_id", "evidence_use", "reason", "original_case_id", "changed_fact"
@@ -333,7 +339,7 @@ def gate_sections(
 
 def _one_line(value) -> str:
     """A cell as one terminal line: – for null, line breaks and tabs as spaces."""
-    return "–" if value is None else " ".join(str(value).split())
+    return MISSING if value is None else " ".join(str(value).split())
 
 
 def text_width(text: str) -> int:
@@ -397,7 +403,7 @@ def gate_text_table(gate_results: pl.DataFrame) -> str:
             owners = ", ".join(_one_line(o) for o in row["owners"] or [])
             lines.append(
                 f"  {_pad(_one_line(row['case_id']), width)} {'; '.join(_one_line(w) for w in row['why'])}"
-                f"  (owner: {owners or '–'})"
+                f"  (owner: {owners or MISSING})"
             )
     return "\n".join(lines)
 
@@ -432,8 +438,8 @@ def gate_json(gate_results: pl.DataFrame, candidate: str, baseline: str | None, 
 
 
 def gate_junit(gate_results: pl.DataFrame, candidate: str, baseline: str | None) -> str:
-    """`gate --junit`: JUnit XML, one test case per gate (fail → failure, incomplete/incomparable/insufficient → error, not
-    applicable → skipped)."""
+    """`gate --junit`: JUnit XML, one test case per gate (fail → failure, incomplete/incomparable/insufficient → error,
+    not applicable → skipped)."""
     failures = gate_results.filter(pl.col("status") == "fail").height
     errors = gate_results.filter(pl.col("status").is_in(UNDECIDED_STATUSES)).height
     skipped = gate_results.filter(pl.col("status").is_in(["not_applicable", "not_gating"])).height
@@ -456,7 +462,8 @@ def gate_junit(gate_results: pl.DataFrame, candidate: str, baseline: str | None)
             f"delta {_delta(row)}, limit {_limit(row)}"
         )
         if row.get("segment"):
-            values += f", slice {row['segment']} ({row['n_cases'] if row['n_cases'] is not None else '–'} cases, min_cases {row['min_cases']})"
+            n_cases = MISSING if row["n_cases"] is None else row["n_cases"]
+            values += f", slice {row['segment']} ({n_cases} cases, min_cases {row['min_cases']})"
         details = "\n".join(row.get("blocking_details") or row["blocking_cases"] or [])
         if row["status"] == "fail":
             failure = ET.SubElement(

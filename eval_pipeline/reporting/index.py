@@ -105,7 +105,8 @@ def run_table(runs: pl.DataFrame, gates: pl.DataFrame, report_files: dict[str, l
 
 
 def trend_series(runs: pl.DataFrame, gates: pl.DataFrame) -> dict[str, list[float | None]]:
-    """Per rate gate with any value, its value per run in order: candidate value, else the first comparing run's baseline value."""
+    """Per rate gate with any value, its value per run in order: candidate value, else the first comparing run's
+    baseline value."""
     runs, gates = _frames(runs, gates)
     order = runs["run_id"].to_list()
     rank = {run_id: i for i, run_id in enumerate(order)}

@@ -4,6 +4,9 @@ Text in a report comes from traces (answers, queries, reasons), so both renderin
 `html.escape` (tables) and markdown-it with raw HTML off (prose lines), Markdown by writing `&`, `<` and `>` as
 entities, which Markdown viewers show as the characters and never read as markup (raw HTML in Markdown, such as a
 `<script>` in an answer, would otherwise be rendered).
+
+Over 400 lines: each piece (a cell, a link, a JSON cell, a section, the verdict) is rendered to Markdown and to HTML
+side by side, so both renderings change together.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import polars as pl
 from markdown_it import MarkdownIt
 
 from eval_pipeline.contracts.identifiers import bounded_file_name
+from eval_pipeline.reporting.values import MISSING, format_value
 
 MAX_ROWS = 200
 
@@ -103,21 +107,6 @@ class Verdict:
             raise ValueError(f"verdict status {self.status!r} is not one of {', '.join(VERDICT_STATUSES)}")
 
 
-def _text(value) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    if isinstance(value, list):
-        return ", ".join(_text(v) for v in value) if value else "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, dict):
-        # a struct cell: its JSON text (never Python's repr, which writes None and single quotes)
-        return json.dumps(value, ensure_ascii=False, default=str)
-    return str(value)
-
-
 def json_object(value) -> dict | None:
     """The cell as a JSON object (a struct, or text holding one object), or None when it is anything else."""
     if isinstance(value, dict):
@@ -134,7 +123,7 @@ def json_object(value) -> dict | None:
 def _leaf(value) -> str:
     """A value inside a JSON cell: numbers as written, text quoted (so "49" and 49 stay apart), null as –."""
     if value is None:
-        return "–"
+        return MISSING
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -165,7 +154,7 @@ def _entry_text(inner) -> str | None:
     if isinstance(inner, dict) and inner:
         return None
     if isinstance(inner, list):
-        return ", ".join(_leaf(v) for v in inner) if inner else "–"
+        return ", ".join(_leaf(v) for v in inner) if inner else MISSING
     return _leaf(inner)
 
 
@@ -203,7 +192,8 @@ def nested_text(value: dict, depth: int = 0) -> str:
 
 
 def _shown_object(value) -> dict | None:
-    """The JSON object a cell is shown as a nested table (HTML) or key: value text (Markdown), when it is one and small."""
+    """The JSON object a cell is shown as a nested table (HTML) or key: value text (Markdown), when it is one and
+    small."""
     found = json_object(value)
     return found if found is not None and _leaves(found) <= MAX_NESTED_VALUES else None
 
@@ -257,7 +247,7 @@ def _flat(text: str) -> str:
 
 def _cell(value) -> str:
     shown = _shown_object(value)
-    return _flat(markdown_text(nested_text(shown) if shown is not None else _text(value)))
+    return _flat(markdown_text(nested_text(shown) if shown is not None else format_value(value)))
 
 
 def _md_destination(target: str) -> str:
@@ -267,7 +257,7 @@ def _md_destination(target: str) -> str:
 
 def _md_link(value, template: str, row: dict) -> str:
     target = href(template, value, row)
-    text = markdown_text(_text(value))
+    text = markdown_text(format_value(value))
     if target is None:
         return text
     text = re.sub(r"([\\\[\]])", r"\\\1", text)
@@ -283,7 +273,8 @@ def _md_cell(value, template: str | None, row: dict) -> str:
 
 
 def markdown_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[str, str] | None = None) -> str:
-    """A Markdown table of a frame (values formatted and escaped, linked columns as links; long tables cut with a note)."""
+    """A Markdown table of a frame (values formatted and escaped, linked columns as links; long tables cut with a
+    note)."""
     if frame.height == 0:
         return f"_{EMPTY_TABLE}_"
     links = links or {}
@@ -300,7 +291,7 @@ def markdown_table(frame: pl.DataFrame, max_rows: int = MAX_ROWS, links: dict[st
 
 def _html_link(value, template: str, row: dict) -> str:
     target = href(template, value, row)
-    text = escape(_text(value))
+    text = escape(format_value(value))
     return text if target is None else f'<a href="{escape(target)}">{text}</a>'
 
 
@@ -308,7 +299,7 @@ def _html_cell(value, template: str | None, row: dict) -> str:
     shown = _shown_object(value) if template is None else None
     if shown is not None:
         return f'<td class="json">{nested_html(shown)}</td>'
-    text = _text(value)
+    text = format_value(value)
     if template is None or value is None:
         inner = code_html(text)
     elif isinstance(value, list):
@@ -465,7 +456,8 @@ def verdict_html(verdict: Verdict) -> str:
 
 
 def render_html(title: str, sections: list[Section], verdict: Verdict | None = None) -> str:
-    """The report as one self-contained HTML page with inline SVG charts, the verdict (if any) as a banner under the title."""
+    """The report as one self-contained HTML page with inline SVG charts, the verdict (if any) as a banner under the
+    title."""
     parts = [
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'

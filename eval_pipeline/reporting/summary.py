@@ -1,4 +1,7 @@
-"""The command-line summary printed after `eval-pipeline run`: per run and lane, counts, top stage, gate, report paths."""
+"""The command-line summary printed after `eval-pipeline run`.
+
+Per run and lane: counts, top stage, gate, report paths.
+"""
 
 from __future__ import annotations
 

@@ -83,7 +83,8 @@ def stage_results(lane: str, tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
 
 
 def lane_outcomes(stages: pl.DataFrame) -> pl.DataFrame:
-    """One row per (trace, lane): pass, fail (first failing stage wins) or incomplete (a stage before any failure could not be scored)."""
+    """One row per (trace, lane): pass, fail (first failing stage wins) or incomplete (a stage before any failure could
+    not be scored)."""
     if stages.height == 0:
         return pl.DataFrame(schema=OUTCOME_SCHEMA)
     keys = ["run_id", "trace_id", "case_id", "attempt", "lane"]
@@ -137,7 +138,8 @@ def lane_outcomes(stages: pl.DataFrame) -> pl.DataFrame:
 
 
 def attribution(outcomes: pl.DataFrame) -> pl.DataFrame:
-    """Failed and incomplete (trace, lane) rows, each with its one first failing stage (null when incomplete) and owner."""
+    """Failed and incomplete (trace, lane) rows, each with its one first failing stage (null when incomplete) and
+    owner."""
     return outcomes.filter(pl.col("outcome").is_in(["fail", "incomplete"])).sort(
         pl.col("hazard").is_null(), "lane", "first_failing_stage", "trace_id"
     )
@@ -235,7 +237,8 @@ CONTINGENCY_DIAGNOSIS = {
 
 
 def contingency(stages: pl.DataFrame) -> pl.DataFrame:
-    """RAG traces counted by retrieval (pass/fail/…) × grounded (yes/no/…) × answer (right/wrong/…), with the diagnosis of each cell."""
+    """RAG traces counted by retrieval (pass/fail/…) × grounded (yes/no/…) × answer (right/wrong/…), with the diagnosis
+    of each cell."""
     rag = stages.filter(pl.col("lane") == "rag")
     if rag.height == 0:
         return pl.DataFrame(
@@ -294,7 +297,8 @@ def contingency(stages: pl.DataFrame) -> pl.DataFrame:
 
 
 def attempt_success(outcomes: pl.DataFrame, cases: pl.DataFrame, agent_success: pl.DataFrame | None) -> pl.DataFrame:
-    """Per attempt: success for pass^k (agent cases: outcome_scores.success; RAG-only cases: the RAG lane passed); null when incomplete."""
+    """Per attempt: success for pass^k (agent cases: outcome_scores.success; RAG-only cases: the RAG lane passed); null
+    when incomplete."""
     agent_cases = cases.filter(pl.col("lanes").list.contains("agent")).select("case_id")
     rag_only = cases.filter(~pl.col("lanes").list.contains("agent")).select("case_id")
     keys = ["run_id", "trace_id", "case_id", "attempt"]

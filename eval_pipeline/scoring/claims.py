@@ -73,7 +73,8 @@ def claim_key(*columns: str) -> pl.Expr:
 
 
 def grounding_requests(claims: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
-    """Judge requests (REQUEST_SCHEMA) for claims against their trace's context; claims of a trace without context get none."""
+    """Judge requests (REQUEST_SCHEMA) for claims against their trace's context; claims of a trace without context get
+    none."""
     return claims.join(context_evidence(traces), on=["run_id", "trace_id"], how="inner", maintain_order="left").select(
         claim_key("run_id", "trace_id", "claim_index").alias("request_key"),
         "claim",

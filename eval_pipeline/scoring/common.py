@@ -15,7 +15,8 @@ KEY_COLUMNS = ("run_id", "trace_id", "case_id", "attempt")
 
 
 def lane_traces(traces: pl.DataFrame, cases: pl.DataFrame, lane: str) -> pl.DataFrame:
-    """Traces whose case has `lane` in its lanes, with the case's columns joined (case columns suffixed `_case` on clash)."""
+    """Traces whose case has `lane` in its lanes, with the case's columns joined (case columns suffixed `_case` on
+    clash)."""
     lane_cases = cases.filter(pl.col("lanes").list.contains(lane))
     return traces.join(lane_cases, on="case_id", how="inner", suffix="_case")
 

@@ -1,4 +1,4 @@
-"""Context assembly stage (docs/metrics.md#context-assembly): did the relevant docs that retrieval found reach the model?
+"""Context assembly stage (docs/metrics.md#context-assembly): did the relevant docs retrieval found reach the model?
 
 A chunk logged without a token count makes `context_tokens` null (a partial sum would understate the context and
 look like a real number); `chunks_without_tokens` says how many chunks lacked it. An empty context has 0 tokens.

@@ -43,7 +43,8 @@ _LANE_SEPARATOR = "\u241f"
 
 def attempt_behaviours(traces: pl.DataFrame) -> pl.DataFrame:
     """(case_id, attempt, trace_id, tool_path, answer): what an attempt did — its tool calls as canonical keys in order,
-    and its answer normalized as exact match normalizes it (citation markers removed), "<refused>" for a flagged refusal."""
+    and its answer normalized as exact match normalizes it (citation markers removed), "<refused>" for a flagged
+    refusal."""
     calls = (
         traces.select("trace_id", "steps")
         .explode("steps")
@@ -104,9 +105,9 @@ def _expectations(cases: pl.DataFrame) -> pl.DataFrame:
 def counterfactual_pairs(
     cases: pl.DataFrame, traces: pl.DataFrame, outcomes: pl.DataFrame, run_id: str
 ) -> pl.DataFrame:
-    """One row per counterfactual case of the dataset: `evidence_use` responsive (both cases pass), ignored (an attempt of
-    each did exactly the same although their expectations differ), broken (otherwise, one fails), incomplete (a case
-    without a complete attempt, or a pair that cannot be evaluated)."""
+    """One row per counterfactual case of the dataset: `evidence_use` responsive (both cases pass), ignored (an attempt
+    of each did exactly the same although their expectations differ), broken (otherwise, one fails), incomplete (a
+    case without a complete attempt, or a pair that cannot be evaluated)."""
     if "counterfactual_of" not in cases.columns:
         return pl.DataFrame(schema=COUNTERFACTUAL_SCHEMA)
     pairs = cases.filter(pl.col("counterfactual_of").is_not_null()).select(
@@ -190,7 +191,8 @@ def counterfactual_pairs(
         .when(~pl.col("expectations_differ"))
         .then(
             pl.lit(
-                "the two cases expect the same (reference calls, milestones, answer): the pair cannot show whether the fact was used"
+                "the two cases expect the same (reference calls, milestones, answer): "
+                "the pair cannot show whether the fact was used"
             )
         )
         .when(pl.col("original_attempts") == 0)

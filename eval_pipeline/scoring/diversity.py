@@ -1,5 +1,7 @@
-"""Evidence diversity (docs/evidence_diversity.md): how many independent document families, and source systems, the
-context, the citations and each supported claim draw on.
+"""Evidence diversity (docs/evidence_diversity.md): the independent families and sources that evidence draws on.
+
+How many independent document families, and source systems, the context, the citations and each supported claim
+draw on.
 
 A doc's family is its corpus `family`; a doc absent from the corpus, or without a family, is a family of its own,
 keyed by its doc_id. Its source is the corpus `source`; a doc without one (or absent from the corpus) adds no source.
@@ -78,7 +80,8 @@ def _context_chunks(traces: pl.DataFrame, families: pl.DataFrame) -> pl.DataFram
 def family_support(
     claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame | None, judge: Judge
 ) -> pl.DataFrame:
-    """The judged claims with supporting_families and triangulated (≥ 2 supporting families), as the module docstring says."""
+    """The judged claims with supporting_families and triangulated (≥ 2 supporting families), as the module docstring
+    says."""
     ok = pl.col("status") == "ok"
     supported = claims.filter(ok & (pl.col("verdict") == "SUPPORTED")).select(
         *_CLAIM, "claim", "evidence_quote", "evidence_doc_id"

@@ -2,8 +2,9 @@
 
 `grounding_rate` = supported claims / claims; 1.0 for an answer without claims; null when the judge could not
 finish any claim of the trace (an incomplete judgment is never counted as unsupported) or the trace is
-incomplete. An answered trace that logged no context is incomplete with reason `no_context_logged` (docs/metrics.md#grounding):
-there is nothing to ground against, which says nothing about the answer. The stage passes when the rate reaches
+incomplete. An answered trace that logged no context is incomplete with reason `no_context_logged`
+(docs/metrics.md#grounding): there is nothing to ground against, which says nothing about the answer. The stage
+passes when the rate reaches
 `settings.grounding_threshold` (1.0: every claim supported). `n_triangulated`: supported claims that two or more
 independent document families support (docs/evidence_diversity.md); null when the claims carry no family counts or a
 supported claim's count is unknown.
@@ -49,7 +50,8 @@ def score_grounding(
     settings: ScoringSettings,
     judge_version: str | None = None,
 ) -> pl.DataFrame:
-    """`grounding_scores`: one row per rag-lane trace (GROUNDING_SCHEMA), by trace id; judge_version fills traces without claims."""
+    """`grounding_scores`: one row per rag-lane trace (GROUNDING_SCHEMA), by trace id; judge_version fills traces
+    without claims."""
     # In claim order, so the first unsupported claim named in a reason is the same in every run.
     counts = (
         judged_claims.sort("run_id", "trace_id", "claim_index")

@@ -1,4 +1,4 @@
-"""Qrels (docs/metrics.md#qrels-pooling): seeds from the cases, the pool of retrieved docs, frozen versioned grades, the judging queue.
+"""Qrels (docs/metrics.md#qrels-pooling): case seeds, a retrieved-doc pool, frozen versioned grades, a judging queue.
 
 Precedence when freezing: a human judgment beats a model pre-grade (`source: model:<judge_version>`), which beats a
 seed. Several judgments of one pair at the same tier (two annotators disagreeing) resolve to the majority grade, a
@@ -12,7 +12,7 @@ import hashlib
 
 import polars as pl
 
-from eval_pipeline.contracts.models import SEED_GRADE
+from eval_pipeline.contracts.policy import SEED_GRADE
 from eval_pipeline.trec.ranking import first_occurrences, ranked_entries, retrieval_rounds
 
 QRELS_SCHEMA: dict[str, pl.DataType] = {
@@ -28,7 +28,8 @@ UNLABELLED_VARIANT = "unlabelled"
 
 
 def seed_qrels(cases: pl.DataFrame, lane: str = "rag") -> pl.DataFrame:
-    """Each `lane` case's required_doc_ids at grade 2, source `seed`: query_id, doc_id, grade, source, annotator (null)."""
+    """Each `lane` case's required_doc_ids at grade 2, source `seed`: query_id, doc_id, grade, source, annotator
+    (null)."""
     return (
         cases.filter(pl.col("lanes").list.contains(lane))
         .select(pl.col("case_id").alias("query_id"), pl.col("required_doc_ids").alias("doc_id"))
@@ -47,7 +48,8 @@ def seed_qrels(cases: pl.DataFrame, lane: str = "rag") -> pl.DataFrame:
 
 
 def pool(traces: pl.DataFrame, depth: int) -> pl.DataFrame:
-    """The pool: per trace and variant the first `depth` distinct docs of its hits, unioned; query_id, doc_id, pooled_from (sorted "run_id:variant")."""
+    """The pool: per trace and variant the first `depth` distinct docs of its hits, unioned; query_id, doc_id,
+    pooled_from (sorted "run_id:variant")."""
     if depth < 1:
         raise ValueError(f"pool depth must be at least 1, got {depth}")
     indexed = traces.with_row_index("_tid")
@@ -77,7 +79,8 @@ def _tier(source: pl.Expr) -> pl.Expr:
 def freeze_qrels(
     seeds: pl.DataFrame, judgments: pl.DataFrame, model_grades: pl.DataFrame | None = None
 ) -> pl.DataFrame:
-    """The frozen qrels: one grade per (query, doc) by precedence human > model > seed, with `conflict` and `qrels_version`."""
+    """The frozen qrels: one grade per (query, doc) by precedence human > model > seed, with `conflict` and
+    `qrels_version`."""
     parts = [seeds, judgments] + ([model_grades] if model_grades is not None else [])
     rows = pl.concat(
         [

@@ -70,7 +70,8 @@ def reliability(success: pl.DataFrame) -> pl.DataFrame:
 
 
 def suite_reliability(reliability_frame: pl.DataFrame) -> dict[str, dict[str, Any]]:
-    """Per run: means over cases of pass_at_1 and every pass_hat_k (over the cases with n_complete ≥ k), and case counts."""
+    """Per run: means over cases of pass_at_1 and every pass_hat_k (over the cases with n_complete ≥ k), and case
+    counts."""
     hats = [c for c in reliability_frame.columns if c.startswith("pass_hat_")]
     summary: dict[str, dict[str, Any]] = {}
     for run_id, frame in reliability_frame.group_by("run_id", maintain_order=True):

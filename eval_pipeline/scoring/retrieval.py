@@ -12,6 +12,9 @@ Readings this module fixes:
   variants count as none) and has the doc in its top k; the literal may be in any query this trace sent.
 - evidence_round is the `round` number logged (its position when absent); repeated_queries counts rounds whose
   query, lower-cased with spaces collapsed, equals an earlier round's; a round with no hits has novelty null.
+
+Over 400 lines because the ranking metrics, the sequence metrics, the failure classes and the stage all read the one
+ranked, graded frame of hits that score_retrieval builds per trace; apart, each would rebuild or pass it around.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ RANKING_METRICS = (
     *(f"ndcg_at_{k}" for k in RANK_CUTOFFS["ndcg"]),
     "context_precision",
 )
-# docs/metrics.md#failure-class precedence: the first class that matches a missed relevant doc wins, and a trace keeps its highest class.
+# docs/metrics.md#failure-class precedence: the first class that matches a missed relevant doc wins, and a trace keeps
+# its highest class.
 FAILURE_CLASSES = (
     "doc_missing_from_corpus",
     "stale_version_outranks_current",
@@ -49,8 +53,8 @@ FAILURE_CLASSES = (
     "keyword_miss",
     "embedding_miss",
 )
-# docs/metrics.md#failure-class literals: two or more capitals, a hyphen and letters/digits (ERR-4412, SKU-88-B); a token mixing letters
-# and digits (X200, 2FA); or a quoted phrase (straight or curly double quotes).
+# docs/metrics.md#failure-class literals: two or more capitals, a hyphen and letters/digits (ERR-4412, SKU-88-B); a
+# token mixing letters and digits (X200, 2FA); or a quoted phrase (straight or curly double quotes).
 LITERAL_PATTERN = r'\b[A-Z]{2,}-[A-Za-z0-9]+|\b[A-Za-z]+[0-9][A-Za-z0-9]*|\b[0-9]+[A-Za-z][A-Za-z0-9]*|"[^"]+"|“[^”]+”'
 
 
@@ -105,7 +109,8 @@ def _per_trace_ranking(ranked: pl.DataFrame, settings: ScoringSettings) -> pl.Da
 
 
 def _ranking_columns(settings: ScoringSettings) -> list[pl.Expr]:
-    """The docs/metrics.md#retrieval metrics from the per-trace counts; null where undefined (no relevant doc, ideal DCG 0)."""
+    """The docs/metrics.md#retrieval metrics from the per-trace counts; null where undefined (no relevant doc,
+    ideal DCG 0)."""
     n_rel = pl.col("n_relevant")
     defined = n_rel > 0
     relk = pl.col(f"_rel@{settings.k}")
@@ -135,7 +140,8 @@ def _ranking_columns(settings: ScoringSettings) -> list[pl.Expr]:
 
 
 def _sequence_metrics(rounds: pl.DataFrame, hits: pl.DataFrame) -> pl.DataFrame:
-    """Per trace: evidence_round, repeated_queries and novelty_per_round (share of a round's hits unseen in earlier rounds)."""
+    """Per trace: evidence_round, repeated_queries and novelty_per_round (share of a round's hits unseen in earlier
+    rounds)."""
     normalized = pl.col("query").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
     repeated = (
         rounds.with_columns(_q=normalized)
@@ -160,7 +166,8 @@ def _sequence_metrics(rounds: pl.DataFrame, hits: pl.DataFrame) -> pl.DataFrame:
 
 
 def _missed_relevant(lane: pl.DataFrame, relevant: pl.DataFrame, top_k: pl.DataFrame) -> pl.DataFrame:
-    """Per trace, the relevant docs the stage needs that are not in its top k (multi_hop: the required docs that are relevant)."""
+    """Per trace, the relevant docs the stage needs that are not in its top k (multi_hop: the required docs that are
+    relevant)."""
     plain = lane.filter(~pl.col("multi_hop")).select("_tid", "case_id").join(relevant, on="case_id", how="inner")
     hops = (
         lane.filter(pl.col("multi_hop"))
@@ -184,7 +191,8 @@ def _failure_classes(
     top_k: pl.DataFrame,
     corpus: pl.DataFrame,
 ) -> pl.DataFrame:
-    """The failure_class (docs/metrics.md#failure-class) of each failed trace: classify every missed relevant doc, keep the highest class."""
+    """The failure_class (docs/metrics.md#failure-class) of each failed trace: classify every missed relevant doc, keep
+    the highest class."""
     docs = (
         corpus.select("doc_id", "family", "current", "indexed")
         .unique("doc_id", keep="first")
@@ -245,7 +253,8 @@ def _failure_classes(
 def _keyword_confirmed(
     missed: pl.DataFrame, lane: pl.DataFrame, rounds: pl.DataFrame, top_k: pl.DataFrame
 ) -> pl.DataFrame:
-    """(trace, doc) pairs where a query sent holds a literal and another trace of the case in the run, with a variant this trace did not use, has the doc in its top k."""
+    """(trace, doc) pairs where a query sent holds a literal and another trace of the case in the run, with a variant
+    this trace did not use, has the doc in its top k."""
     literal = (
         rounds.group_by("_tid")
         .agg(_literal=pl.col("query").str.contains(LITERAL_PATTERN).any())
@@ -282,7 +291,8 @@ def score_retrieval(
     corpus: pl.DataFrame,
     settings: ScoringSettings | None = None,
 ) -> pl.DataFrame:
-    """retrieval_scores: one row per trace of a rag-lane case with the docs/metrics.md#retrieval metrics, stage and failure class."""
+    """retrieval_scores: one row per trace of a rag-lane case with the docs/metrics.md#retrieval metrics, stage and
+    failure class."""
     settings, grades, lane = rag_inputs(traces, cases, qrels, settings)
     k = settings.k
     version = frozen_version(qrels)
@@ -456,7 +466,8 @@ RETRIEVAL_COLUMNS = (
 def side_by_side(
     old: pl.DataFrame, new: pl.DataFrame, metric: str, key: Sequence[str] = ("run_id", "trace_id")
 ) -> pl.DataFrame:
-    """A metric in two versions of a table: old, new, delta (new - old, null if either is null) and whether it changed."""
+    """A metric in two versions of a table: old, new, delta (new - old, null if either is null) and whether it
+    changed."""
     keys = list(key)
     extra = [c for c in ("qrels_version",) if c in old.columns and c in new.columns and c != metric]
     left = old.select(*keys, pl.col(metric).alias("old"), *(pl.col(c).alias(f"old_{c}") for c in extra))

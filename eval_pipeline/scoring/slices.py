@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from eval_pipeline.contracts.models import TAG_DIMENSION_PREFIX
+from eval_pipeline.contracts.policy import TAG_DIMENSION_PREFIX
 from eval_pipeline.scoring.attribution import rollup
 
 MEMBERSHIP_SCHEMA: dict[str, pl.DataType] = {"case_id": pl.String, "dimension": pl.String, "value": pl.String}

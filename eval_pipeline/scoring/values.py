@@ -1,5 +1,6 @@
-"""Value rules of tool arguments (docs/agent_lane.md "Value rules"): how a call's argument values are compared with a
-reference call's, and the strict type check of whole-number floats.
+"""Value rules of tool arguments (docs/agent_lane.md "Value rules"): how argument values match a reference call's.
+
+How a call's argument values are compared with a reference call's, and the strict type check of whole-number floats.
 
 Rules come from three levels, most specific first: the case's `value_rules`, the tool's, the registry's (the tool
 and registry levels are merged when the registry is loaded, frames.value_rules_json). Per argument the rule is the
@@ -160,5 +161,8 @@ def strict_type_error(schema: Any, float_paths_json: str | None) -> str | None:
         kind = _schema_type_at(schema, parts)
         kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
         if "integer" in kinds and "number" not in kinds:
-            return f"schema: {path.replace('.', '/')}: a whole-number float where the schema wants an integer (strict_types)"
+            return (
+                f"schema: {path.replace('.', '/')}: a whole-number float where the schema wants an integer "
+                "(strict_types)"
+            )
     return None

@@ -1,8 +1,8 @@
 """TREC qrels and run files: read them into frames, write them from frames or from the retrieval hits of traces.
 
-A run file exported from traces ranks each trace's deduplicated hit list (docs/metrics.md#retrieval: hits of every round in order,
-first occurrence wins). Scores logged per round are not comparable across rounds or variants, so the exported
-score encodes our rank (n + 1 - rank): trec_eval, which re-sorts by score, then sees exactly our order.
+A run file exported from traces ranks each trace's deduplicated hit list (docs/metrics.md#retrieval: hits of every
+round in order, first occurrence wins). Scores logged per round are not comparable across rounds or variants, so the
+exported score encodes our rank (n + 1 - rank): trec_eval, which re-sorts by score, then sees exactly our order.
 A TREC query id must be unique in a run file, so several attempts of one case are either written to one file
 per (run, attempt) (`write_trec_runs`) or keyed by trace id (`query_id="trace_id"`).
 """
@@ -247,7 +247,10 @@ def write_run_frame(run: pl.DataFrame, path: str | os.PathLike[str]) -> Path:
 def run_frame_from_traces(
     traces: pl.DataFrame, *, query_id: str = "case_id", attempt: int | None = None, tag: str | None = None
 ) -> pl.DataFrame:
-    """The deduplicated hit lists of traces as a run frame; query_id is the case id (one attempt per case) or the trace id."""
+    """The deduplicated hit lists of traces as a run frame.
+
+    query_id is the case id (one attempt per case) or the trace id.
+    """
     if query_id not in ("case_id", "trace_id"):
         raise ValueError(f"query_id must be 'case_id' or 'trace_id', got {query_id!r}")
     chosen = traces if attempt is None else traces.filter(pl.col("attempt") == attempt)
@@ -284,7 +287,10 @@ def write_trec_run(
 
 
 def write_trec_runs(traces: pl.DataFrame, directory: str | os.PathLike[str]) -> list[Path]:
-    """One TREC run file per (run_id, attempt), query id = case id, named `<run_id>.attempt<N>.run`; returns the paths."""
+    """One TREC run file per (run_id, attempt), query id = case id, named `<run_id>.attempt<N>.run`.
+
+    Returns the paths.
+    """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     paths = []

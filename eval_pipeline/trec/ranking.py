@@ -63,7 +63,7 @@ class Segments:
 
 
 def contiguous(frame: pl.DataFrame, key: str) -> pl.DataFrame:
-    """The frame with each key's rows adjacent: as it is when they already are (as in TREC files), else sorted by key."""
+    """The frame with each key's rows adjacent: as is when they already are (as in TREC files), else sorted by key."""
     return frame if frame.get_column(key).rle().struct.field("value").is_unique().all() else frame.sort(key)
 
 
@@ -116,7 +116,10 @@ def judged_stats(
 
 
 def retrieval_rounds(traces: pl.DataFrame) -> pl.DataFrame:
-    """One row per logged retrieval round of each trace (`_tid` keyed): round_pos (0-based order), round, variant, query, candidates, hits."""
+    """One row per logged retrieval round of each trace (`_tid` keyed).
+
+    Columns: round_pos (0-based order), round, variant, query, candidates, hits.
+    """
     return (
         traces.lazy()
         .select(
@@ -131,7 +134,10 @@ def retrieval_rounds(traces: pl.DataFrame) -> pl.DataFrame:
 
 
 def ranked_entries(rounds: pl.DataFrame, column: str) -> pl.DataFrame:
-    """Every entry of the `column` lists (hits or candidates) in logged order: _tid, round_pos, round, variant, pos, doc_id, score."""
+    """Every entry of the `column` lists (hits or candidates) in logged order.
+
+    Columns: _tid, round_pos, round, variant, pos, doc_id, score.
+    """
     return (
         rounds.lazy()
         .select(
@@ -150,7 +156,10 @@ def ranked_entries(rounds: pl.DataFrame, column: str) -> pl.DataFrame:
 
 
 def first_occurrences(hits: pl.DataFrame, key: Sequence[str] = ("_tid",)) -> pl.DataFrame:
-    """The ranked list of docs/metrics.md#retrieval per `key`: hits of every round in order, first occurrence of a doc_id wins, rank from 1."""
+    """The ranked list of docs/metrics.md#retrieval per `key`.
+
+    Hits of every round in order, first occurrence of a doc_id wins, rank from 1.
+    """
     keys = list(key)
     return hits.filter(pl.struct(*keys, "doc_id").is_first_distinct()).with_columns(
         rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(keys)
@@ -158,6 +167,9 @@ def first_occurrences(hits: pl.DataFrame, key: Sequence[str] = ("_tid",)) -> pl.
 
 
 def ranked_hits(traces: pl.DataFrame) -> pl.DataFrame:
-    """The deduplicated ranked list of every trace (`_tid` keyed): _tid, rank, doc_id, score, round_pos, round, variant."""
+    """The deduplicated ranked list of every trace (`_tid` keyed).
+
+    Columns: _tid, rank, doc_id, score, round_pos, round, variant.
+    """
     hits = ranked_entries(retrieval_rounds(traces), "hits")
     return first_occurrences(hits).select("_tid", "rank", "doc_id", "score", "round_pos", "round", "variant")

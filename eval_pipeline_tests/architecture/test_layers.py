@@ -1,4 +1,4 @@
-"""The layers point down, the Dagster layer reads no environment, and nothing imports Dagster's private modules."""
+"""The layers point down, only the edge reads environment variables, and nothing imports Dagster's private modules."""
 
 import ast
 import shutil
@@ -54,4 +54,36 @@ def test_the_dagster_layer_reads_no_environment_variable_itself():
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv"}:
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+# Where environment variables may be read: the command line, the Dagster layer (through Dagster's EnvVar, see the test
+# above) and the runner with its instance. Every other module takes the values, or a mapping of them, as arguments.
+ENVIRONMENT_EDGE = frozenset({"cli", "defs", "runner.py", "instance.py"})
+ENVIRONMENT_NAMES = frozenset({"environ", "environb", "getenv", "getenvb"})
+
+
+def _environment_reads(tree: ast.Module) -> list[int]:
+    """Lines that read the process environment: `os.environ`, `os.getenv` (under any name of os), or those names
+    imported from os."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ENVIRONMENT_NAMES:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module in {"os", "posix", "nt"}:
+            lines += [node.lineno for alias in node.names if alias.name in ENVIRONMENT_NAMES]
+    return sorted(lines)
+
+
+def test_the_environment_check_sees_every_form_of_read():
+    source = "import os\nimport os as o\nfrom os import getenv\nos.environ['A']\no.getenv('B')\nenviron = {}\n"
+    assert _environment_reads(ast.parse(source)) == [3, 4, 5]
+
+
+def test_only_the_edge_reads_environment_variables():
+    offenders = []
+    for path, tree in _modules(PACKAGE):
+        if path.relative_to(PACKAGE).parts[0] in ENVIRONMENT_EDGE:
+            continue
+        offenders += [f"{path.relative_to(ROOT)}:{line}" for line in _environment_reads(tree)]
     assert offenders == []

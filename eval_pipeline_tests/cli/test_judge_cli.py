@@ -105,7 +105,8 @@ def _data_root(root):
             "case_id": "rag-1",
             "context": context,
             "answer": {
-                "text": "Annual SMB plans can be refunded within 14 days [doc:policy/refunds-2025]. No fee applies. Thanks!"
+                "text": "Annual SMB plans can be refunded within 14 days [doc:policy/refunds-2025]. No fee applies. "
+                "Thanks!"
             },
         },
         {

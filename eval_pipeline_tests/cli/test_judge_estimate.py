@@ -32,8 +32,8 @@ def test_after_a_run_the_estimate_needs_no_call_and_names_judge_verdicts(scored,
     assert main(["judge-estimate", "--run", "cand-42", "--warehouse", warehouse.root]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert (
-        f"cache: judge_verdicts holds {grounding['in_judge_verdicts']} of {grounding['unique_inputs']} claims for {version}; 0 calls needed"
-        in lines
+        f"cache: judge_verdicts holds {grounding['in_judge_verdicts']} of {grounding['unique_inputs']} claims "
+        f"for {version}; 0 calls needed" in lines
     )
     assert "total (at most): 0 calls, ~$0.0000" in lines
 

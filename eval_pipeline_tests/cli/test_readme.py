@@ -87,6 +87,7 @@ def test_every_command_the_readme_names_exists_after_the_demos_install():
     assert named and named <= commands - {"bench"}, named - commands
 
 
+@pytest.mark.slow
 def test_every_readme_command_block_runs_on_the_sample_with_its_stated_exit(project_copy):
     env = {**os.environ, "DAGSTER_HOME": str(project_copy / ".dagster_home"), "EVAL_PIPELINE_DEID_KEY": ""}
     env.pop("EVAL_PIPELINE_DEID_KEY")
@@ -135,13 +136,13 @@ def test_the_exit_codes_read_the_same_in_help_readme_and_docs():
     assert "0 release allowed, every gate passed; 1 release blocked, a gate failed; 2 undecided" in gate_help
     gates_doc = " ".join((REPO_ROOT / "docs" / "gates.md").read_text(encoding="utf-8").split())
     assert (
-        "| 0 | the evaluation completed: every step ran and every blocking data check passed, whatever the release decision"
-        in gates_doc
+        "| 0 | the evaluation completed: every step ran and every blocking data check passed, "
+        "whatever the release decision" in gates_doc
     )
     assert "| 1 | release blocked: a gate failed" in gates_doc
     assert (
-        "**`release_is_not_blocked`** (on `gate_results` and `gate_report`) is an ERROR-severity check that is **not blocking**"
-        in gates_doc
+        "**`release_is_not_blocked`** (on `gate_results` and `gate_report`) is an ERROR-severity check "
+        "that is **not blocking**" in gates_doc
     )
     readme = " ".join(README.read_text(encoding="utf-8").split())
     assert "and exits 0: the evaluation completed. The candidate's release is blocked" in readme
@@ -158,7 +159,7 @@ def test_the_baseline_rule_reads_the_same_in_the_ui_help_and_docs():
     assert "the run's baseline_run_id in its run.yaml, else the policy's" in _help("show")
     gates_doc = (REPO_ROOT / "docs" / "gates.md").read_text(encoding="utf-8")
     assert (
-        "2. otherwise `baseline_run_id` of the candidate's `run.yaml`;\n3. otherwise `baseline_run_id` of the gate policy."
-        in gates_doc
+        "2. otherwise `baseline_run_id` of the candidate's `run.yaml`;\n"
+        "3. otherwise `baseline_run_id` of the gate policy." in gates_doc
     )
     assert "the case pages and `eval-pipeline show` use rules 2 and 3" in " ".join(gates_doc.split())

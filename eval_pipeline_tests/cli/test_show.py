@@ -353,7 +353,8 @@ def test_the_default_baseline_is_the_one_gate_uses_the_runs_own_before_the_polic
 ):
     from eval_pipeline.gating import facts
 
-    # a policy that names no baseline, and a run whose run.yaml names base-41: `gate` compares with base-41, so does show
+    # a policy that names no baseline, and a run whose run.yaml names base-41:
+    # `gate` compares with base-41, so does show
     data = tmp_path / "data"
     (data / "policy").mkdir(parents=True)
     policy = (scored["data"] / "policy" / "gates.yaml").read_text()

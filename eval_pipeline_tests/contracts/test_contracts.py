@@ -7,8 +7,10 @@ import pytest
 from pydantic import ValidationError
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.contracts.models import Case, GatePolicy, RunManifest, Trace
+from eval_pipeline.contracts.cases import Case
+from eval_pipeline.contracts.policy import GatePolicy
 from eval_pipeline.contracts.schemas import SCHEMA_DIR, schema_documents
+from eval_pipeline.contracts.traces import RunManifest, Trace
 
 SPEC_TRACE = {
     "trace_id": "cand-12:rag-0117#1",

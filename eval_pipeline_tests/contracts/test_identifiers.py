@@ -11,8 +11,11 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
+from eval_pipeline.contracts.base import IDENTIFIER_PATTERN
+from eval_pipeline.contracts.cases import ToolRegistry
 from eval_pipeline.contracts.identifiers import identifier_problem, validate_identifier
-from eval_pipeline.contracts.models import IDENTIFIER_PATTERN, GatePolicy, RunManifest, ToolRegistry
+from eval_pipeline.contracts.policy import GatePolicy
+from eval_pipeline.contracts.traces import RunManifest
 from eval_pipeline.io import loaders
 from eval_pipeline.io.storage import InputError, open_location
 

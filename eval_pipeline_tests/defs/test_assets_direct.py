@@ -7,7 +7,7 @@ from eval_pipeline.contracts import frames
 from eval_pipeline.defs.generation.assets import answer_scores
 from eval_pipeline.defs.ingestion.assets import run_manifest
 from eval_pipeline.defs.resources import EvalConfig
-from eval_pipeline.io import loaders
+from eval_pipeline.io import inputs, loaders
 from eval_pipeline.io.storage import open_location
 
 
@@ -23,7 +23,7 @@ def test_run_manifest_asset_reads_the_partitions_run_yaml(sample_data):
 def test_answer_scores_asset_records_rows_schema_headline_and_checks(sample_data):
     location = open_location(sample_data)
     manifest = frames.manifest_row(loaders.load_manifest(location, "base-41"))
-    cases = loaders.load_cases(location, manifest["dataset_version"]).frame
+    cases = inputs.load_cases(location, manifest["dataset_version"]).frame
     from eval_pipeline.io import ingest
 
     traces = ingest.parse_traces(ingest.read_raw_lines(location, "base-41"), cases, "base-41").traces

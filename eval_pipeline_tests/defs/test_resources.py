@@ -1,5 +1,6 @@
 """The resources read their configuration the Dagster way and reads of other runs are declared and recorded."""
 
+import dataclasses
 import json
 
 import dagster as dg
@@ -8,6 +9,7 @@ import pytest
 
 from eval_pipeline.defs.resources import EvalConfig, JudgeConfig, OtherRuns, judge_config_from_env
 from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline.judge import JudgeConfigError, JudgeSettings
 
 KEY = "EVAL_PIPELINE_DEID_KEY"
 
@@ -56,6 +58,26 @@ def test_the_judge_configuration_comes_from_its_variables(monkeypatch):
     judge = judge_config_from_env()
     assert (judge.backend, judge.model, judge.concurrency) == ("openai", "gpt-x", 3)
     assert judge.run_config()["model"] == "gpt-x" and JudgeConfig().run_config()["backend"] == "local"
+
+
+def test_the_judge_resource_is_judge_settings_as_dagster_config():
+    assert set(JudgeConfig.model_fields) <= {f.name for f in dataclasses.fields(JudgeSettings)}
+    assert JudgeConfig().settings() == JudgeSettings()
+    assert JudgeConfig.from_settings(JudgeSettings()).run_config() == JudgeConfig().run_config()
+    settings = JudgeSettings(backend="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="K", seed=3)
+    assert JudgeConfig.from_settings(settings).settings() == settings
+
+
+def test_the_openai_key_is_read_where_the_judge_is_made_and_never_enters_run_config(monkeypatch, tmp_path):
+    monkeypatch.delenv("RESOURCE_JUDGE_KEY", raising=False)
+    config = JudgeConfig(backend="openai", model="m", api_key_env="RESOURCE_JUDGE_KEY")
+    with pytest.raises(JudgeConfigError, match=r"\$RESOURCE_JUDGE_KEY, which is not set"):
+        config.make(str(tmp_path))
+    # a step pod or worker holds the key that the process which wrote the run config lacks
+    monkeypatch.setenv("RESOURCE_JUDGE_KEY", "sk-resource-secret")
+    judge = config.make(str(tmp_path))
+    assert judge.version == "openai:m:grounding-claim-v1" and judge.config.cache_path.endswith("verdicts.sqlite")
+    assert "sk-resource-secret" not in json.dumps(config.run_config())
 
 
 def _warehouse(tmp_path) -> Warehouse:

@@ -1,4 +1,7 @@
-"""Sensors: a new trace folder adds a partition and requests its run; a qrels or corpus bump re-scores only what it affects."""
+"""Sensors: a new trace folder adds a partition and requests its run.
+
+A qrels or corpus bump re-scores only what it affects.
+"""
 
 import datetime
 import json

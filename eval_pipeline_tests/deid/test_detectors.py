@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.deid.detectors import iban_valid, luhn_valid, mask, name_variants
+from eval_pipeline.deid.detectors import mask
+from eval_pipeline.deid.identifiers import iban_valid, luhn_valid
+from eval_pipeline.deid.names import name_variants
 from eval_pipeline.deid.scan import scan_text
 from eval_pipeline_harness.deid_compare import iban_check_digits, luhn_complete
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from eval_pipeline.contracts.frames import TRACES_SCHEMA
 from eval_pipeline.deid import DEMO_KEY, Deidentifier, NameCollector, collect_names, deidentify, scan_frame
 from eval_pipeline.deid.columns import distinct_values, leaf_values
-from eval_pipeline.deid.detectors import ESCAPED_TOKEN_PATTERN, TOKEN_PATTERN, person_name
+from eval_pipeline.deid.detectors import ESCAPED_TOKEN_PATTERN, TOKEN_PATTERN
+from eval_pipeline.deid.names import person_name
 from eval_pipeline.deid.residual import _BARE_IDS, _judged_elsewhere, independent_scan, judge, normalized
 from eval_pipeline.deid.tables import _MAY_START_NAME, _NOT_IN_NAMES
 
@@ -81,7 +82,7 @@ def test_independent_scan_of_repeated_rows_repeats_its_findings(pii):
     assert found.filter(pl.col("column") == "more").height == 4
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.text(alphabet="0123456789", min_size=6, max_size=24), st.sampled_from(sorted(_BARE_IDS) + ["US"]))
 def test_digit_runs_skipped_before_judging_hold_nothing(digits, region):
     regions = frozenset({region})
@@ -97,7 +98,7 @@ def _normalized_step_by_step(text: str) -> str:
     return re.sub(" {2,}", " ", text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(
         st.sampled_from(
@@ -175,7 +176,7 @@ def test_a_lone_surrogate_escape_is_counted_like_any_other_value():
     assert collector.names() == {"Mia Li"}
 
 
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 @given(
     st.text(
         alphabet=st.sampled_from(

@@ -16,6 +16,8 @@ import yaml
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline_tests.fixtures.sample_runs import edit_jsonl, rename_in_inputs, run_planted_copy
 
+pytestmark = pytest.mark.slow
+
 CASES = Path("cases") / "golden-2026.03"
 DOC = "policy/refunds-2025"
 

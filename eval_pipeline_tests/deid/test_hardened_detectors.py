@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from eval_pipeline.contracts.frames import cases_frame_from_records, traces_frame_from_records
-from eval_pipeline.defs.deid.checks import _batch_checks
+from eval_pipeline.defs.deid.checks import batch_checks as _batch_checks
 from eval_pipeline.deid import DEMO_KEY, NameCollector, collect_names, deidentify, independent_scan, leak_summary
-from eval_pipeline.deid.detectors import locale_regions
+from eval_pipeline.deid.identifiers import locale_regions
 from eval_pipeline.deid.scan import scan_frame, scan_text
 
 # Valid under python-stdnum: each has correct check digits.

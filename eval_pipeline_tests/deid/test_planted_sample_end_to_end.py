@@ -12,6 +12,8 @@ import pytest
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline_tests.fixtures.sample_runs import run_planted_copy
 
+pytestmark = pytest.mark.slow
+
 TRACE_ID = "cand-42:agent-001#1"
 NOTE = (
     "DNI 48291735S, Steuer-ID 36574261809, Festnetz 030 901820, card 4111 1111\n1111 1111, "

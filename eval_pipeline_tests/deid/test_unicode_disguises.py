@@ -156,7 +156,7 @@ def _trace_with(leaf: str, text: str) -> dict:
     return record
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     disguise=st.sampled_from(sorted(DISGUISE_FUNCTIONS)),
     entity_type=st.sampled_from(sorted(VALUES)),

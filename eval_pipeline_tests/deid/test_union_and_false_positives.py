@@ -20,7 +20,7 @@ from eval_pipeline.deid import (
     scan_frame,
     scan_text,
 )
-from eval_pipeline.importers import import_tau_bench
+from eval_pipeline.importers import ImportRun, import_tau_bench
 from eval_pipeline.quality.contracts import check_no_personal_data
 
 TAU_SAMPLE = Path(__file__).resolve().parents[1] / "reference_data" / "tau_bench" / "gpt-4o-airline.sample.json"
@@ -146,7 +146,7 @@ def _tau_with_a_date_of_birth(tmp_path: Path, run_id: str) -> Path:
     source = tmp_path / "tau.json"
     source.write_text(json.dumps(records))
     root = tmp_path / "data"
-    import_tau_bench(source, run_id, root)
+    import_tau_bench(source, ImportRun(run_id=run_id, data_root=root))
     return root
 
 
@@ -173,6 +173,7 @@ def test_the_check_of_a_de_identified_input_runs_both_detectors_unless_told_othe
     assert check_no_personal_data("claims", frame).passed
 
 
+@pytest.mark.slow
 def test_the_tau_bench_sample_runs_through_the_pipeline_with_no_finding_and_no_failed_check(tmp_path):
     import io
 

@@ -1,45 +1,27 @@
-"""Fixtures of the export tests: the bundled sample materialized once, a loopback HTTP receiver, the command runner."""
+"""Fixtures of the export tests: the shared sample materialization, a loopback HTTP receiver, the command runner."""
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from eval_pipeline.cli.exports import register
-from eval_pipeline.io.warehouse import Warehouse
-from eval_pipeline.runner import run_pipeline
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def sample(tmp_path_factory) -> dict:
-    """Both sample runs (base-41, cand-42) materialized into a temporary warehouse: data root, warehouse root, Warehouse."""
-    root = tmp_path_factory.mktemp("exports")
-    data = root / "data"
-    shutil.copytree(REPO_ROOT / "data", data, ignore=shutil.ignore_patterns("warehouse", "reports"))
-    code = run_pipeline(
-        data=str(data),
-        warehouse=str(root / "wh"),
-        reports=str(root / "rep"),
-        deid_demo=True,
-        quiet=True,
-        instance=dg.DagsterInstance.ephemeral(),
-        stream=io.StringIO(),
-    )
-    warehouse = Warehouse.at(root / "wh")
+def sample(scored) -> dict:
+    """The session's one materialization of both sample runs (`scored`), as the export tests read it: data root,
+    warehouse root, Warehouse."""
+    warehouse = scored["warehouse"]
     # A failed report step (exit 1) leaves the tables written; what these tests read must be there for both runs.
-    assert code in (0, 1), code
+    assert scored["code"] in (0, 1), scored["summary"]
     for table in (
         "run_manifest",
         "stage_results",
@@ -50,7 +32,7 @@ def sample(tmp_path_factory) -> dict:
         "outcome_scores",
     ):
         assert warehouse.runs(table) == ["base-41", "cand-42"], table
-    return {"data": data, "root": root / "wh", "warehouse": warehouse}
+    return {"data": scored["data"], "root": Path(warehouse.root), "warehouse": warehouse}
 
 
 @pytest.fixture()

@@ -16,6 +16,8 @@ from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.judge.reuse import STORED_SCHEMA, VERDICT_STORE
 from eval_pipeline.quality import tables
 
+pytestmark = pytest.mark.slow
+
 LEAK = "jane.doe@example.com"
 
 

@@ -1,4 +1,4 @@
-"""`export … --format langfuse`: score objects as files and through the batch ingestion API, against a loopback receiver."""
+"""`export … --format langfuse`: score objects as files and through the batch ingestion API of a loopback receiver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`export … --format otlp`: OTLP/JSON spans with gen_ai.evaluation.result events, to a file and to a loopback receiver."""
+"""`export … --format otlp`: OTLP/JSON spans with gen_ai.evaluation.result events, to a file and a loopback receiver."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_ids_are_deterministic(sent_spans):
 
 
 def test_known_failed_trace(sent_spans):
-    """cand-42:rag-001#1, read off the tables by hand: retrieval fails (stale version outranks), answer lacks 14 days."""
+    """cand-42:rag-001#1, read off tables by hand: retrieval fails (stale version outranks), answer lacks 14 days."""
     span = next(s for s in _spans(sent_spans) if s["name"] == "eval rag cand-42:rag-001#1")
     assert span["startTimeUnixNano"] == span["endTimeUnixNano"] == CAND_42_TIME
     attrs = _attrs(span["attributes"])
@@ -236,7 +236,7 @@ def test_partial_rejection_is_a_failure(export, receiver, capsys):
 
 
 def test_failed_agent_trace(sent_spans):
-    """cand-42:agent-001#1 calls get_ticket after the call that should follow it: tool_order is its first failing stage."""
+    """cand-42:agent-001#1 calls get_ticket after the call meant to follow it: tool_order is its first failing stage."""
     span = next(s for s in _spans(sent_spans) if s["name"] == "eval agent cand-42:agent-001#1")
     attrs = _attrs(span["attributes"])
     assert attrs["eval_pipeline.outcome"] == "fail" and attrs["eval_pipeline.first_failing_stage"] == "tool_order"

@@ -1,4 +1,7 @@
-"""`export TABLE --format csv|jsonl|parquet`: every format reads back as the table; restricted and unknown tables or runs are refused."""
+"""`export TABLE --format csv|jsonl|parquet`: every format reads back as the table.
+
+Restricted and unknown tables or runs are refused.
+"""
 
 from __future__ import annotations
 
@@ -167,6 +170,7 @@ def test_missing_warehouse(tmp_path, capsys):
 REAL_MAIN = "import sys; from eval_pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "langfuse", "otlp"])
 @pytest.mark.parametrize("entry", ["eval-pipeline", "module"])
 def test_closed_pipe_stops_quietly(sample, fmt, entry):

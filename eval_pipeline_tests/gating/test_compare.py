@@ -7,10 +7,10 @@ import pytest
 
 from eval_pipeline.gating import baseline_or_reason, comparable_baseline, compare
 from eval_pipeline.gating.facts import manifest_from_warehouse, run_facts, scored_runs
-from eval_pipeline.io.loaders import load_gate_policy
+from eval_pipeline.io.policy import load_gate_policy
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.io.warehouse import Warehouse
-from eval_pipeline.scoring.gates import RunFacts
+from eval_pipeline.scoring.gate_facts import RunFacts
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,6 +4,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 
 def test_bench_reports_wall_time_steps_rescore_share_and_zero_judge_calls_on_an_unchanged_rerun(tmp_path):
     result = subprocess.run(

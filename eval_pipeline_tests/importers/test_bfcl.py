@@ -13,16 +13,10 @@ import pytest
 import yaml
 
 from eval_pipeline.cli.importers import register
-from eval_pipeline.importers import IMPORTERS, ImporterError, import_bfcl
-from eval_pipeline.importers.bfcl import (
-    DecodeError,
-    decode_prompting,
-    decode_result,
-    expand_accepted,
-    json_schema,
-    reference_call,
-)
-from eval_pipeline.io import ingest, loaders
+from eval_pipeline.importers import IMPORTERS, ImporterError, ImportRun, import_bfcl
+from eval_pipeline.importers.bfcl_decode import DecodeError, decode_prompting, decode_result
+from eval_pipeline.importers.bfcl_schema import expand_accepted, json_schema, reference_call
+from eval_pipeline.io import ingest, inputs, loaders
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.scoring.tools import score_tools
 
@@ -42,7 +36,8 @@ PASS = {
 }
 # the 4 live items whose ground truth contradicts their own function (BFCL's checker can pass no call for them)
 UNSATISFIABLE = {
-    "live_simple_106-63-0": "schema: 'auto_loan_payment_start' is a required property",  # required, and no accepted value
+    # required, and no accepted value
+    "live_simple_106-63-0": "schema: 'auto_loan_payment_start' is a required property",
     "live_simple_112-68-0": "schema: 'acc_routing_start' is a required property",
     "live_multiple_862-181-3": "'journey_start_time' was unexpected",  # the answer names a parameter the function lacks
     "live_multiple_964-207-0": "'question' was unexpected",  # the answer omits the required `statement`
@@ -57,9 +52,9 @@ def score_run(data_root: Path, run_id: str) -> pl.DataFrame:
     """tool_scores of an imported run, loaded the way the pipeline loads it."""
     location = open_location(data_root)
     manifest = loaders.load_manifest(location, run_id)
-    cases = loaders.load_cases(location, manifest.dataset_version)
+    cases = inputs.load_cases(location, manifest.dataset_version)
     assert cases.rejects == []
-    tools = loaders.load_tools(location, manifest.environment_version)
+    tools = inputs.load_tools(location, manifest.environment_version)
     parsed = ingest.parse_traces(ingest.read_raw_lines(location, run_id), cases.frame, run_id)
     assert parsed.rejects.height == 0
     tool_scores, _ = score_tools(parsed.traces, cases.frame, tools)
@@ -89,7 +84,9 @@ def read_lines(path: Path) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("category", CATEGORIES)
 def test_self_check_of_the_committed_subset_passes_every_tool_stage(tmp_path, category):
-    summary = import_bfcl(questions(category), f"self-{category}", tmp_path, self_check=True)
+    summary = import_bfcl(
+        questions(category), ImportRun(run_id=f"self-{category}", data_root=tmp_path), self_check=True
+    )
     expected = len(read_lines(questions(category)))
     assert (summary.cases, summary.traces, summary.rejects, summary.incomplete) == (expected, expected, [], [])
     scores = score_run(tmp_path, f"self-{category}")
@@ -98,12 +95,15 @@ def test_self_check_of_the_committed_subset_passes_every_tool_stage(tmp_path, ca
     assert all(stages(row) == PASS for row in scores.iter_rows(named=True))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED.is_dir(), reason="the shared BFCL data is not beside the repository")
 def test_self_check_of_the_full_live_files_fails_only_the_unsatisfiable_items(tmp_path):
     failed: dict[str, str] = {}
     total = 0
     for category in CATEGORIES:
-        summary = import_bfcl(questions(category, SHARED), f"self-{category}", tmp_path, self_check=True)
+        summary = import_bfcl(
+            questions(category, SHARED), ImportRun(run_id=f"self-{category}", data_root=tmp_path), self_check=True
+        )
         total += summary.traces
         scores = score_run(tmp_path, f"self-{category}")
         for row in failing(scores).iter_rows(named=True):
@@ -307,7 +307,9 @@ def perturbed(tmp_path_factory) -> dict[str, dict[str, Any]]:
         results = write_results(
             root / f"{category}_result.json", [(PERTURBATIONS[k][1], PERTURBATIONS[k][2]) for k in kinds]
         )
-        summary = import_bfcl(questions(category), f"perturbed-{category}", root / "data", results=results)
+        summary = import_bfcl(
+            questions(category), ImportRun(run_id=f"perturbed-{category}", data_root=root / "data"), results=results
+        )
         assert summary.rejects == []
         scores = score_run(root / "data", f"perturbed-{category}")
         attempts: dict[str, int] = {}
@@ -362,7 +364,7 @@ def test_a_case_change_passes_under_normalized_strings_and_other_words_do_not(tm
             ("hotel_0", "[book_hotel(hotel='Hilton', nights=2.0)]"),
         ],
     )
-    import_bfcl(source, "hotels", tmp_path / "data", results=results)
+    import_bfcl(source, ImportRun(run_id="hotels", data_root=tmp_path / "data"), results=results)
     scores = score_run(tmp_path / "data", "hotels").sort("attempt")
     assert [stages(r)["tool_arguments"] for r in scores.iter_rows(named=True)] == ["pass", "pass", "fail", "fail"]
     assert all(
@@ -455,7 +457,7 @@ def test_function_calling_forms_decode_to_the_same_calls():
 
 def test_an_undecodable_result_is_a_trace_with_the_raw_text_and_no_call(tmp_path):
     results = write_results(tmp_path / "r.json", [(USER, "Sorry, I need more details."), (USER, {"not": "a list"})])
-    summary = import_bfcl(questions("simple"), "raw", tmp_path / "data", results=results)
+    summary = import_bfcl(questions("simple"), ImportRun(run_id="raw", data_root=tmp_path / "data"), results=results)
     assert (summary.traces, summary.rejects, summary.incomplete) == (2, [], [])
     assert any(note.startswith("2 results could not be decoded") for note in summary.notes)
     lines = [json.loads(line) for line in (tmp_path / "data/traces/raw/r.jsonl").read_text().splitlines()]
@@ -490,7 +492,7 @@ def test_result_lines_of_one_id_are_attempts_and_foreign_lines_are_rejects(tmp_p
         )
         + "\n"
     )
-    summary = import_bfcl(questions("simple"), "att", tmp_path / "data", results=path)
+    summary = import_bfcl(questions("simple"), ImportRun(run_id="att", data_root=tmp_path / "data"), results=path)
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (3, "result of live_simple_999-0-0, which is not an imported item"),
         (4, "no result"),
@@ -511,9 +513,14 @@ def test_underscore_to_dot_resolves_names_of_models_that_cannot_write_dots(tmp_p
         tmp_path / "r.json",
         [(UBER, [{"uber_ride": json.dumps({"loc": "2150 Shattuck Ave, Berkeley, CA", "type": "plus", "time": 10})}])],
     )
-    import_bfcl(questions("multiple"), "dots", tmp_path / "a", results=results, underscore_to_dot=True)
+    import_bfcl(
+        questions("multiple"),
+        ImportRun(run_id="dots", data_root=tmp_path / "a"),
+        results=results,
+        underscore_to_dot=True,
+    )
     assert stages(score_run(tmp_path / "a", "dots").row(0, named=True)) == PASS
-    import_bfcl(questions("multiple"), "plain", tmp_path / "b", results=results)
+    import_bfcl(questions("multiple"), ImportRun(run_id="plain", data_root=tmp_path / "b"), results=results)
     row = score_run(tmp_path / "b", "plain").row(0, named=True)
     assert stages(row) == {**PASS, "tool_selection": "fail", "tool_arguments": "fail"}
     assert "unknown_tool: uber_ride" in row["tool_selection_reason"]
@@ -523,14 +530,19 @@ def test_underscore_to_dot_resolves_names_of_models_that_cannot_write_dots(tmp_p
 
 
 def test_cases_carry_every_accepted_value_and_the_optional_parameters(tmp_path):
-    summary = import_bfcl(questions("simple"), "self", tmp_path, self_check=True, dataset_version="bfcl-simple")
+    summary = import_bfcl(
+        questions("simple"),
+        ImportRun(run_id="self", data_root=tmp_path, dataset_version="bfcl-simple"),
+        self_check=True,
+    )
     assert summary.dataset_version == summary.environment_version == "bfcl-simple"
     weather = yaml.safe_load((tmp_path / f"cases/bfcl-simple/{WEATHER}.yaml").read_text())
     assert weather == {
         "case_id": WEATHER,
         "case_revision": 1,
         "lanes": ["agent"],
-        "input": "What are the current weather conditions in Tel Aviv, and could you provide that in Fahrenheit, please?",
+        "input": "What are the current weather conditions in Tel Aviv, "
+        "and could you provide that in Fahrenheit, please?",
         "allowed_tools": ["get_current_weather@live_simple_4-3-0"],
         "reference_tool_calls": [
             {
@@ -543,7 +555,7 @@ def test_cases_carry_every_accepted_value_and_the_optional_parameters(tmp_path):
         "tool_match": "unordered",
     }
     # a first accepted value "" leaves the parameter out of the canonical call
-    parallel = import_bfcl(questions("parallel"), "p", tmp_path / "p", self_check=True)
+    parallel = import_bfcl(questions("parallel"), ImportRun(run_id="p", data_root=tmp_path / "p"), self_check=True)
     assert parallel.traces == 16
     case = yaml.safe_load((tmp_path / f"p/cases/bfcl-BFCL_v4_live_parallel/{PARALLEL}.yaml").read_text())
     assert [(c["args"], c["optional"]) for c in case["reference_tool_calls"]] == [
@@ -553,7 +565,7 @@ def test_cases_carry_every_accepted_value_and_the_optional_parameters(tmp_path):
 
 
 def test_the_registry_states_bfcls_types_and_checks_every_call(tmp_path):
-    import_bfcl(questions("simple"), "self", tmp_path, self_check=True)
+    import_bfcl(questions("simple"), ImportRun(run_id="self", data_root=tmp_path), self_check=True)
     registry = yaml.safe_load((tmp_path / "tools/bfcl-BFCL_v4_live_simple/tools.yaml").read_text())
     assert registry["value_rules"] == "bfcl"
     tools = {t["name"]: t for t in registry["tools"]}
@@ -646,7 +658,7 @@ def test_answers_of_another_type_widen_only_their_own_items_definition(tmp_path)
             ("hotel_1", "[find_hotel(city='Rome', rooms='2')]"),
         ],
     )
-    summary = import_bfcl(source, "h", tmp_path / "data", results=results)
+    summary = import_bfcl(source, ImportRun(run_id="h", data_root=tmp_path / "data"), results=results)
     registry = yaml.safe_load((tmp_path / "data/tools/bfcl-hotels/tools.yaml").read_text())
     assert {t["name"]: t["args"]["properties"]["rooms"]["type"] for t in registry["tools"]} == {
         "find_hotel@hotel_0": ["integer", "string"],
@@ -658,7 +670,7 @@ def test_answers_of_another_type_widen_only_their_own_items_definition(tmp_path)
 
 
 def test_names_defined_twice_are_qualified_or_refused(tmp_path):
-    summary = import_bfcl(questions("parallel"), "p", tmp_path / "a", self_check=True)
+    summary = import_bfcl(questions("parallel"), ImportRun(run_id="p", data_root=tmp_path / "a"), self_check=True)
     assert any(
         note.startswith("3 function names are defined differently by different items: registered as 14 tools")
         for note in summary.notes
@@ -671,13 +683,27 @@ def test_names_defined_twice_are_qualified_or_refused(tmp_path):
         match="function get_current_weather is defined differently by items "
         "live_parallel_0-0-0 and live_parallel_1-0-1",
     ):
-        import_bfcl(questions("parallel"), "p", tmp_path / "b", self_check=True, collisions="error")
+        import_bfcl(
+            questions("parallel"), ImportRun(run_id="p", data_root=tmp_path / "b"), self_check=True, collisions="error"
+        )
     # a second file into the environment version of the first is refused: one environment version per file
-    import_bfcl(questions("simple"), "s", tmp_path / "c", self_check=True, environment_version="bfcl")
+    import_bfcl(
+        questions("simple"),
+        ImportRun(run_id="s", data_root=tmp_path / "c", environment_version="bfcl"),
+        self_check=True,
+    )
     with pytest.raises(ImporterError, match="tools/bfcl/tools.yaml exists with other tools"):
-        import_bfcl(questions("multiple"), "m", tmp_path / "c", self_check=True, environment_version="bfcl")
+        import_bfcl(
+            questions("multiple"),
+            ImportRun(run_id="m", data_root=tmp_path / "c", environment_version="bfcl"),
+            self_check=True,
+        )
     # re-importing the same file (results after the self-check) reuses its registry and cases
-    import_bfcl(questions("simple"), "s2", tmp_path / "c", self_check=True, environment_version="bfcl")
+    import_bfcl(
+        questions("simple"),
+        ImportRun(run_id="s2", data_root=tmp_path / "c", environment_version="bfcl"),
+        self_check=True,
+    )
 
 
 def test_nested_answers_expand_into_concrete_values_under_a_cap():
@@ -747,13 +773,13 @@ def test_items_bfcl_can_never_pass_are_named(tmp_path):
     (tmp_path / "possible_answer/odd.json").write_text(
         json.dumps({"id": "odd_0", "ground_truth": [{"record": {"a": [["x"]], "b": []}}]}) + "\n"
     )
-    summary = import_bfcl(source, "odd", tmp_path / "data", self_check=True)
+    summary = import_bfcl(source, ImportRun(run_id="odd", data_root=tmp_path / "data"), self_check=True)
     assert (
         "1 items whose ground truth breaks their own function's schema (BFCL can pass no call for them): odd_0"
         in summary.notes
     )
     results = write_results(tmp_path / "r.json", [("odd_0", "[record(a=['x'], b=[])]")])
-    import_bfcl(source, "odd-r", tmp_path / "data", results=results)
+    import_bfcl(source, ImportRun(run_id="odd-r", data_root=tmp_path / "data"), results=results)
     for run in ("odd", "odd-r"):
         assert stages(score_run(tmp_path / "data", run).row(0, named=True)) == {**PASS, "tool_arguments": "fail"}
 
@@ -779,7 +805,9 @@ def test_bad_items_are_rejects(tmp_path):
     answers.write_text(
         json.dumps(gold) + "\n" + json.dumps({"id": "other", "ground_truth": [{"get_user": {"user_id": [1]}}]}) + "\n"
     )
-    summary = import_bfcl(source, "mixed", tmp_path / "data", answers=answers, self_check=True)
+    summary = import_bfcl(
+        source, ImportRun(run_id="mixed", data_root=tmp_path / "data"), answers=answers, self_check=True
+    )
     assert summary.traces == 1
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (2, f"duplicate id {USER}"),

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from eval_pipeline.importers.attempts import ImportRun, Matching
+from eval_pipeline.importers import ImportRun, Matching
 from eval_pipeline.importers.common import ImporterError
 from eval_pipeline.importers.doc_ids import digest_id
 from eval_pipeline.importers.flat_rows import (
@@ -56,7 +56,10 @@ def ragas_to_csv(path: Path, samples: list[dict]) -> Path:
 
 
 def deepeval_tool(name: str, params: dict | None = None, output=None) -> dict:
-    """ToolCall.model_dump(by_alias=True, exclude_none=True, mode="json"), as save_as dumps tools_called/expected_tools."""
+    """ToolCall.model_dump(by_alias=True, exclude_none=True, mode="json").
+
+    That is how save_as dumps tools_called/expected_tools.
+    """
     dumped = {"name": name, "type": "FUNCTION"}
     if output is not None:
         dumped["output"] = output
@@ -556,7 +559,10 @@ def golden_rows() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
-    """One data root, three imports (Ragas and DeepEval without golden cases, Ragas against golden-1), one pipeline run."""
+    """One data root, three imports, one pipeline run.
+
+    The imports: Ragas and DeepEval without golden cases, Ragas against golden-1.
+    """
     root = tmp_path_factory.mktemp("flat_rows")
     write_golden(root)
     ragas = ragas_to_jsonl(root.parent / "ragas_rows.jsonl", rag_and_agent_rows())
@@ -590,6 +596,7 @@ def rows_of(warehouse: Warehouse, table: str, run_id: str, *columns: str) -> dic
     return {row["trace_id"]: tuple(row[c] for c in columns) for row in frame.iter_rows(named=True)}
 
 
+@pytest.mark.slow
 def test_ragas_rows_write_cases_from_their_gold(imported):
     root, summaries, code, _, printed = imported
     assert code == 0, printed
@@ -622,6 +629,7 @@ def test_ragas_rows_write_cases_from_their_gold(imported):
     assert {shipping} & {d["doc_id"] for d in corpus} == set()
 
 
+@pytest.mark.slow
 def test_ragas_rows_scored(imported):
     _, _, _, warehouse, _ = imported
     case_of = {
@@ -654,6 +662,7 @@ def test_ragas_rows_scored(imported):
     assert case_of[miss].startswith("q-")
 
 
+@pytest.mark.slow
 def test_deepeval_rows_scored(imported):
     root, summaries, _, warehouse, _ = imported
     summary = summaries["deepeval-1"]
@@ -684,6 +693,7 @@ def test_deepeval_rows_scored(imported):
     assert sorted(failing.values()) == [("agent", "tool_selection")]
 
 
+@pytest.mark.slow
 def test_rows_meet_golden_cases_and_write_none(imported):
     root, summaries, _, warehouse, _ = imported
     summary = summaries["golden-ragas"]

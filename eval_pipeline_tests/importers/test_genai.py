@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.importers.attempts import ImportRun, Matching
+from eval_pipeline.importers import ImportRun, Matching
 from eval_pipeline.importers.genai import genai_attempt, is_genai
 from eval_pipeline.importers.otlp import import_otlp, read_otlp
 from eval_pipeline.importers.source import (
@@ -406,7 +406,7 @@ GOLDEN = {
 
 @pytest.fixture(scope="module")
 def scored(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    """Both forms imported as one run by `import otlp`, the event form's log records given beside its spans, and scored."""
+    """Both forms imported as one run by `import otlp`, the event form's log records beside its spans, and scored."""
     root = tmp_path_factory.mktemp("golden")
     golden_root(root, "ga", CORPUS, GOLDEN)
     run = ImportRun(
@@ -421,6 +421,7 @@ def _rows(warehouse, table: str, *columns: str) -> dict[str, tuple]:
     return {row["case_id"]: tuple(row[c] for c in columns) for row in warehouse.read(table, "ga-1").to_dicts()}
 
 
+@pytest.mark.slow
 def test_imported_traces_are_scored_in_their_lanes(scored) -> None:
     summary, code, warehouse, printed = scored
     assert (summary.traces, summary.cases, summary.rejects) == (7, 0, [])

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from eval_pipeline.importers import ImporterError, import_openai_messages, import_tau_bench
+from eval_pipeline.importers import ImporterError, ImportRun, import_openai_messages, import_tau_bench
 from eval_pipeline.importers.common import read_records, resolve_registry
 from eval_pipeline.importers.openai_messages import messages_to_steps
 from eval_pipeline.importers.tau_tools import TAU_TOOL_ROLES
@@ -128,7 +128,9 @@ def test_the_same_records_import_alike_as_json_array_pretty_object_and_jsonl(tmp
     for shape, text in shapes.items():
         (tmp_path / shape).mkdir()
         (tmp_path / shape / "chats.json").write_text(text)
-        summary = import_openai_messages(tmp_path / shape / "chats.json", "run", tmp_path / shape / "data")
+        summary = import_openai_messages(
+            tmp_path / shape / "chats.json", ImportRun(run_id="run", data_root=tmp_path / shape / "data")
+        )
         imported[shape] = (
             (summary.records, summary.traces, len(summary.rejects), len(summary.incomplete)),
             written_traces(tmp_path / shape / "data", "run"),
@@ -147,7 +149,9 @@ def test_the_same_records_import_alike_as_json_array_pretty_object_and_jsonl(tmp
     }.items():
         (tmp_path / shape).mkdir()
         (tmp_path / shape / "airline.json").write_text(text)
-        summary = import_tau_bench(tmp_path / shape / "airline.json", "tau", tmp_path / shape / "data")
+        summary = import_tau_bench(
+            tmp_path / shape / "airline.json", ImportRun(run_id="tau", data_root=tmp_path / shape / "data")
+        )
         assert (summary.records, summary.cases, summary.traces, summary.rejects) == (12, 3, 12, [])
     assert written_traces(tmp_path / "tau-array/data", "tau") == written_traces(tmp_path / "tau-jsonl/data", "tau")
     case = "cases/tau-bench-airline/tau-1.yaml"
@@ -159,7 +163,7 @@ def test_a_broken_jsonl_line_is_one_reject_and_the_other_records_import(tmp_path
     lines[2] = lines[2][:40]  # record 3 (task 2, trial 0) cut short inside a key that starts at column 40
     source = tmp_path / "airline.jsonl"
     source.write_text("\n".join(lines) + "\n")
-    summary = import_tau_bench(source, "tau", tmp_path / "data")
+    summary = import_tau_bench(source, ImportRun(run_id="tau", data_root=tmp_path / "data"))
     assert (summary.records, summary.cases, summary.traces, summary.incomplete) == (12, 3, 11, [])
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (3, "invalid JSON: Unterminated string starting at column 40")
@@ -171,15 +175,15 @@ def test_a_broken_jsonl_line_is_one_reject_and_the_other_records_import(tmp_path
 
 
 def test_tau2_results_file_becomes_cases_attempts_and_rejects(tmp_path):
-    summary = import_tau_bench(TAU2_RESULTS, "t2", tmp_path, dataset_version="telecom")
+    summary = import_tau_bench(TAU2_RESULTS, ImportRun(run_id="t2", data_root=tmp_path, dataset_version="telecom"))
     # 4 simulations: 2 of the roaming task (trial 0, and trial 1 lost to an infrastructure error), 1 of the
     # no-service task, 1 of a task missing from `tasks`
     assert (summary.records, summary.cases, summary.traces) == (4, 2, 3)
     assert [(r["line"], r["reason"], r["case_id"]) for r in summary.rejects] == [
         (
             4,
-            "simulation '71d3e5f9-mms-0': task '[mms_issue]bad_network_preference[PERSONA:None]' is not among the tasks "
-            "of the results file",
+            "simulation '71d3e5f9-mms-0': task '[mms_issue]bad_network_preference[PERSONA:None]' "
+            "is not among the tasks of the results file",
             "tau-[mms_issue]bad_network_preference[PERSONA:None]",
         )
     ]
@@ -250,7 +254,7 @@ def test_tau2_results_file_becomes_cases_attempts_and_rejects(tmp_path):
 
 
 def test_tau2_outcome_follows_the_reward(tmp_path):
-    import_tau_bench(TAU2_RESULTS, "t2", tmp_path)
+    import_tau_bench(TAU2_RESULTS, ImportRun(run_id="t2", data_root=tmp_path))
     run = score_run(tmp_path, "t2")
     outcomes = run["outcomes"]
     assert by_trace(outcomes, f"t2:tau-{ROAMING}#1")["success"] is True
@@ -325,7 +329,8 @@ def test_tau2_messages_are_read_by_openai_messages(tmp_path):
         "refund service unavailable",
     )
     summary = import_openai_messages(
-        write_jsonl(tmp_path / "tau2.jsonl", [{"messages": messages}]), "t", tmp_path / "data"
+        write_jsonl(tmp_path / "tau2.jsonl", [{"messages": messages}]),
+        ImportRun(run_id="t", data_root=tmp_path / "data"),
     )
     assert (summary.traces, summary.incomplete, summary.rejects) == (1, [], [])
     assert written_traces(tmp_path / "data", "t")[0]["input"] == "Refund order 7, please."
@@ -368,7 +373,7 @@ def test_legacy_function_call_and_function_messages(tmp_path):
             {"case_id": "weather", "messages": orphan, "success": False},
         ],
     )
-    summary = import_openai_messages(source, "legacy", tmp_path / "data")
+    summary = import_openai_messages(source, ImportRun(run_id="legacy", data_root=tmp_path / "data"))
     assert (summary.records, summary.traces, summary.rejects) == (2, 2, [])
     # the only incomplete trace is the genuinely defective one: a function message answering no open call
     assert summary.incomplete == [
@@ -432,7 +437,9 @@ def test_anthropic_tool_use_and_tool_result_blocks(tmp_path):
         ],
         "usage": {"input_tokens": 1200, "output_tokens": 90},
     }
-    summary = import_openai_messages(write_jsonl(tmp_path / "claude.jsonl", [record]), "claude", tmp_path / "data")
+    summary = import_openai_messages(
+        write_jsonl(tmp_path / "claude.jsonl", [record]), ImportRun(run_id="claude", data_root=tmp_path / "data")
+    )
     assert (summary.traces, summary.incomplete, summary.rejects) == (1, [], [])
     trace = written_traces(tmp_path / "data", "claude")[0]
     assert [(s["kind"], s.get("tool") or s.get("content")) for s in trace["steps"]] == [
@@ -467,7 +474,7 @@ def test_a_message_list_the_importer_cannot_read_is_a_reject(tmp_path):
             {"info": {}, "tasks": [], "simulations": []},
         ],
     )
-    summary = import_openai_messages(source, "mixed", tmp_path / "data")
+    summary = import_openai_messages(source, ImportRun(run_id="mixed", data_root=tmp_path / "data"))
     assert (summary.records, summary.traces, summary.incomplete) == (4, 1, [])
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (2, "message 2 has role 'ipython', which the importer does not read"),
@@ -512,7 +519,7 @@ def test_a_call_of_a_tool_missing_from_the_registry_is_an_ordinary_step(tmp_path
             }
         ],
     )
-    summary = import_openai_messages(source, "wipe", tmp_path / "data", tools=registry)
+    summary = import_openai_messages(source, ImportRun(run_id="wipe", data_root=tmp_path / "data", tools=registry))
     assert (summary.traces, summary.incomplete) == (1, [])
     assert summary.notes[-1].endswith("reason unknown_tool): wipe_orders (1 call)")
     trace = written_traces(tmp_path / "data", "wipe")[0]
@@ -533,7 +540,7 @@ def test_a_call_of_a_tool_missing_from_the_registry_is_an_ordinary_step(tmp_path
 
 
 def test_tau_bench_registry_takes_roles_from_the_tau_tool_table(tmp_path):
-    summary = import_tau_bench(SAMPLE, "tau", tmp_path, dataset_version="airline")
+    summary = import_tau_bench(SAMPLE, ImportRun(run_id="tau", data_root=tmp_path, dataset_version="airline"))
     assert summary.notes == [
         "tool registry: inferred from the calls (read_only from the τ-bench / τ²-bench tool table, "
         "else guessed from names)"
@@ -591,5 +598,6 @@ def test_tau_tool_table_covers_both_generations():
         "transfer_to_human_agents",
     } <= reads
     # τ²-bench's agent tools: airline 15 + retail 17 + telecom 13, less the names counted twice (calculate, think and
-    # get_user_details in airline and retail, transfer_to_human_agents in all three): 45 - 5; τ-bench's 14 + 16 are among them
+    # get_user_details in airline and retail, transfer_to_human_agents in all three): 45 - 5;
+    # τ-bench's 14 + 16 are among them
     assert len(TAU_TOOL_ROLES) == 40

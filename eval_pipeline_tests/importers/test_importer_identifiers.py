@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from eval_pipeline.cli.importers import register
-from eval_pipeline.importers import ImporterError, import_openai_messages, import_tau_bench
+from eval_pipeline.importers import ImporterError, ImportRun, import_openai_messages, import_tau_bench
 from eval_pipeline.importers.common import load_registry_file, slug
 from eval_pipeline_tests.importers.fixtures.importing import SAMPLE, write_jsonl
 
@@ -49,7 +49,7 @@ def test_import_with_a_path_as_run_id_is_a_usage_error_and_writes_nothing(tmp_pa
 def test_the_importer_api_refuses_paths_before_reading_anything(tmp_path, options, message):
     run_id = options.pop("run_id", "tau-1")
     with pytest.raises(ImporterError) as error:
-        import_tau_bench(str(SAMPLE), run_id, tmp_path / "data", **options)
+        import_tau_bench(str(SAMPLE), ImportRun(run_id=run_id, data_root=tmp_path / "data", **options))
     assert str(error.value) == message
     assert files_under(tmp_path) == []
 
@@ -59,7 +59,7 @@ def test_a_source_file_name_never_makes_a_dotted_dataset_version(tmp_path):
         tmp_path / "a..b.jsonl",
         [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}],
     )
-    summary = import_openai_messages(source, "chat", tmp_path / "data")
+    summary = import_openai_messages(source, ImportRun(run_id="chat", data_root=tmp_path / "data"))
     assert summary.dataset_version == "openai-messages-a.b"
     assert slug("../../etc/passwd") == "etc-passwd" and slug("x..y") == "x.y" and slug("..") == "import"
 
@@ -70,7 +70,9 @@ def test_two_case_ids_with_one_file_name_are_refused(tmp_path):
         for case_id in ("a/b", "a b")
     ]
     with pytest.raises(ImporterError) as error:
-        import_openai_messages(write_jsonl(tmp_path / "two.jsonl", records), "chat", tmp_path / "data")
+        import_openai_messages(
+            write_jsonl(tmp_path / "two.jsonl", records), ImportRun(run_id="chat", data_root=tmp_path / "data")
+        )
     assert (
         str(error.value) == "cases 'a/b' and 'a b' would both be written to a-b.yaml; rename one of them in the source"
     )

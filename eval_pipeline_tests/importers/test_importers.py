@@ -11,7 +11,7 @@ import yaml
 
 from eval_pipeline.cli.importers import register
 from eval_pipeline.contracts.frames import canonical_json
-from eval_pipeline.importers import import_openai_messages, import_tau_bench
+from eval_pipeline.importers import ImportRun, import_openai_messages, import_tau_bench
 from eval_pipeline.importers.openai_messages import messages_to_steps
 from eval_pipeline.scoring.reliability import suite_reliability
 from eval_pipeline_tests.importers.fixtures.importing import SAMPLE, by_trace, score_run, write_jsonl, written_traces
@@ -20,7 +20,7 @@ from eval_pipeline_tests.importers.fixtures.importing import SAMPLE, by_trace, s
 
 
 def test_tau_bench_sample_imports_and_scores_with_hand_computed_pass_hat_k(tmp_path):
-    summary = import_tau_bench(SAMPLE, "tau-4o", tmp_path)
+    summary = import_tau_bench(SAMPLE, ImportRun(run_id="tau-4o", data_root=tmp_path))
     assert (summary.records, summary.cases, summary.traces, summary.rejects, summary.incomplete) == (12, 3, 12, [], [])
     run = score_run(tmp_path, "tau-4o")
 
@@ -64,7 +64,7 @@ def test_tau_bench_sample_imports_and_scores_with_hand_computed_pass_hat_k(tmp_p
 
 
 def test_tau_bench_tool_metrics_come_from_the_real_calls(tmp_path):
-    import_tau_bench(SAMPLE, "tau-4o", tmp_path)
+    import_tau_bench(SAMPLE, ImportRun(run_id="tau-4o", data_root=tmp_path))
     run = score_run(tmp_path, "tau-4o")
     ts = run["tool_scores"]
     # independent count of assistant tool calls per record of the source file
@@ -123,7 +123,8 @@ def test_tau_bench_tool_metrics_come_from_the_real_calls(tmp_path):
     # just made is a write outside the path
     assert booking["n_calls"] == 13 and booking["args_valid_rate"] == pytest.approx(6 / 13)
     assert booking["tool_selection_reason"] == (
-        "surplus calls: book_reservation (7 made, the path holds 1); non-read-only tools outside the path called: cancel_reservation"
+        "surplus calls: book_reservation (7 made, the path holds 1); "
+        "non-read-only tools outside the path called: cancel_reservation"
     )
     assert booking["tool_call_f1"] == 0.0
 
@@ -133,7 +134,7 @@ def test_tau_bench_tool_metrics_come_from_the_real_calls(tmp_path):
 
 
 def test_tau_bench_files_follow_the_spec_contracts(tmp_path):
-    summary = import_tau_bench(SAMPLE, "tau-4o", tmp_path, dataset_version="airline-v1")
+    summary = import_tau_bench(SAMPLE, ImportRun(run_id="tau-4o", data_root=tmp_path, dataset_version="airline-v1"))
     assert summary.files == [
         "cases/airline-v1/tau-0.yaml",
         "cases/airline-v1/tau-1.yaml",
@@ -191,7 +192,7 @@ def test_tau_bench_bad_records_become_rejects(tmp_path):
     source.write_text(
         json.dumps([*records, broken, duplicate, "not a record", {**records[1], "reward": "yes", "trial": 5}])
     )
-    summary = import_tau_bench(source, "mixed", tmp_path / "data")
+    summary = import_tau_bench(source, ImportRun(run_id="mixed", data_root=tmp_path / "data"))
     assert summary.traces == 2
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (3, "no info.task.actions: the task's ground-truth actions are missing"),
@@ -218,7 +219,7 @@ def test_tau_bench_calls_of_tools_missing_from_a_given_registry_are_agent_failur
             }
         )
     )
-    summary = import_tau_bench(SAMPLE, "tau-4o", tmp_path / "data", tools=registry)
+    summary = import_tau_bench(SAMPLE, ImportRun(run_id="tau-4o", data_root=tmp_path / "data", tools=registry))
     # think is called once in trials (0,0), (0,1), (0,2) and twice in (0,3) and (2,1): 7 calls, all written as calls
     assert (summary.traces, summary.incomplete, summary.rejects) == (12, [], [])
     assert summary.notes[-1] == (
@@ -344,7 +345,7 @@ def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
             },  # contradicts refund-1's case
         ],
     )
-    summary = import_openai_messages(source, "chat-1", tmp_path / "data")
+    summary = import_openai_messages(source, ImportRun(run_id="chat-1", data_root=tmp_path / "data"))
     assert (summary.records, summary.cases, summary.traces, len(summary.incomplete)) == (7, 1, 4, 2)
     assert [(r["line"], r["reason"]) for r in summary.rejects] == [
         (5, "invalid JSON: Expecting property name enclosed in double quotes at column 2"),
@@ -358,8 +359,8 @@ def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
         },
         {
             "trace_id": "chat-1:refund-1#3",
-            "reason": "import: message 5: call of issue_refund: arguments are not valid JSON (Expecting property name enclosed in "
-            "double quotes at column 2)",
+            "reason": "import: message 5: call of issue_refund: arguments are not valid JSON "
+            "(Expecting property name enclosed in double quotes at column 2)",
         },
     ]
     assert summary.notes == [
@@ -395,7 +396,7 @@ def test_openai_messages_import_keeps_every_bad_record_visible(tmp_path):
 
 def test_openai_messages_without_reference_calls_are_goal_only(tmp_path):
     source = write_jsonl(tmp_path / "plain.jsonl", [{"messages": conversation(), "final_state": {"refunds": {}}}])
-    summary = import_openai_messages(source, "plain", tmp_path / "data")
+    summary = import_openai_messages(source, ImportRun(run_id="plain", data_root=tmp_path / "data"))
     case = yaml.safe_load((tmp_path / "data/cases/openai-messages-plain/plain-1.yaml").read_text())
     assert (case["tool_match"], case["input"], "milestones" in case) == (
         "goal_only",

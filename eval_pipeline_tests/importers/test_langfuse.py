@@ -16,7 +16,7 @@ import orjson
 import polars as pl
 import pytest
 
-from eval_pipeline.importers.attempts import ImportRun
+from eval_pipeline.importers import ImportRun
 from eval_pipeline.importers.langfuse import import_langfuse, read_langfuse
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Unreadable
 from eval_pipeline_tests.importers.fixtures.pipeline_run import SUPPORT_CASES, evaluate, golden_root
@@ -627,6 +627,7 @@ def _rows(warehouse, table: str, *columns: str) -> dict[str, tuple]:
     }
 
 
+@pytest.mark.slow
 def test_imported_traces_are_scored_in_their_lanes(scored) -> None:
     summary, code, warehouse, printed = scored
     assert (summary.records, summary.traces, summary.cases) == (8, 6, 0)

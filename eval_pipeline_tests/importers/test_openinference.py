@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage
 
-from eval_pipeline.importers.attempts import ImportRun, Matching
+from eval_pipeline.importers import ImportRun, Matching
 from eval_pipeline.importers.openinference import is_openinference, openinference_attempt
 from eval_pipeline.importers.otlp import import_otlp, read_otlp
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Span, SpanEvent
@@ -384,6 +384,7 @@ def _rows(warehouse, table: str, *columns: str) -> dict[str, tuple]:
     return {row["case_id"]: tuple(row[c] for c in columns) for row in frame.to_dicts()}
 
 
+@pytest.mark.slow
 def test_imported_traces_are_scored_in_their_lanes(scored) -> None:
     summary, code, warehouse, printed = scored
     assert (summary.traces, summary.cases, summary.rejects) == (7, 0, [])

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.importers.attempts import ImportRun, Matching, import_attempts
+from eval_pipeline.importers import ImportRun, Matching
+from eval_pipeline.importers.attempts import import_attempts
 from eval_pipeline.importers.common import ImporterError
 from eval_pipeline.importers.doc_ids import digest_id
 from eval_pipeline.importers.source import SourceAttempt, SourceDoc, SourceRound, Unreadable

@@ -31,10 +31,12 @@ mutation ($name: String!, $key: String!, $repo: RepositorySelector!) {
 }"""
 SENSOR_STATE = """
 query ($selector: SensorSelector!) {
-  sensorOrError(sensorSelector: $selector) { __typename ... on Sensor { sensorState { id status } } ... on Error { message } }
+  sensorOrError(sensorSelector: $selector) { __typename ... on Sensor { sensorState { id status } } \
+... on Error { message } }
 }"""
 STOP_SENSOR = """
-mutation ($id: String!) { stopSensor(id: $id) { __typename ... on StopSensorMutationResult { instigationState { status } }
+mutation ($id: String!) { stopSensor(id: $id) { __typename \
+... on StopSensorMutationResult { instigationState { status } }
   ... on Error { message } } }"""
 LAUNCH_BACKFILL = """
 mutation ($params: LaunchBackfillParams!) {
@@ -43,7 +45,8 @@ mutation ($params: LaunchBackfillParams!) {
   }
 }"""
 BACKFILL_STATUS = """
-query ($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename ... on PartitionBackfill { status numPartitions }
+query ($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename \
+... on PartitionBackfill { status numPartitions }
   ... on Error { message } } }"""
 
 
@@ -146,7 +149,8 @@ def test_a_backfill_of_four_batches_runs_two_at_a_time_and_survives_a_failing_pa
                 ):
                     break
                 assert time.monotonic() < deadline, (
-                    f"backfill not finished: {[(r.dagster_run.tags.get('dagster/partition'), r.dagster_run.status) for r in records]}\n"
+                    "backfill not finished: "
+                    f"{[(r.dagster_run.tags.get('dagster/partition'), r.dagster_run.status) for r in records]}\n"
                     + (tmp_path / "daemon.log").read_text(errors="replace")[-3000:]
                 )
                 time.sleep(2)

@@ -3,12 +3,14 @@ inputs, warehouse and reports on S3 (moto), every server on loopback; the tables
 
 import collections
 import io
+import os
 import shutil
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from eval_pipeline.io.storage import storage_options_from_env
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import CELERY_CONFIG_SOURCE, celery_execution, run_pipeline
 from eval_pipeline_harness.loopback_services import celery_workers
@@ -119,7 +121,7 @@ def test_the_sample_suite_runs_on_two_celery_workers_and_writes_the_in_process_t
     # them in commit order, which is whichever lane's worker finished first.
     tables = local_tables(scored["warehouse"])
     assert len(tables) > 30
-    on_s3 = Warehouse.at(f"s3://{bucket}/warehouse")
+    on_s3 = Warehouse.at(f"s3://{bucket}/warehouse", storage_options_from_env(os.environ))
     assert table_differences(scored["warehouse"], on_s3, tables, RUNS, ordered=False) == []
     # and no table exists only on the Celery side
     written = {

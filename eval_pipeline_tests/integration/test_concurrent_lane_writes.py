@@ -1,11 +1,13 @@
 """Two lanes replacing their own rows of one table partition at the same time, from two processes, keep both lanes."""
 
+import os
 import subprocess
 import sys
 
 import polars as pl
 import pytest
 
+from eval_pipeline.io.storage import storage_options_from_env
 from eval_pipeline.io.warehouse import Warehouse
 
 pytestmark = pytest.mark.integration
@@ -16,12 +18,14 @@ ROWS = 3
 # One lane's writer, as the multiprocess executor runs it: its own process, the warehouse's own write path. A lane-only
 # column makes the two lanes' first writes race to create the table with different schemas.
 WRITER = f"""
+import os
 import sys
 import polars as pl
+from eval_pipeline.io.storage import storage_options_from_env
 from eval_pipeline.io.warehouse import Warehouse
 
 root, lane = sys.argv[1], sys.argv[2]
-warehouse = Warehouse.at(root)
+warehouse = Warehouse.at(root, storage_options_from_env(os.environ))
 print("ready", flush=True)
 sys.stdin.readline()
 for i in range({WRITES}):
@@ -58,7 +62,7 @@ def race(root: str) -> list[subprocess.CompletedProcess]:
 def assert_both_lanes_survive(root: str) -> None:
     for outcome in race(root):
         assert outcome.returncode == 0, outcome.stderr[-3000:]
-    warehouse = Warehouse.at(root)
+    warehouse = Warehouse.at(root, storage_options_from_env(os.environ))
     table = warehouse.read("stage_results", "r1").sort("lane", "trace_id")
     # Each lane's rows are exactly its last write: 3 rows, iteration 11, its own column filled, the other's null.
     assert table.select("lane", "trace_id", "iteration", "only_rag", "only_agent").rows() == [

@@ -1,4 +1,4 @@
-"""The cluster configurations under deploy/ load and validate against dagster-k8s, dagster-celery and dagster-postgres."""
+"""The deploy/ cluster configurations load and validate against dagster-k8s, dagster-celery and dagster-postgres."""
 
 import importlib.util
 import shutil

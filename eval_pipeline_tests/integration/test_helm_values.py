@@ -1,4 +1,4 @@
-"""deploy/kubernetes/values.yaml: valid for the Dagster Helm chart, and the same deployment as deploy/kubernetes/dagster.yaml."""
+"""deploy/kubernetes/values.yaml: valid for the Dagster Helm chart and the same deployment as dagster.yaml beside it."""
 
 import copy
 import json
@@ -43,7 +43,10 @@ def load_yaml(path: Path):
 
 
 def helm_merge(defaults: dict, values: dict) -> dict:
-    """Chart defaults under user values as Helm coalesces them: maps merge, user wins, lists replace, a user null deletes."""
+    """Chart defaults under user values as Helm coalesces them.
+
+    Maps merge, user wins, lists replace, a user null deletes.
+    """
     merged = copy.deepcopy(values)
     for key, default in defaults.items():
         if key not in merged:
@@ -93,7 +96,10 @@ def remote_refs(node, found: set[str]) -> set[str]:
 
 
 def permissive_kubernetes_definitions(schema: dict) -> dict:
-    """A stand-in for the Kubernetes definitions: every pointer the chart's schema uses resolves to {} (accept anything)."""
+    """A stand-in for the Kubernetes definitions.
+
+    Every pointer the chart's schema uses resolves to {} (accept anything).
+    """
     document: dict = {}
     for ref in remote_refs(schema, set()):
         uri, _, pointer = ref.partition("#")
@@ -131,7 +137,10 @@ def schema_errors(values: dict, validator) -> list[str]:
 
 
 def launcher_config_from_values(values: dict) -> dict:
-    """The K8sRunLauncher config the chart's run-launcher template writes from these values (its field mapping, not a render)."""
+    """The K8sRunLauncher config the chart's run-launcher template writes from these values.
+
+    Its field mapping, not a render.
+    """
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
     run_k8s_config = launcher.get("runK8sConfig") or {}
     config = {
@@ -266,7 +275,10 @@ def test_run_launcher_agrees_with_dagster_yaml():
 
 
 def test_helm_renders_the_same_instance(chart, tmp_path):
-    """helm lint and helm template on the real chart; the instance ConfigMap it renders carries dagster.yaml's launcher."""
+    """helm lint and helm template on the real chart.
+
+    The instance ConfigMap it renders carries dagster.yaml's launcher.
+    """
     helm = shutil.which("helm")
     if helm is None:
         pytest.skip("helm is not installed; the schema and launcher checks above stand in for helm lint/template")

@@ -1,12 +1,14 @@
 """The warehouse and the inputs on an S3-compatible server (moto on loopback), through the same code as local paths."""
 
 import io
+import os
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 import pytest
 
+from eval_pipeline.io.storage import storage_options_from_env
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
 
@@ -20,7 +22,7 @@ def keys(client, bucket: str, prefix: str) -> list[str]:
 
 
 def test_partitions_versions_and_the_restricted_area_on_s3(bucket, s3_env):
-    warehouse = Warehouse.at(f"s3://{bucket}/warehouse")
+    warehouse = Warehouse.at(f"s3://{bucket}/warehouse", storage_options_from_env(os.environ))
     assert warehouse.storage_options["AWS_ENDPOINT_URL"] == s3_env.endpoint
 
     assert warehouse.write_partition("scores", pl.DataFrame({"trace_id": ["a", "b"], "score": [0.5, 1.0]}), "r1") == 0
@@ -77,7 +79,7 @@ def test_a_sample_run_reads_inputs_from_s3_and_writes_warehouse_and_reports_ther
     )
     assert code == 0, summary.getvalue()
 
-    warehouse = Warehouse.at(f"s3://{bucket}/warehouse")
+    warehouse = Warehouse.at(f"s3://{bucket}/warehouse", storage_options_from_env(os.environ))
     # base-41: 84 agent + 52 rag trace lines, all valid.
     assert warehouse.read("deid_traces", "base-41").height == 136
     assert warehouse.read("trace_rejects", "base-41").height == 0

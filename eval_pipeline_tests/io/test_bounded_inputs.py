@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from eval_pipeline.contracts.identifiers import HIDDEN_CHARACTER_REGEX, identifier_problem, text_id_problem
-from eval_pipeline.io import ingest, loaders
+from eval_pipeline.io import ingest, inputs, loaders
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.io.strict_yaml import MAX_ALIAS_NODES, MAX_ALIASES, YamlError, load_yaml
 from eval_pipeline.runner import RunnerError, validate_configuration
@@ -58,7 +58,7 @@ def _cases(root, files: dict[str, str]):
     folder.mkdir(parents=True)
     for name, text in files.items():
         (folder / name).write_text(text)
-    return loaders.load_cases(open_location(root), "ds")
+    return inputs.load_cases(open_location(root), "ds")
 
 
 def test_a_case_file_over_the_alias_limits_is_a_reject_row_and_the_others_load(tmp_path):
@@ -176,7 +176,7 @@ def test_a_trace_whose_ids_hold_format_controls_is_a_reject_row(tmp_path):
     ]
     (run / "batch.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
     location = open_location(tmp_path)
-    parsed = ingest.parse_traces(ingest.read_raw_lines(location, "r1"), loaders.load_cases(location, "ds").frame, "r1")
+    parsed = ingest.parse_traces(ingest.read_raw_lines(location, "r1"), inputs.load_cases(location, "ds").frame, "r1")
     assert parsed.traces["trace_id"].to_list() == ["t1"]
     assert parsed.rejects.select("line", "trace_id", "case_id").rows() == [
         (2, None, "rag-1"),

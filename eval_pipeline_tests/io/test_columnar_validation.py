@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.contracts.models import Case
-from eval_pipeline.io import ingest, loaders
+from eval_pipeline.contracts.cases import Case
+from eval_pipeline.io import ingest, inputs, loaders, trace_columnar, trace_per_line, trace_schema
+from eval_pipeline.io.case_columnar import columnar_cases
+from eval_pipeline.io.columnar import jsonl_lines
 from eval_pipeline.io.storage import Location, open_location
 
 from .case_lines import case_lines, case_records
@@ -44,9 +46,9 @@ def per_line_parse(
     of the accepted ones, then the run's rules line by line."""
     seen = set() if seen is None else seen
     sources, numbers, raws = (raw_lines[c].to_list() for c in ("source_file", "line", "raw"))
-    checked_lines = ingest._check_lines(raws, max_line_bytes, ingest.suspect_lines(raw_lines["raw"]))
+    checked_lines = trace_per_line.check_lines(raws, max_line_bytes, trace_per_line.suspect_lines(raw_lines["raw"]))
     valid = [i for i, checked in enumerate(checked_lines) if checked is not None and checked[0] == "ok"]
-    table, rows_of, unreadable = ingest.columnar_parse([raws[i] for i in valid])
+    table, rows_of, unreadable = trace_per_line.columnar_parse([raws[i] for i in valid])
     row_of_line = {valid[position]: row for position, row in rows_of.items()}
     columnar_reasons = {valid[position]: reason for position, reason in unreadable.items()}
     kept_rows, kept, texts, rejected, blank = [], [], [], [], 0
@@ -93,9 +95,9 @@ def per_line_parse(
     steps = pl.DataFrame(
         {
             name: [text for columns, _ in texts for text in columns[i]]
-            for i, name in enumerate(ingest.FREE_FORM_STEP_FIELDS)
+            for i, name in enumerate(trace_schema.FREE_FORM_STEP_FIELDS)
         },
-        schema={name: pl.String for name in ingest.FREE_FORM_STEP_FIELDS},
+        schema={name: pl.String for name in trace_schema.FREE_FORM_STEP_FIELDS},
     )
     traces = ingest.lines_to_frame(
         parsed,
@@ -128,7 +130,7 @@ def assert_same(
 
 def columnar_count(raws: list[bytes], max_line_bytes: int = loaders.DEFAULT_MAX_LINE_BYTES) -> int:
     """How many of the lines the columnar pass vouches for (the rest take the per-line path)."""
-    return len(ingest._columnar_lines(pl.Series(raws, dtype=pl.Binary), max_line_bytes).positions)
+    return len(trace_columnar.columnar_lines(pl.Series(raws, dtype=pl.Binary), max_line_bytes).positions)
 
 
 def trace(trace_id: str = "t1", **fields) -> dict:
@@ -296,7 +298,7 @@ def test_hostile_lines_take_the_per_line_path_and_give_its_reasons(max_line_byte
     parsed = assert_same(lines, max_line_bytes)
     assert parsed.rejects.height > len(HOSTILE) // 2
     # of the hostile lines, only those the contract takes as they are (their rules aside) are read columnar
-    columnar = ingest._columnar_lines(pl.Series(HOSTILE, dtype=pl.Binary), max_line_bytes).positions
+    columnar = trace_columnar.columnar_lines(pl.Series(HOSTILE, dtype=pl.Binary), max_line_bytes).positions
     assert sorted(json.loads(HOSTILE[i])["trace_id"] for i in columnar) == sorted(
         ["s29", "s30", "s36", "s45", "s48", "s54", "s55", "t1", *(["s56"] if max_line_bytes > 5000 else [])]
     )
@@ -326,7 +328,7 @@ def test_a_block_with_refused_lines_is_read_again_in_pieces():
     assert columnar_count(lines) == 2996
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     st.lists(trace_lines(), min_size=1, max_size=16),
     st.sampled_from([loaders.DEFAULT_MAX_LINE_BYTES, 300]),
@@ -336,7 +338,7 @@ def test_generated_lines_give_what_the_per_line_path_gives(lines, max_line_bytes
     assert_same(lines, max_line_bytes, tuple(seen))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(trace_records(), min_size=1, max_size=8), st.integers(0, 2**32))
 def test_generated_traces_written_as_harnesses_write_them_give_what_the_per_line_path_gives(records, seed):
     rng = random.Random(seed)
@@ -344,7 +346,7 @@ def test_generated_traces_written_as_harnesses_write_them_give_what_the_per_line
     assert_same(lines)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(JSON)
 def test_free_form_texts_of_the_columnar_pass_are_those_of_the_validated_model(value):
     step = {
@@ -381,7 +383,7 @@ def reference_lines(data: bytes) -> list[bytes]:
     return [raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw for raw in lines]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(
         st.sampled_from([b"a", b"{}", b"\n", b"\r", b"\r\n", b"\xef\xbb\xbf", b"\xef", b" ", b"\xff"]), max_size=40
@@ -482,7 +484,7 @@ def write_cases(root, lines: list[bytes], yaml_case: dict | None = None, bom: bo
 
 def assert_same_cases(root) -> loaders.Loaded:
     location = open_location(root)
-    loaded, reference = loaders.load_cases(location, "ds"), per_line_cases(location, "ds")
+    loaded, reference = inputs.load_cases(location, "ds"), per_line_cases(location, "ds")
     assert loaded.frame.schema == reference.frame.schema
     assert loaded.frame.equals(reference.frame), (loaded.frame.to_dicts(), reference.frame.to_dicts())
     assert loaded.rejects == reference.rejects
@@ -542,8 +544,8 @@ def test_ordinary_cases_are_read_columnar_and_give_what_the_per_line_path_gives(
         "duplicate case_id 'agent-1'",
         "duplicate case_id 'rag-1'",
     ]
-    raw = pl.Series(loaders.jsonl_lines(b"\n".join(lines)), dtype=pl.Binary)
-    assert len(loaders._columnar_cases(raw, "ds", "s")[0]) == len(lines)
+    raw = pl.Series(jsonl_lines(b"\n".join(lines)), dtype=pl.Binary)
+    assert len(columnar_cases(raw, "ds", "s")[0]) == len(lines)
 
 
 HOSTILE_CASES = [
@@ -677,7 +679,6 @@ def test_hostile_cases_take_the_per_line_path_and_give_its_reasons(tmp_path):
 
 
 @settings(
-    max_examples=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
@@ -689,7 +690,6 @@ def test_generated_case_lines_give_what_the_per_line_path_gives(tmp_path_factory
 
 
 @settings(
-    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
@@ -742,7 +742,7 @@ _VALUES = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(_VALUES)
 def test_canonical_texts_are_those_of_the_two_walks(value):
     assert frames.canonical_args(value) == reference_canonical_args(value)

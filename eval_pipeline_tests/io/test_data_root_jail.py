@@ -10,7 +10,7 @@ import yaml
 
 from eval_pipeline.cli import main
 from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
-from eval_pipeline.io import ingest, loaders
+from eval_pipeline.io import ingest, inputs, labels, loaders, policy
 from eval_pipeline.io.storage import InputError, OutsideRootError, open_location
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import RunnerError, check_data_root, preflight, validate_configuration
@@ -85,15 +85,15 @@ def test_a_folder_linked_outside_is_refused(tmp_path, linked):
         if linked == "traces/r2":
             loaders.list_runs(location)
         elif linked == "corpus/kb2":
-            loaders.load_corpus(location, "kb2")
+            inputs.load_corpus(location, "kb2")
         elif linked == "cases/ds2":
-            loaders.load_cases(location, "ds2")
+            inputs.load_cases(location, "ds2")
         elif linked == "labels/qrels":
-            loaders.load_judgments(location, grades=(0, 2))
+            labels.load_judgments(location, grades=(0, 2))
         elif linked == "labels/grounding":
-            loaders.load_grounding_labels(location)
+            labels.load_grounding_labels(location)
         else:
-            loaders.load_gate_policy(location)
+            policy.load_gate_policy(location)
     # the folder, or the first file read in it, is named
     message = str(error.value)
     assert message.startswith(f"refusing {root / linked}") and f"its real path {outside}" in message
@@ -129,7 +129,7 @@ def test_links_that_stay_inside_the_root_are_followed(tmp_path):
     (root / "cases" / "current").symlink_to(root / "cases" / "ds", target_is_directory=True)
     (root / "traces" / "r1" / "again.jsonl").symlink_to("batch.jsonl")
     location = open_location(root)
-    assert loaders.load_cases(location, "current").frame["case_id"].to_list() == ["rag-1"]
+    assert inputs.load_cases(location, "current").frame["case_id"].to_list() == ["rag-1"]
     assert ingest.read_raw_lines(location, "r1")["source_file"].to_list() == [
         "traces/r1/again.jsonl",
         "traces/r1/batch.jsonl",

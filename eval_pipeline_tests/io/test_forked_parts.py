@@ -2,7 +2,7 @@
 
 import multiprocessing as mp
 
-from eval_pipeline.io.loaders import Forked, fork_workers, results_of, run_parts
+from eval_pipeline.io.forked import Forked, fork_workers, results_of, run_parts
 
 
 def _sum_part(payload: tuple, start: int, stop: int) -> int:

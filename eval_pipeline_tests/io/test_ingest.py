@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.io import ingest, loaders
+from eval_pipeline.io import ingest, inputs, loaders, trace_per_line
 from eval_pipeline.io.storage import InputError, open_location
 
 CASE = {"case_id": "rag-1", "case_revision": 2, "lanes": ["rag"], "input": "q", "required_doc_ids": ["d1"]}
@@ -32,7 +32,7 @@ def write_run(root, lines: list[bytes], run_id: str = "r1") -> None:
 
 def parse(root, run_id: str = "r1", **kwargs) -> ingest.ParsedTraces:
     location = open_location(root)
-    cases = loaders.load_cases(location, "ds").frame
+    cases = inputs.load_cases(location, "ds").frame
     return ingest.parse_traces(ingest.read_raw_lines(location, run_id), cases, run_id, **kwargs)
 
 
@@ -100,7 +100,7 @@ def test_missing_inputs_raise_one_clear_error(tmp_path):
     with pytest.raises(InputError, match="run 'ghost' not found"):
         ingest.read_raw_lines(location, "ghost")
     with pytest.raises(InputError, match="dataset version 'ds' not found"):
-        loaders.load_cases(location, "ds")
+        inputs.load_cases(location, "ds")
     with pytest.raises(InputError, match="has no manifest"):
         loaders.load_manifest(location, "ghost")
 
@@ -112,7 +112,7 @@ def test_bad_case_files_become_rejects(tmp_path):
     (folder / "b.yaml").write_text("case_id: [unclosed")
     (folder / "c.yaml").write_text(yaml.safe_dump({**CASE, "case_id": "rag-2", "lanes": ["video"]}))
     (folder / "d.yaml").write_text(yaml.safe_dump(CASE))
-    loaded = loaders.load_cases(open_location(tmp_path), "ds")
+    loaded = inputs.load_cases(open_location(tmp_path), "ds")
     assert loaded.frame["case_id"].to_list() == ["rag-1"]
     reasons = {r["source_file"]: r["reason"] for r in loaded.rejects}
     assert reasons["cases/ds/b.yaml"].startswith("invalid YAML")
@@ -122,17 +122,18 @@ def test_bad_case_files_become_rejects(tmp_path):
 
 HANDLER_THAT_DEFERS_SIGTERM = """
 import json, signal
-from eval_pipeline.io import ingest
+from eval_pipeline.io import trace_per_line
 signal.signal(signal.SIGTERM, lambda *_: None)  # what Dagster does while a step runs
-raws = [json.dumps({"trace_id": f"t{i}", "case_id": "c"}).encode() for i in range(ingest._PARALLEL_LINES + 10)]
-print(sum(len(ingest._check_lines(raws, 1 << 24)) for _ in range(6)))
+raws = [json.dumps({"trace_id": f"t{i}", "case_id": "c"}).encode() for i in range(trace_per_line.PARALLEL_LINES + 10)]
+print(sum(len(trace_per_line.check_lines(raws, 1 << 24)) for _ in range(6)))
 """
 
 
+@pytest.mark.slow
 def test_the_parallel_line_check_finishes_inside_a_process_that_defers_sigterm():
     """Workers forked inside a Dagster step inherit its SIGTERM handler; the check must not wait on them forever."""
     result = subprocess.run(
         [sys.executable, "-c", HANDLER_THAT_DEFERS_SIGTERM], capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert int(result.stdout) == 6 * (ingest._PARALLEL_LINES + 10)
+    assert int(result.stdout) == 6 * (trace_per_line.PARALLEL_LINES + 10)

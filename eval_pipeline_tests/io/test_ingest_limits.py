@@ -7,7 +7,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eval_pipeline.io import ingest
+from eval_pipeline.io import ingest, trace_per_line
 from eval_pipeline.io.json_limits import MAX_JSON_DEPTH, depth_of, limit_breach
 
 from .test_ingest import parse, trace, write_run
@@ -78,7 +78,7 @@ def test_a_refused_line_does_not_hide_a_later_line_with_its_trace_id(tmp_path):
 def test_a_refused_line_in_a_large_block_is_found_by_bisection():
     good = [json.dumps(trace(f"t{i}")).encode() for i in range(1000)]
     bad = json.dumps(trace("bad"))[:-1].encode() + b', "attempt": 1, "attempt": 1}'
-    table, rows, reasons = ingest.columnar_parse([*good[:637], bad, *good[637:]])
+    table, rows, reasons = trace_per_line.columnar_parse([*good[:637], bad, *good[637:]])
     assert list(reasons) == [637] and table.num_rows == 1000
     assert rows[636] == 636 and rows[638] == 637 and 637 not in rows
 
@@ -178,7 +178,7 @@ def trace_lines(draw) -> bytes:
     return raw.replace(b"\n", b" ")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(trace_lines(), min_size=1, max_size=12))
 def test_every_generated_line_is_exactly_one_trace_reject_or_blank(lines):
     valid = json.dumps(trace("anchor")).encode()
@@ -198,7 +198,7 @@ def test_every_generated_line_is_exactly_one_trace_reject_or_blank(lines):
 
 
 def test_label_and_corpus_lines_beyond_the_limits_are_rejects_not_a_failed_load(tmp_path):
-    from eval_pipeline.io import loaders
+    from eval_pipeline.io import labels
     from eval_pipeline.io.storage import open_location
 
     qrels = tmp_path / "labels" / "qrels"
@@ -212,7 +212,7 @@ def test_label_and_corpus_lines_beyond_the_limits_are_rejects_not_a_failed_load(
             ]
         )
     )
-    loaded = loaders.load_judgments(open_location(tmp_path))
+    loaded = labels.load_judgments(open_location(tmp_path))
     assert loaded.frame["doc_id"].to_list() == ["d2"]
     assert [r["reason"] for r in loaded.rejects] == [
         "integer 18446744073709551616 is outside the 64-bit range",

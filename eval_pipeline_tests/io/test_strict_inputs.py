@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.contracts.models import GatePolicy, RetrievalPolicy
-from eval_pipeline.io import loaders
+from eval_pipeline.contracts.policy import GatePolicy, RetrievalPolicy
+from eval_pipeline.io import inputs, labels, loaders
 from eval_pipeline.io.json_limits import depth_of
+from eval_pipeline.io.policy import parse_gate_policy
 from eval_pipeline.io.storage import InputError, open_location
 from eval_pipeline.io.strict_yaml import YamlError, load_yaml, parse_yaml
 from eval_pipeline.judge.base import JudgeConfigError
@@ -76,7 +77,8 @@ def test_a_tab_used_as_indentation_is_an_error_at_its_line_and_column():
     [
         (
             "a: [1, 2\n",
-            "x.yaml:2:1: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 1, column 4)",
+            "x.yaml:2:1: expected ',' or ']', but got '<stream end>'"
+            " (while parsing a flow sequence that starts at line 1, column 4)",
         ),
         ("a: b: c\n", "x.yaml:1:5: mapping values are not allowed here"),
         ("a: *nowhere\n", "x.yaml:1:4: found undefined alias 'nowhere'"),
@@ -142,7 +144,7 @@ def test_an_unknown_key_in_tools_yaml_is_an_error_at_its_line(tmp_path):
     tools = "environment_version: e\ntools:\n- name: get_x\n  read_onyl: true\n"
     location = open_location(write_root(tmp_path, tools=tools))
     with pytest.raises(InputError) as error:
-        loaders.load_tools(location, "e")
+        inputs.load_tools(location, "e")
     assert str(error.value) == (
         f"{location.uri_of('tools', 'e', 'tools.yaml')}:4:3: not a valid tool registry: "
         "tools.0.read_onyl: Extra inputs are not permitted"
@@ -152,31 +154,34 @@ def test_an_unknown_key_in_tools_yaml_is_an_error_at_its_line(tmp_path):
 def test_tools_yaml_with_a_tab_or_a_second_tools_list_is_an_error(tmp_path):
     location = open_location(write_root(tmp_path, tools="environment_version: e\ntools:\n\t- name: get_x\n"))
     with pytest.raises(InputError) as error:
-        loaders.load_tools(location, "e")
+        inputs.load_tools(location, "e")
     assert str(error.value) == (
         f"{location.uri_of('tools', 'e', 'tools.yaml')}:3:1: tab character used as indentation "
         "(YAML indents with spaces only)"
     )
     (tmp_path / "tools" / "e" / "tools.yaml").write_text("environment_version: e\ntools:\n- name: get_x\ntools: []\n")
     with pytest.raises(InputError, match=r"tools.yaml:4:1: duplicate key 'tools'"):
-        loaders.load_tools(location, "e")
+        inputs.load_tools(location, "e")
 
 
 def test_gates_yaml_duplicate_threshold_and_unknown_key_are_errors():
-    duplicate = "version: 3\ngates:\n- name: recall\n  lane: rag\n  metric: recall_at_10\n  max_regression_points: 2\n  max_regression_points: 99\n"
+    duplicate = (
+        "version: 3\ngates:\n- name: recall\n  lane: rag\n  metric: recall_at_10\n  max_regression_points: 2\n"
+        "  max_regression_points: 99\n"
+    )
     with pytest.raises(InputError) as error:
-        loaders.parse_gate_policy(duplicate, "policy/gates.yaml")
+        parse_gate_policy(duplicate, "policy/gates.yaml")
     assert str(error.value) == (
         "policy/gates.yaml:7:3: duplicate key 'max_regression_points' (first given at line 6, "
         "column 3); a key may appear once in a mapping"
     )
     with pytest.raises(InputError) as error:
-        loaders.parse_gate_policy(POLICY + "baseline: base-41\n", "policy/gates.yaml")
+        parse_gate_policy(POLICY + "baseline: base-41\n", "policy/gates.yaml")
     assert (
         str(error.value) == "policy/gates.yaml:4:1: not a valid gate policy: baseline: Extra inputs are not permitted"
     )
     with pytest.raises(InputError) as error:
-        loaders.parse_gate_policy("", "policy/gates.yaml")
+        parse_gate_policy("", "policy/gates.yaml")
     assert str(error.value) == "policy/gates.yaml:1:1: not a valid gate policy: expected a mapping, found an empty file"
 
 
@@ -220,7 +225,7 @@ def test_a_broken_or_duplicate_keyed_case_file_is_a_reject_row_with_its_position
         "c.yaml": "case_id: rag-3\nlanes:\n\t- rag\n",
     }
     root = write_root(tmp_path, cases=cases)
-    loaded = loaders.load_cases(open_location(root), "ds")
+    loaded = inputs.load_cases(open_location(root), "ds")
     assert loaded.frame["case_id"].to_list() == ["rag-1"]
     rows = {r["source_file"]: (r["line"], r["reason"]) for r in loaded.rejects}
     assert rows == {
@@ -294,7 +299,7 @@ def test_grades_outside_the_policy_scale_are_reject_rows(tmp_path):
             {"query_id": "rag-1", "doc_id": "d3", "grade": 0},
         ],
     )
-    loaded = loaders.load_judgments(open_location(root))
+    loaded = labels.load_judgments(open_location(root))
     assert loaded.frame.select("doc_id", "grade").rows() == [("d2", 2), ("d3", 0)]
     assert [(r["input_kind"], r["source_file"], r["line"], r["reason"]) for r in loaded.rejects] == [
         (
@@ -317,7 +322,7 @@ def test_the_grade_scale_comes_from_the_gate_policy(tmp_path):
     write_qrels(
         root, [{"query_id": "rag-1", "doc_id": "d1", "grade": 3}, {"query_id": "rag-1", "doc_id": "d2", "grade": 4}]
     )
-    loaded = loaders.load_judgments(open_location(root))
+    loaded = labels.load_judgments(open_location(root))
     assert loaded.frame["grade"].to_list() == [3]
     assert [r["reason"] for r in loaded.rejects] == [
         "grade 4 is outside the grade scale 0..3 (retrieval.grades of the gate policy)"
@@ -335,7 +340,7 @@ def test_a_grade_scale_must_hold_the_threshold_and_the_seed_grade():
 
 
 def test_the_bundled_sample_judgments_are_all_in_scale(sample_data):
-    loaded = loaders.load_judgments(open_location(sample_data))
+    loaded = labels.load_judgments(open_location(sample_data))
     assert loaded.rejects == [] and loaded.frame.height == 20
 
 
@@ -347,7 +352,7 @@ def test_a_duplicate_corpus_doc_id_is_a_reject_row_and_the_first_is_kept(tmp_pat
     (root / "corpus" / "c" / "docs.jsonl").write_text(
         '{"doc_id": "d1", "text": "first"}\n{"doc_id": "d2", "text": "other"}\n{"doc_id": "d1", "text": "second"}\n'
     )
-    loaded = loaders.load_corpus(open_location(root), "c")
+    loaded = inputs.load_corpus(open_location(root), "c")
     assert loaded.frame.select("doc_id", "text").rows() == [("d1", "first"), ("d2", "other")]
     assert [(r["input_kind"], r["source_file"], r["line"], r["reason"]) for r in loaded.rejects] == [
         (
@@ -365,7 +370,7 @@ def test_a_rag_case_with_nothing_to_retrieve_and_no_refusal_is_a_reject(tmp_path
     agent = {"case_id": "agent-1", "lanes": ["agent"], "input": "q", "reference_tool_calls": [{"name": "get_x"}]}
     cases = {f"{c['case_id']}.yaml": yaml.safe_dump(c) for c in (RAG_CASE, empty, refusal, agent)}
     cases["more.jsonl"] = json.dumps({**empty, "case_id": "rag-4", "lanes": ["rag", "agent"]}) + "\n"
-    loaded = loaders.load_cases(open_location(write_root(tmp_path, cases=cases)), "ds")
+    loaded = inputs.load_cases(open_location(write_root(tmp_path, cases=cases)), "ds")
     assert sorted(loaded.frame["case_id"].to_list()) == ["agent-1", "rag-1", "rag-3"]
     reason = (
         "record: a rag case needs required_doc_ids (the documents to retrieve), or expect_refusal: true when "
@@ -379,8 +384,8 @@ def test_a_rag_case_with_nothing_to_retrieve_and_no_refusal_is_a_reject(tmp_path
 
 def test_no_bundled_sample_case_or_document_is_rejected(sample_data):
     location = open_location(sample_data)
-    assert loaders.load_cases(location, "golden-2026.03").rejects == []
-    assert loaders.load_corpus(location, "kb-2026-03").rejects == []
+    assert inputs.load_cases(location, "golden-2026.03").rejects == []
+    assert inputs.load_corpus(location, "kb-2026-03").rejects == []
     validate_configuration(location, loaders.list_runs(location))
 
 
@@ -390,10 +395,10 @@ def test_no_bundled_sample_case_or_document_is_rejected(sample_data):
 def test_a_bom_opening_a_jsonl_file_is_stripped(tmp_path):
     root = write_root(tmp_path)
     (root / "corpus" / "c" / "docs.jsonl").write_bytes(b'\xef\xbb\xbf{"doc_id": "d1"}\n{"doc_id": "d2"}\n')
-    loaded = loaders.load_corpus(open_location(root), "c")
+    loaded = inputs.load_corpus(open_location(root), "c")
     assert loaded.rejects == [] and loaded.frame["doc_id"].to_list() == ["d1", "d2"]
     write_qrels(root, ['\ufeff{"query_id": "rag-1", "doc_id": "d1", "grade": 1}'])
-    assert loaders.load_judgments(open_location(root)).rejects == []
+    assert labels.load_judgments(open_location(root)).rejects == []
     assert loaders.parse_json_line(b'\xef\xbb\xbf{"a": 1}') == ({"a": 1}, None)
 
 
@@ -428,7 +433,7 @@ def test_qrels_and_case_lines_with_nan_are_reject_rows(tmp_path):
     root = write_root(tmp_path, cases={"cases.jsonl": json.dumps(RAG_CASE).replace('"q"', "NaN") + "\n"})
     write_qrels(root, ['{"query_id": "rag-1", "doc_id": "d1", "grade": 1, "annotator": NaN}'])
     location = open_location(root)
-    assert [r["reason"] for r in loaders.load_judgments(location).rejects] == ["invalid JSON: NaN is not a JSON number"]
-    assert [r["reason"] for r in loaders.load_cases(location, "ds").rejects] == [
+    assert [r["reason"] for r in labels.load_judgments(location).rejects] == ["invalid JSON: NaN is not a JSON number"]
+    assert [r["reason"] for r in inputs.load_cases(location, "ds").rejects] == [
         "invalid JSON: NaN is not a JSON number"
     ]

@@ -1,4 +1,7 @@
-"""Verdict reuse: unchanged (claim, evidence) under the same judge version is never judged twice; anything changed is."""
+"""Verdict reuse: an unchanged (claim, evidence) under the same judge version is never judged twice.
+
+Anything changed is judged again.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""The graded local judge on hand-checked claims: support across sentences, numbers and units, names, negation,
-normalisation, the score and its threshold, and reasons a person can check."""
+"""The graded local judge on hand-checked claims.
+
+Support across sentences, numbers and units, names, negation, normalisation, the score and its threshold, and reasons
+a person can check.
+"""
 
 from __future__ import annotations
 
@@ -100,9 +103,9 @@ def test_a_changed_number_date_name_or_negation_is_contradicted(claim, evidence,
 def test_an_added_unsupported_clause_is_not_in_evidence():
     result = judge("Refunds are issued within 14 days and a gift card is sent to every customer.", REFUNDS)
     assert (result["verdict"], result["score"]) == ("NOT_IN_EVIDENCE", 0.5)
-    assert (
-        result["reason"]
-        == f"support 0.5 < {THRESHOLD:g}: 4 of 8 claim words in 1 evidence sentence(s); not found: card, customer, gift, sent"
+    assert result["reason"] == (
+        f"support 0.5 < {THRESHOLD:g}: 4 of 8 claim words in 1 evidence sentence(s); "
+        "not found: card, customer, gift, sent"
     )
 
 

@@ -1,6 +1,8 @@
-"""The local judge's work per distinct text: claims featurized once per claim text, round one of the sentence choice
-found per claim text, verdicts decided once per (claim, chosen sentences) — the same verdicts, scores, reasons and
-quotes as judging every request on its own word rows."""
+"""The local judge's work per distinct text: what judging every request on its own word rows gives.
+
+Claims featurized once per claim text, round one of the sentence choice found per claim text, verdicts decided once
+per (claim, chosen sentences) — the same verdicts, scores, reasons and quotes.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import pytest
 
 from eval_pipeline.judge.base import EVIDENCE, RAW_RESULT_SCHEMA, conform, evidence_sets
 from eval_pipeline.judge.lexical import annotate, token_rows, vocabulary
-from eval_pipeline.judge.local import QUOTE_JOINER, LocalJudge, _choose_sentences, _claim_words
+from eval_pipeline.judge.local import QUOTE_JOINER, LocalJudge
+from eval_pipeline.judge.local_choice import choose_sentences
+from eval_pipeline.judge.local_words import claim_words
 from eval_pipeline.judge.text import pack_key, sentence_rows, strip_doc_markers
 
 REFUNDS = "Refunds are issued within 14 days. They go back to the original payment method."
@@ -34,7 +38,7 @@ def _reference(judge: LocalJudge, requests: pl.DataFrame) -> pl.DataFrame:
     vocab = vocabulary(pl.concat([claim_tokens["raw"], sentence_tokens["raw"]]))
     claim_rows = annotate(claim_tokens, vocab, "rid")
     sentence_rows_ = annotate(sentence_tokens, vocab, "sid")
-    words = _claim_words(claim_rows)
+    words = claim_words(claim_rows)
     chunk_index = chunks.join(texts, on="text").select("eid", "ev_pos", "doc_id", "text_id")
     first_chunks = chunk_index.group_by("eid", "text_id").agg(pl.col("ev_pos").min())
     sentence_words = sentence_rows_.filter(pl.col("is_content")).select("sid", "tid").unique()
@@ -49,7 +53,7 @@ def _reference(judge: LocalJudge, requests: pl.DataFrame) -> pl.DataFrame:
         .join(index, on="_word")
         .drop("_word")
     )
-    chosen = _choose_sentences(matches)
+    chosen = choose_sentences(matches)
     verdicts = judge._decide(words, claim_rows, chosen, matches, sentence_rows_)
     quotes = (
         chosen.join(sentences.select("sid", "sentence"), on="sid")

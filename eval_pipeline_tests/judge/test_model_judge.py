@@ -1,4 +1,7 @@
-"""The model judge: an ONNX NLI classifier from a local folder (a tiny one the test builds), thresholds from a profile."""
+"""The model judge: an ONNX NLI classifier from a local folder (a tiny one the test builds).
+
+Its thresholds come from a judge profile.
+"""
 
 from __future__ import annotations
 

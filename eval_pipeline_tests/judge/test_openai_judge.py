@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import polars as pl
 import pytest
@@ -45,7 +46,7 @@ def _judge(loopback, judge_key, **options):
         "concurrency": 1,
         **options,
     }
-    return make_judge("openai", **settings)
+    return make_judge("openai", api_key=os.environ[judge_key], **settings)
 
 
 def _requests(context, claims=(SUPPORTED_CLAIM,)):

@@ -1,5 +1,8 @@
-"""The claims step run again on the warehouse it wrote gives the rows of the fresh run: reused verdicts keep what was
-recorded when they were made, and `cached` does not flip because they came from judge_verdicts this time."""
+"""The claims step run again on the warehouse it wrote gives the rows of the fresh run.
+
+Reused verdicts keep what was recorded when they were made, and `cached` does not flip because they came from
+judge_verdicts this time.
+"""
 
 from __future__ import annotations
 

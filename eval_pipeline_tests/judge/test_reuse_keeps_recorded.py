@@ -11,7 +11,8 @@ from eval_pipeline_tests.judge.test_judge_reuse import SAME_TWICE
 
 
 class PricedJudge(Judge):
-    """The local judge with the usage a served model would report: the claim's length in tokens in, 7 out, $0.002, 350 ms."""
+    """The local judge with the usage a served model would report: the claim's length in tokens in, 7 out,
+    $0.002, 350 ms."""
 
     def __init__(self) -> None:
         self.inner = LocalJudge()

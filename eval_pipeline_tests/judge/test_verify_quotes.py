@@ -1,5 +1,8 @@
-"""The shared quote check: passages of a quote verified one by one, the same whether a backend answered each request
-once (passages numbered within the quote) or some request twice (numbered across its rows)."""
+"""The shared quote check: passages of a quote verified one by one, however often a backend answered a request.
+
+The same whether a backend answered each request once (passages numbered within the quote) or some request twice
+(numbered across its rows).
+"""
 
 from __future__ import annotations
 

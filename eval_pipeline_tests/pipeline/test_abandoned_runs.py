@@ -7,9 +7,12 @@ import sys
 import time
 
 import dagster as dg
+import pytest
 
 from eval_pipeline.run_records import RUNNER_PID_TAG, fail_abandoned_runs
 from eval_pipeline.runner import run_pipeline
+
+pytestmark = pytest.mark.slow
 
 INSTANCE_YAML = "storage:\n  sqlite:\n    base_dir:\n      env: DAGSTER_HOME\ntelemetry:\n  enabled: false\n"
 

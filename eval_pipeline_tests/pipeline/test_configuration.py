@@ -1,4 +1,4 @@
-"""A run is configured by its run config (no environment), judge_verdicts is an asset, and reads of the baseline are recorded."""
+"""A run is configured by its run config (no environment); judge_verdicts is an asset; baseline reads are recorded."""
 
 import json
 

@@ -6,6 +6,7 @@ import shutil
 
 import dagster as dg
 import polars as pl
+import pytest
 
 from eval_pipeline.defs.ingestion.assets import ANY_VALID_TRACE_CHECK
 from eval_pipeline.io.warehouse import Warehouse
@@ -40,6 +41,7 @@ def _run(data, tmp_path, run_id: str):
     return code, summary.getvalue(), instance, Warehouse.at(tmp_path / "wh")
 
 
+@pytest.mark.slow
 def test_lines_pyarrow_cannot_hold_are_rejects_and_every_other_trace_is_scored(sample_copy, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(sample_copy, data)

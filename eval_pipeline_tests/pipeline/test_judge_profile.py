@@ -1,4 +1,4 @@
-"""The judge profile as a run uses it (gate policy, environment, resource), and self-consistency in judge_calibration."""
+"""The judge profile as a run uses it (gate policy, environment, resource) and self-consistency in judge_calibration."""
 
 from __future__ import annotations
 

@@ -156,8 +156,8 @@ def test_the_report_counts_them_incomplete_and_leaves_them_out_of_the_mean(edite
     assert "- incomplete grounding: 2 of 61 traces, left out of the means (no_context_logged: 2)" in markdown
     assert "- incomplete citation: 2 of 61 traces, left out of the means (no_context_logged: 2)" in markdown
     assert (
-        f"| {NO_CONTEXT} | [rag-001](cases/rag-001.html) | {HARNESS_OWNER} | context_assembly incomplete: context not logged: the trace has no context field |"
-        in markdown
+        f"| {NO_CONTEXT} | [rag-001](cases/rag-001.html) | {HARNESS_OWNER} | "
+        "context_assembly incomplete: context not logged: the trace has no context field |" in markdown
     )
 
 

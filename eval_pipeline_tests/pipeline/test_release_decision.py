@@ -262,7 +262,7 @@ def test_gate_junit_is_read_by_a_junit_parser(scored, tmp_path, capsys):
 def test_a_qrels_mismatch_names_the_run_to_rescore(scored):
     from eval_pipeline.gating import compare
     from eval_pipeline.gating.facts import run_facts
-    from eval_pipeline.io.loaders import load_gate_policy
+    from eval_pipeline.io.policy import load_gate_policy
     from eval_pipeline.io.storage import open_location
 
     policy = load_gate_policy(open_location(str(scored["data"])))
@@ -280,7 +280,7 @@ def test_a_qrels_mismatch_names_the_run_to_rescore(scored):
 def test_an_exploratory_run_is_not_gated_and_says_how_to_gate_it(scored):
     from eval_pipeline.gating import compare
     from eval_pipeline.gating.facts import run_facts
-    from eval_pipeline.io.loaders import load_gate_policy
+    from eval_pipeline.io.policy import load_gate_policy
     from eval_pipeline.io.storage import open_location
 
     policy = load_gate_policy(open_location(str(scored["data"])))

@@ -17,13 +17,16 @@ from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
 from eval_pipeline_tests.fixtures.warehouse_compare import local_tables, table_differences
 
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNS = ("base-41", "cand-42")
 
 # Fields that differ between two runs by design; everything else must be equal. Empty today: the local judge
 # reports no latency or cost (a served judge's fresh `latency_ms`, `input_tokens`, `output_tokens` and `cost_usd` in
-# `claims` and `judge_verdicts` would belong here; reused verdicts keep what was recorded), tables carry no timestamps or Dagster run ids,
-# and reports hold no paths or times. The Delta logs (commit timestamps, file names) are not table content.
+# `claims` and `judge_verdicts` would belong here; reused verdicts keep what was recorded), tables carry no timestamps
+# or Dagster run ids, and reports hold no paths or times.
+# The Delta logs (commit timestamps, file names) are not table content.
 EXCLUDED: dict[str, tuple[str, ...]] = {}
 
 
@@ -75,9 +78,10 @@ def test_the_rerun_writes_the_same_report_bytes(scored, rerun):
         assert str(rerun["reports"].parent) not in text and str(scored["reports"].parent) not in text, name
 
 
-# The pool of a run is the union over every run of its dataset that exists when its qrels step runs (docs/privacy.md, Reruns;
-# pooling over runs): on a warehouse that already holds cand-42, base-41's rerun pools cand-42's retrievals too. That growth
-# is the pool's meaning, not a rerun artefact, so it is the one table left out of the same-warehouse comparison.
+# The pool of a run is the union over every run of its dataset that exists when its qrels step runs (docs/privacy.md,
+# Reruns; pooling over runs): on a warehouse that already holds cand-42, base-41's rerun pools cand-42's retrievals too.
+# That growth is the pool's meaning, not a rerun artefact,
+# so it is the one table left out of the same-warehouse comparison.
 GROWS_WITH_THE_WAREHOUSE = ("judging_queue",)
 
 

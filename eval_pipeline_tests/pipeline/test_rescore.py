@@ -1,4 +1,7 @@
-"""A qrels bump re-scores retrieval and what depends on it as new table versions; answer and agent tables stay as they were."""
+"""A qrels bump re-scores retrieval and what depends on it as new table versions.
+
+Answer and agent tables stay as they were.
+"""
 
 import io
 import json
@@ -6,6 +9,7 @@ import shutil
 
 import dagster as dg
 import polars as pl
+import pytest
 
 from eval_pipeline.cli import main
 from eval_pipeline.defs.automation.sensors import rescore_on_version_bump
@@ -18,6 +22,7 @@ UNTOUCHED = ("answer_scores", "tool_scores", "outcome_scores", "claims", "deid_t
 RESCORED = ("qrels", "retrieval_scores", "context_scores", "stage_results", "gate_results")
 
 
+@pytest.mark.slow
 def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(sample_data, data, ignore=shutil.ignore_patterns("warehouse", "reports"))

@@ -101,7 +101,8 @@ def _layout(paths: list[Path], width: int) -> dict[Path, dict]:
           if (Math.min(...xs) < -0.5 || Math.max(...xs) > vb.width + 0.5
               || Math.min(...ys) < -0.5 || Math.max(...ys) > vb.height + 0.5)
             outside.push(t.textContent); } }
-      return {document: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth, outside}; }"""
+      return {document: document.documentElement.scrollWidth, \
+viewport: document.documentElement.clientWidth, outside}; }"""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000

@@ -50,7 +50,7 @@ def frames(draw):
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frames())
 def test_compact_and_per_column_suites_agree(frame):
     assert check_schema_and_ranges("t", CONTRACT, frame) == per_column("t", CONTRACT, frame)

@@ -28,7 +28,7 @@ def _stage_rows(run: str, case: str, failing: str | None) -> pl.DataFrame:
     )
 
 
-def _write_run(warehouse: Warehouse, run: str, failing: dict[str, str | None]) -> None:
+def write_warehouse_run(warehouse: Warehouse, run: str, failing: dict[str, str | None]) -> None:
     cases = list(failing)
     warehouse.write_partition("run_manifest", pl.DataFrame({"candidate": [f"assistant@{run}"], "mode": ["gate"]}), run)
     warehouse.write_partition(
@@ -74,8 +74,8 @@ def _write_run(warehouse: Warehouse, run: str, failing: dict[str, str | None]) -
 @pytest.fixture
 def warehouse(tmp_path) -> Warehouse:
     warehouse = Warehouse.at(tmp_path / "warehouse")
-    _write_run(warehouse, "r1", {"a1": "tool_arguments", "a2": None, "a3": "outcome"})
-    _write_run(warehouse, "r0", {"a1": None, "a2": None})
+    write_warehouse_run(warehouse, "r1", {"a1": "tool_arguments", "a2": None, "a3": "outcome"})
+    write_warehouse_run(warehouse, "r0", {"a1": None, "a2": None})
     gates = pl.DataFrame(
         {
             "gate": ["tool_args"],

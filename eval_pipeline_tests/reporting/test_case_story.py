@@ -194,8 +194,8 @@ def test_rag_story_text_stage_by_stage():
                 "    rank 1: kb-shipping  · not relevant (unjudged), score 0.9000, round 1, in context",
                 "    rank 2: kb-refunds-old  · not relevant (grade 1), score 0.8000, round 1",
                 "    ✘ missed relevant kb-refunds (grade 3, human): in the candidates at 3 but not in the hits",
-                "    recall_at_1 –, recall_at_5 –, recall_at_10 0.0000, recall_at_20 –, precision_at_5 –, mrr 0.0000, ndcg_at_10 –, "
-                "judged_at_10 –",
+                "    recall_at_1 –, recall_at_5 –, recall_at_10 0.0000, recall_at_20 –, precision_at_5 –, mrr 0.0000, "
+                "ndcg_at_10 –, judged_at_10 –",
                 "    first hit rank –, relevant –, rounds –, evidence round –, failure class embedding_miss",
                 "  context (1 chunks, – tokens; context recall –, precision –):",
                 '    [1] kb-shipping, 5 tokens: "Shipping is free."',
@@ -460,10 +460,11 @@ ATTEMPT_1 = [
     "    loop             pass",
     "    recovery         not_applicable   no injected fault",
     "    outcome          fail             milestone refunded failed",
-    "  tool calls (path reference, match ordered): F1 0.8000, precision –, recall –, args valid 0.5000, order accuracy 1.0000, "
-    "unnecessary –",
+    "  tool calls (path reference, match ordered): F1 0.8000, precision –, recall –, args valid 0.5000, "
+    "order accuracy 1.0000, unnecessary –",
     '    call 1: get_order({"order_id":"88171"})  = reference',
-    '    call 2: issue_refund({"amount":89,"order_id":"88171"})  ≠ reference issue_refund({"amount":10,"order_id":"88171"})',
+    '    call 2: issue_refund({"amount":89,"order_id":"88171"})  ≠ reference '
+    'issue_refund({"amount":10,"order_id":"88171"})',
     '    call 3: (never called) notify({"to":"customer"})  ✘ missing',
     "  wrong arguments:",
     "    issue_refund.amount: expected 10, got 89",
@@ -488,7 +489,8 @@ def test_agent_story_text_with_wrong_argument_gate_and_twin_attempt():
     assert lines[5:10] == [
         "",
         "gates:",
-        "  blocks gate tool_args (fail, owner agent, against base): args valid dropped; this case: args_valid_rate 0.5000",
+        "  blocks gate tool_args (fail, owner agent, against base): args valid dropped; this case: "
+        "args_valid_rate 0.5000",
         "  excluded from gate(s) task_success: flaky in the baseline, or out of the gate's scope",
         "",
     ]
@@ -499,8 +501,8 @@ def test_agent_story_text_with_wrong_argument_gate_and_twin_attempt():
         "attempt 2 — cand:a1#2 (harness ok)",
         "  same stages, evidence and answer as attempt 1",
         "",
-        "reliability (agent): 0 of 2 complete attempts succeeded (0 incomplete) · pass@1 0.0000 · pass^1 0.0000 pass^2 0.0000 "
-        "· flaky no",
+        "reliability (agent): 0 of 2 complete attempts succeeded (0 incomplete) · pass@1 0.0000 · pass^1 0.0000 "
+        "pass^2 0.0000 · flaky no",
     ]
 
 
@@ -624,7 +626,8 @@ def test_tables_split_by_case_keep_whole_run_tables():
 
 
 def test_split_stories_are_the_stories_of_the_whole_tables():
-    # attempt 1's outcome is stored, attempt 2's is computed: by split_by_case for all cases at once, or for the one case
+    # attempt 1's outcome is stored, attempt 2's is computed: by split_by_case for all cases at once, or for the one
+    # case
     tables = _agent_tables()
     stored = pl.DataFrame(
         {
@@ -668,8 +671,8 @@ def test_case_page_html_links_back_to_the_reports():
     html = case_page_html(story)
     assert "<title>Case a1 — run cand (trace cand:a1#1)</title>" in html
     assert (
-        '<body><nav class="reports"><a href="../rag.html">RAG lane report</a> · <a href="../agent.html">Agent lane report'
-        '</a> · <a href="../gate.html">Gate report</a></nav><h1>'
+        '<body><nav class="reports"><a href="../rag.html">RAG lane report</a> · '
+        '<a href="../agent.html">Agent lane report</a> · <a href="../gate.html">Gate report</a></nav><h1>'
     ) in html
     assert "<h3>Wrong arguments</h3>" in html
     assert "<td>issue_refund.amount</td><td>10</td><td>89</td>" in html

@@ -22,7 +22,7 @@ from eval_pipeline.reporting.gate_report import (
     release_verdict,
     verdict_status,
 )
-from eval_pipeline.scoring.gates import GATE_RESULTS_SCHEMA
+from eval_pipeline.scoring.gate_table import GATE_RESULTS_SCHEMA
 
 SCHEMA = GATE_RESULTS_SCHEMA
 

@@ -3,23 +3,20 @@ kept apart from the means, the Pareto of first failing stages, and what moved ag
 
 import polars as pl
 
-from eval_pipeline.reporting.lanes import (
-    LaneData,
-    agent_sections,
-    baseline_sections,
+from eval_pipeline.reporting.lane_agent import agent_sections
+from eval_pipeline.reporting.lane_baseline import baseline_sections
+from eval_pipeline.reporting.lane_data import LaneData, incomplete_lines
+from eval_pipeline.reporting.lane_gates import gated_section, lane_verdict
+from eval_pipeline.reporting.lane_rag import hazard_section, rag_sections
+from eval_pipeline.reporting.lane_sections import (
     failures_section,
-    gated_section,
-    hazard_section,
-    incomplete_lines,
     incomplete_section,
-    lane_verdict,
     pareto_sections,
     quarantine_section,
-    rag_sections,
     rejects_sections,
     summary_section,
 )
-from eval_pipeline.scoring.gates import GATE_RESULTS_SCHEMA
+from eval_pipeline.scoring.gate_table import GATE_RESULTS_SCHEMA
 
 GATE_SCHEMA = GATE_RESULTS_SCHEMA
 RECALL_GATE = {

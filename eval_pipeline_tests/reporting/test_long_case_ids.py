@@ -15,7 +15,7 @@ from eval_pipeline.reporting.case_pages import write_case_pages
 from eval_pipeline.reporting.case_story import case_page_name
 from eval_pipeline.reporting.gate_report import CASE_PAGE
 from eval_pipeline.reporting.render import Section, href, render_html
-from eval_pipeline_tests.reporting.test_case_pages import _write_run
+from eval_pipeline_tests.reporting.test_case_pages import write_warehouse_run
 
 LONG = "agent-" + "x" * 300
 LONG_ACCENTED = "cas-" + "é" * 100  # 4 + 600 bytes once percent-encoded
@@ -42,7 +42,7 @@ def test_short_names_are_kept_and_long_ones_cut_with_a_hash_of_the_whole_name():
 @pytest.mark.parametrize("case_id", [LONG, LONG_ACCENTED])
 def test_a_case_page_of_a_long_case_id_is_written_and_linked_under_the_same_name(tmp_path, case_id):
     warehouse = Warehouse.at(tmp_path / "warehouse")
-    _write_run(warehouse, "r1", {case_id: "tool_arguments", "a2": None})
+    write_warehouse_run(warehouse, "r1", {case_id: "tool_arguments", "a2": None})
     reports = tmp_path / "reports"
     written = write_case_pages(warehouse, str(reports), "r1", [case_id, "a2"])
     name = case_page_name(case_id)

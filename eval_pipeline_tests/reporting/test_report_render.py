@@ -2,7 +2,8 @@
 
 import polars as pl
 
-from eval_pipeline.reporting.lanes import LaneData, incomplete_lines, rag_sections
+from eval_pipeline.reporting.lane_data import LaneData, incomplete_lines
+from eval_pipeline.reporting.lane_rag import rag_sections
 from eval_pipeline.reporting.render import Section, render_html, render_markdown
 from eval_pipeline.scoring import attribution as a
 

@@ -1,5 +1,6 @@
 """Decision slices in the reports, on hand-built tables: every failed high-criticality case named first (lane report,
-banner, index, summary), the Slices section per dimension, and segmented gates in the gate table, verdict, JSON and JUnit."""
+banner, index, summary), the Slices section per dimension, and segmented gates in the gate table, verdict, JSON and
+JUnit."""
 
 import io
 import json
@@ -19,11 +20,13 @@ from eval_pipeline.reporting.gate_report import (
     verdict_status,
 )
 from eval_pipeline.reporting.index import index_markdown
-from eval_pipeline.reporting.lanes import LaneData, agent_sections, lane_verdict
+from eval_pipeline.reporting.lane_agent import agent_sections
+from eval_pipeline.reporting.lane_data import LaneData
+from eval_pipeline.reporting.lane_gates import lane_verdict
 from eval_pipeline.reporting.render import render_markdown
 from eval_pipeline.reporting.summary import print_summary
 from eval_pipeline.scoring.attribution import OUTCOME_SCHEMA
-from eval_pipeline.scoring.gates import GATE_RESULTS_SCHEMA
+from eval_pipeline.scoring.gate_table import GATE_RESULTS_SCHEMA
 from eval_pipeline.scoring.slices import SLICE_ROLLUP_SCHEMA
 
 OUTCOMES = pl.DataFrame(
@@ -287,7 +290,7 @@ def test_the_summary_names_failed_high_criticality_cases_first(tmp_path):
 
 
 def test_a_segmented_gate_s_scope_is_its_slice_beside_the_slice_s_own_mean():
-    from eval_pipeline.reporting.lanes import gated_section
+    from eval_pipeline.reporting.lane_gates import gated_section
 
     segmented = {
         **GATE,

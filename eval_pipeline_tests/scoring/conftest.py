@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.contracts.models import ToolRegistry
+from eval_pipeline.contracts.cases import ToolRegistry
 from eval_pipeline.scoring.outcome import score_outcomes
 from eval_pipeline.scoring.tools import score_tools
 

@@ -40,7 +40,8 @@ def test_expected_strings_and_squad_metrics(rag_cases):
             {"trace_id": "t3", "case_id": "c1", "answer": {"text": "Annual plans: 30 days."}},
         ],
     )
-    # pred: annual smb plans can be refunded within 14 days (9 tokens); gold: annual smb plans have 14 day refund window (8);
+    # pred: annual smb plans can be refunded within 14 days (9 tokens);
+    # gold: annual smb plans have 14 day refund window (8);
     # common: annual smb plans 14 -> P 4/9, R 4/8, F1 = 2PR/(P+R) = 8/17
     assert (rows["t1"]["contains_all"], rows["t1"]["exact_match"], rows["t1"]["answer_stage"]) == (True, False, "pass")
     assert rows["t1"]["token_f1"] == pytest.approx(8 / 17)

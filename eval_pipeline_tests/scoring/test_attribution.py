@@ -23,7 +23,8 @@ def lane_table(stage: str, statuses: dict[str, str], reasons: dict[str, str] | N
 
 def rag_stages() -> pl.DataFrame:
     # t1 passes; t2 hazard (retrieval fails, answer right); t3 retrieval and answer fail;
-    # t4 grounding fails before an incomplete answer; t5 retrieval passes, grounding incomplete, answer fails -> incomplete;
+    # t4 grounding fails before an incomplete answer;
+    # t5 retrieval passes, grounding incomplete, answer fails -> incomplete;
     # t6 citation not applicable, answer fails -> answer.
     retrieval = lane_table(
         "retrieval",

@@ -14,14 +14,11 @@ from eval_pipeline.contracts.frames import (
 )
 from eval_pipeline.judge import make_judge
 from eval_pipeline.judge.base import Judge
+from eval_pipeline.scoring.agreement import balanced_accuracy, bootstrap_kappa_ci, cohen_kappa, confusion_matrix
 from eval_pipeline.scoring.calibration import (
     CALIBRATION_SCHEMA,
     DETERMINISTIC_NOTE,
-    balanced_accuracy,
-    bootstrap_kappa_ci,
     calibrate,
-    cohen_kappa,
-    confusion_matrix,
     judge_may_gate,
     review_queue,
     self_consistency,

@@ -1,4 +1,5 @@
-"""`eval-pipeline calibrate` and the judge_calibration asset give the same κ and interval for the same verdicts and labels."""
+"""`eval-pipeline calibrate` and the judge_calibration asset give the same κ and interval for the same verdicts and
+labels."""
 
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ def _asset_inputs() -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _judge_output_lines() -> list[dict]:
-    """The same verdicts as `eval-pipeline judge` writes them: a line per claim, a null-claim line for an answer without one."""
+    """The same verdicts as `eval-pipeline judge` writes them: a line per claim, a null-claim line for an answer without
+    one."""
     lines = []
     for trace, verdicts in ANSWERS.items():
         for index, verdict in enumerate(verdicts):

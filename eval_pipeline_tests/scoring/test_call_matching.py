@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.contracts.models import ToolRegistry
+from eval_pipeline.contracts.cases import ToolRegistry
 from eval_pipeline.scoring.tools import score_tools
 from eval_pipeline.scoring.values import (
     Rules,
@@ -269,7 +269,8 @@ def test_integer_given_as_float_is_a_type_error_under_strict_types_only():
     )
     assert strict["tool_arguments_stage"] == "fail"
     assert strict["invalid_calls"] == [
-        'book_hotel({"hotel":"Hilton","nights":2}) (schema: nights: a whole-number float where the schema wants an integer (strict_types))'
+        'book_hotel({"hotel":"Hilton","nights":2}) '
+        "(schema: nights: a whole-number float where the schema wants an integer (strict_types))"
     ]
     written_as_int, _ = score(
         [call("book_hotel", {"hotel": "Hilton", "nights": 2})], ref, tools=registry(tool_rules={"strict_types": True})

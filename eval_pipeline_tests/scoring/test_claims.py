@@ -27,7 +27,10 @@ def test_markers_attach_to_the_sentence_they_follow_before_or_after_the_period()
 
 
 def test_decimals_abbreviations_and_eg_do_not_split_a_sentence():
-    text = "The fee is $49.00 per month, e.g. for the Pro plan. Dr. Smith approved No. 5 of the list. It costs approx. 3.5 credits."
+    text = (
+        "The fee is $49.00 per month, e.g. for the Pro plan. Dr. Smith approved No. 5 of the list. "
+        "It costs approx. 3.5 credits."
+    )
     assert [c for c, _ in _claims(text)] == [
         "The fee is $49.00 per month, e.g. for the Pro plan.",
         "Dr. Smith approved No. 5 of the list.",
@@ -45,7 +48,10 @@ def test_pleasantries_offers_questions_and_refusals_are_not_claims():
 
 
 def test_list_items_are_separate_claims_and_the_lead_in_is_not_a_claim():
-    text = "Here is what applies:\n- Annual plans: 14 days [doc:a]\n- Monthly plans are not refundable\n1. Refunds take 5 days."
+    text = (
+        "Here is what applies:\n- Annual plans: 14 days [doc:a]\n- Monthly plans are not refundable\n"
+        "1. Refunds take 5 days."
+    )
     assert _claims(text) == [
         ("Annual plans: 14 days", ["a"]),
         ("Monthly plans are not refundable", []),

@@ -1,4 +1,5 @@
-"""Counterfactual pairs (docs/evidence_use.md): evidence_use per pair, and the evidence_ignored gate, on hand-built runs."""
+"""Counterfactual pairs (docs/evidence_use.md): evidence_use per pair, and the evidence_ignored gate, on hand-built
+runs."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import polars as pl
 import pytest
 
 from eval_pipeline.contracts.frames import cases_frame_from_records, traces_frame_from_records
-from eval_pipeline.contracts.models import GatePolicy, GateSpec
-from eval_pipeline.scoring import gates as g
+from eval_pipeline.contracts.policy import GatePolicy, GateSpec
 from eval_pipeline.scoring.counterfactual import counterfactual_pairs, evidence_use_counts
+from eval_pipeline.scoring.gate_facts import RunFacts
+from eval_pipeline.scoring.gates import evaluate_gate
 
 REFUND = [
     {"name": "get_order", "args": {"order_id": "1"}},
@@ -215,7 +217,7 @@ def pairs_frame(uses: dict[str, str], lanes=("agent",)) -> pl.DataFrame:
 
 
 def facts(run_id, pairs, flaky=()):
-    return g.RunFacts(
+    return RunFacts(
         run_id=run_id,
         manifest={"dataset_version": "d", "mode": "gate"},
         cases=pl.DataFrame({"case_id": [], "multi_hop": []}, schema={"case_id": pl.String, "multi_hop": pl.Boolean}),
@@ -233,7 +235,7 @@ SPEC = GateSpec(name="evidence_ignored", lane="all", metric="evidence_ignored", 
 def test_a_pair_newly_ignored_blocks_with_its_reason():
     base = facts("b", pairs_frame({"a-cf": "responsive", "b-cf": "ignored", "c-cf": "responsive"}))
     cand = facts("c", pairs_frame({"a-cf": "ignored", "b-cf": "ignored", "c-cf": "broken"}))
-    row = g.evaluate_gate(SPEC, cand, base, True)
+    row = evaluate_gate(SPEC, cand, base, True)
     assert (
         row["status"],
         row["blocking_cases"],
@@ -248,30 +250,30 @@ def test_a_pair_newly_ignored_blocks_with_its_reason():
 def test_ignored_in_both_runs_passes_and_max_new_allows_some():
     base = facts("b", pairs_frame({"a-cf": "ignored", "b-cf": "responsive"}))
     assert (
-        g.evaluate_gate(SPEC, facts("c", pairs_frame({"a-cf": "ignored", "b-cf": "responsive"})), base, True)["status"]
+        evaluate_gate(SPEC, facts("c", pairs_frame({"a-cf": "ignored", "b-cf": "responsive"})), base, True)["status"]
         == "pass"
     )
     lenient = SPEC.model_copy(update={"max_new": 1})
     assert (
-        g.evaluate_gate(lenient, facts("c", pairs_frame({"a-cf": "ignored", "b-cf": "ignored"})), base, True)["status"]
+        evaluate_gate(lenient, facts("c", pairs_frame({"a-cf": "ignored", "b-cf": "ignored"})), base, True)["status"]
         == "pass"
     )
 
 
 def test_an_incomplete_pair_makes_the_gate_incomplete_never_a_pass():
     base = facts("b", pairs_frame({"a-cf": "responsive", "b-cf": "responsive"}))
-    row = g.evaluate_gate(SPEC, facts("c", pairs_frame({"a-cf": "responsive", "b-cf": "incomplete"})), base, True)
+    row = evaluate_gate(SPEC, facts("c", pairs_frame({"a-cf": "responsive", "b-cf": "incomplete"})), base, True)
     assert (row["status"], row["blocking_cases"]) == ("incomplete", ["b-cf"])
-    assert g.evaluate_gate(SPEC, facts("c", None), base, True)["status"] == "incomplete"
+    assert evaluate_gate(SPEC, facts("c", None), base, True)["status"] == "incomplete"
 
 
 def test_pairs_with_a_flaky_case_and_pairs_of_another_lane_are_left_out():
     base = facts("b", pairs_frame({"a-cf": "responsive"}))
     cand = facts("c", pairs_frame({"a-cf": "ignored"}), flaky=("a",))
-    row = g.evaluate_gate(SPEC, cand, base, True)
+    row = evaluate_gate(SPEC, cand, base, True)
     assert (row["status"], row["excluded_cases"], row["n_cases"]) == ("pass", ["a-cf"], 0)
     rag_only = SPEC.model_copy(update={"lane": "rag"})
-    assert g.evaluate_gate(rag_only, facts("c", pairs_frame({"a-cf": "ignored"})), base, True)["status"] == "pass"
+    assert evaluate_gate(rag_only, facts("c", pairs_frame({"a-cf": "ignored"})), base, True)["status"] == "pass"
 
 
 def test_the_policy_accepts_the_metric():

@@ -14,12 +14,13 @@ from eval_pipeline.contracts.frames import (
     corpus_frame_from_records,
     traces_frame_from_records,
 )
-from eval_pipeline.io import loaders
+from eval_pipeline.io import inputs
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.judge import make_judge
 from eval_pipeline.judge.base import Judge
 from eval_pipeline.judge.reuse import ReusingJudge
-from eval_pipeline.reporting.lanes import LaneData, rag_sections
+from eval_pipeline.reporting.lane_data import LaneData
+from eval_pipeline.reporting.lane_rag import rag_sections
 from eval_pipeline.scoring import attribution
 from eval_pipeline.scoring.citations import claims_and_citations
 from eval_pipeline.scoring.context import score_context
@@ -178,8 +179,8 @@ def test_citations_count_the_families_and_sources_of_the_existing_cited_docs(rag
         _traces(), corpus_frame_from_records(CORPUS), rag_case, make_judge("local"), ScoringSettings()
     )
     assert _rows(scores, "cited_families", "cited_sources") == {
-        # cited: policy/refunds-2025 and -2024 (family A, one family), kb/refund-window (B), notes/billing (in the context
-        # only: its own family); dead/doc exists nowhere and draws on nothing; sources policy-portal, helpcenter
+        # cited: policy/refunds-2025 and -2024 (family A, one family), kb/refund-window (B), notes/billing (in the
+        # context only: its own family); dead/doc exists nowhere and draws on nothing; sources policy-portal, helpcenter
         "t1": (3, 2),
         "t1-again": (3, 2),
         "one-family": (1, 1),
@@ -319,7 +320,7 @@ def test_the_corpus_loader_carries_the_source_and_the_sample_names_one_for_every
     folder.joinpath("docs.jsonl").write_text(
         json.dumps({"doc_id": "a", "family": "fa", "source": "zendesk"}) + "\n" + json.dumps({"doc_id": "b"}) + "\n"
     )
-    loaded = loaders.load_corpus(open_location(tmp_path), "v1")
+    loaded = inputs.load_corpus(open_location(tmp_path), "v1")
     assert loaded.rejects == [] and loaded.frame.select("doc_id", "source").rows() == [("a", "zendesk"), ("b", None)]
     lines = (REPO_ROOT / "data" / "corpus" / "kb-2026-03" / "docs.jsonl").read_text().splitlines()
     sources = pl.DataFrame([json.loads(line) for line in lines])["source"].value_counts().sort("source").rows()
@@ -382,8 +383,8 @@ def test_the_rag_report_plots_evidence_diversity():
     section = sections[at]
     assert section.lines == [
         # (3 + 1 + 1) / 3 over the three scored traces; t2 and t3 draw on one family
-        "- context families per trace: mean 1.67 over 3 scored traces; 2 draw on a single family (ten chunks of one page "
-        "are one source)",
+        "- context families per trace: mean 1.67 over 3 scored traces; 2 draw on a single family "
+        "(ten chunks of one page are one source)",
         "- redundant-chunk share (chunks of a family beyond its first / chunks): mean 0.2500",
         "- cited families per citing trace: mean 1.50 over 2 traces; 1 cite a single family",
         # 1 of the 4 supported claims of the two scored grounding rows

@@ -1,4 +1,5 @@
-"""failure_class of failed retrievals (SPEC §11): each class, its precedence, keyword_miss confirmation, missing candidates."""
+"""failure_class of failed retrievals (SPEC §11): each class, its precedence, keyword_miss confirmation, missing
+candidates."""
 
 from __future__ import annotations
 

@@ -3,8 +3,10 @@
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.models import GatePolicy
-from eval_pipeline.scoring import gates as g
+from eval_pipeline.contracts.policy import GatePolicy
+from eval_pipeline.scoring.gate_facts import RunFacts
+from eval_pipeline.scoring.gate_table import INCOMPLETE, exit_code, undecided_gates
+from eval_pipeline.scoring.gates import evaluate_gates
 
 POLICY = GatePolicy.model_validate(
     {
@@ -48,8 +50,8 @@ CASES = pl.DataFrame(
 
 def facts(
     run_id, recall, args, pass1, violations, outcomes, grounding, flaky=(), may_gate=True, **manifest
-) -> g.RunFacts:
-    return g.RunFacts(
+) -> RunFacts:
+    return RunFacts(
         run_id=run_id,
         manifest={"mode": "gate", "dataset_version": "ds", **manifest},
         cases=CASES,
@@ -105,9 +107,9 @@ def by_gate(frame: pl.DataFrame) -> dict:
 
 
 def test_identical_runs_pass_every_gate_exit_0():
-    results = g.evaluate_gates(POLICY, baseline(), baseline())
+    results = evaluate_gates(POLICY, baseline(), baseline())
     assert set(results["status"].to_list()) == {"pass"}
-    assert g.exit_code(results) == 0
+    assert exit_code(results) == 0
 
 
 def test_planted_regressions_fail_with_their_blocking_cases_exit_1():
@@ -122,7 +124,7 @@ def test_planted_regressions_fail_with_their_blocking_cases_exit_1():
         {"r1": "pass", "r2": "fail", "r3": "fail", "a1": "pass", "a2": "pass"},
         {"r1": 1.0, "r2": 0.985},
     )
-    rows = by_gate(g.evaluate_gates(POLICY, candidate, baseline()))
+    rows = by_gate(evaluate_gates(POLICY, candidate, baseline()))
     assert rows["recall"]["status"] == "fail" and rows["recall"]["blocking_cases"] == ["r2"]
     assert rows["recall"]["delta"] == pytest.approx(-100 / 3)
     assert rows["recall"]["n_cases"] == 3 and "mh" in rows["recall"]["excluded_cases"]
@@ -137,26 +139,26 @@ def test_planted_regressions_fail_with_their_blocking_cases_exit_1():
     assert rows["no_new"]["status"] == "fail" and rows["no_new"]["blocking_cases"] == ["r2"]
     # grounding: (1.0 + 0.985)/2 vs 1.0 = -0.75 points, within 2
     assert rows["grounding"]["status"] == "pass" and rows["grounding"]["delta"] == pytest.approx(-0.75)
-    assert g.exit_code(g.evaluate_gates(POLICY, candidate, baseline())) == 1
+    assert exit_code(evaluate_gates(POLICY, candidate, baseline())) == 1
 
 
 def test_a_drop_equal_to_the_threshold_passes():
     # args: a1 1.0 -> 0.94, a2 1.0 -> 1.0 => mean drop 3 points exactly
     candidate = baseline()
     candidate.tools = candidate.tools.with_columns(pl.Series("args_valid_rate", [0.94, 1.0]))
-    assert by_gate(g.evaluate_gates(POLICY, candidate, baseline()))["args"]["status"] == "pass"
+    assert by_gate(evaluate_gates(POLICY, candidate, baseline()))["args"]["status"] == "pass"
 
 
 def test_exploratory_or_other_dataset_is_incomparable_exit_2():
-    results = g.evaluate_gates(POLICY, baseline(mode="exploratory"), baseline())
+    results = evaluate_gates(POLICY, baseline(mode="exploratory"), baseline())
     assert set(results["status"].to_list()) == {"incomparable"}
-    assert g.exit_code(results) == 2
-    other = g.evaluate_gates(POLICY, baseline(dataset_version="ds-2"), baseline())
+    assert exit_code(results) == 2
+    other = evaluate_gates(POLICY, baseline(dataset_version="ds-2"), baseline())
     assert "dataset versions differ" in other["reason"][0]
 
 
 def test_other_qrels_version_makes_only_the_retrieval_gate_incomparable():
-    rows = by_gate(g.evaluate_gates(POLICY, baseline(qrels_version="q2"), baseline()))
+    rows = by_gate(evaluate_gates(POLICY, baseline(qrels_version="q2"), baseline()))
     assert rows["recall"]["status"] == "incomparable" and "qrels versions differ" in rows["recall"]["reason"]
     assert rows["args"]["status"] == "pass"
 
@@ -167,10 +169,10 @@ def test_missing_complete_attempts_make_a_gate_incomplete_not_a_pass():
     candidate.outcomes = pl.DataFrame(
         {"case_id": ["r1", "r2", "r3", "a1", "a2"], "outcome": ["pass", "pass", "fail", "pass", "incomplete"]}
     )
-    rows = by_gate(g.evaluate_gates(POLICY, candidate, baseline()))
+    rows = by_gate(evaluate_gates(POLICY, candidate, baseline()))
     assert rows["args"]["status"] == "incomplete" and rows["args"]["blocking_cases"] == ["a2"]
     assert rows["no_new"]["status"] == "incomplete" and rows["no_new"]["blocking_cases"] == ["a2"]
-    assert g.exit_code(g.evaluate_gates(POLICY, candidate, baseline())) == 2
+    assert exit_code(evaluate_gates(POLICY, candidate, baseline())) == 2
 
 
 def test_flaky_cases_are_excluded_from_every_gate():
@@ -184,7 +186,7 @@ def test_flaky_cases_are_excluded_from_every_gate():
         {"r1": 1.0, "r2": 1.0},
         flaky=("a2",),
     )
-    rows = by_gate(g.evaluate_gates(POLICY, candidate, baseline()))
+    rows = by_gate(evaluate_gates(POLICY, candidate, baseline()))
     assert {rows[n]["status"] for n in ("args", "pass1", "policy", "no_new")} == {"pass"}
     assert rows["args"]["excluded_cases"] == ["a2"]
 
@@ -192,11 +194,11 @@ def test_flaky_cases_are_excluded_from_every_gate():
 def test_uncalibrated_judge_does_not_gate_grounding():
     candidate = baseline(may_gate=False)
     candidate.grounding = candidate.grounding.with_columns(pl.Series("grounding_rate", [0.0, 0.0]))
-    rows = by_gate(g.evaluate_gates(POLICY, candidate, baseline()))
+    rows = by_gate(evaluate_gates(POLICY, candidate, baseline()))
     assert rows["grounding"]["status"] == "not_gating" and rows["grounding"]["delta"] == pytest.approx(-100.0)
-    assert g.exit_code(g.evaluate_gates(POLICY, candidate, baseline())) == 0
+    assert exit_code(evaluate_gates(POLICY, candidate, baseline())) == 0
 
 
 def test_no_baseline_is_undecided():
-    results = g.undecided_gates(POLICY, "cand", None, g.INCOMPLETE, "no baseline")
-    assert results.height == 6 and g.exit_code(results) == 2
+    results = undecided_gates(POLICY, "cand", None, INCOMPLETE, "no baseline")
+    assert results.height == 6 and exit_code(results) == 2

@@ -51,16 +51,16 @@ def _judge_one(judge: Judge, claim: str, evidence: list[dict]) -> dict:
             "CONTRADICTED",
             0.2083,
             REFUND_SENTENCE,
-            "contradicted (support 0.2083): 5 of 6 claim words in 1 evidence sentence(s); conflicting value claim 30 day vs "
-            "evidence 14 day; number not in the evidence: 30",
+            "contradicted (support 0.2083): 5 of 6 claim words in 1 evidence sentence(s); "
+            "conflicting value claim 30 day vs evidence 14 day; number not in the evidence: 30",
         ),
         (
             "Processing takes 10 business days.",
             "CONTRADICTED",
             0.2,
             "Processing takes 5 business days.",
-            "contradicted (support 0.2): 4 of 5 claim words in 1 evidence sentence(s); conflicting value claim 10 busi vs "
-            "evidence 5 busi; number not in the evidence: 10",
+            "contradicted (support 0.2): 4 of 5 claim words in 1 evidence sentence(s); "
+            "conflicting value claim 10 busi vs evidence 5 busi; number not in the evidence: 10",
         ),
         # "refundable" is negated in the evidence only
         (
@@ -68,7 +68,8 @@ def _judge_one(judge: Judge, claim: str, evidence: list[dict]) -> dict:
             "CONTRADICTED",
             0.5,
             "Monthly plans are not refundable.",
-            "contradicted (support 0.5): 3 of 3 claim words in 1 evidence sentence(s); negated on one side only: refundable",
+            "contradicted (support 0.5): 3 of 3 claim words in 1 evidence sentence(s); "
+            "negated on one side only: refundable",
         ),
         # "monthly" is found in the second sentence, but the sentence that carries the claim says annual
         (
@@ -76,7 +77,8 @@ def _judge_one(judge: Judge, claim: str, evidence: list[dict]) -> dict:
             "CONTRADICTED",
             0.5,
             f"{REFUND_SENTENCE} … Monthly plans are not refundable.",
-            "contradicted (support 0.5): 7 of 7 claim words in 2 evidence sentence(s); conflicting period: claim monthly vs evidence annual",
+            "contradicted (support 0.5): 7 of 7 claim words in 2 evidence sentence(s); "
+            "conflicting period: claim monthly vs evidence annual",
         ),
         # nothing in the evidence speaks of fees: 1 of 3 words (refund)
         (
@@ -198,7 +200,10 @@ def _sample_traces(context):
                 "case_id": "c1",
                 "context": context,
                 "answer": {
-                    "text": "Annual SMB plans can be refunded within 30 days. Processing takes 5 business days. No fee is charged."
+                    "text": (
+                        "Annual SMB plans can be refunded within 30 days. Processing takes 5 business days. "
+                        "No fee is charged."
+                    )
                 },
             },
             {"trace_id": "t-refusal", "case_id": "c-refusal", "context": context, "answer": {"text": "I don't know."}},
@@ -352,7 +357,8 @@ def test_grounding_rate_reproduces_ragchecker_faithfulness(ragchecker_outputs):
     )
     judged = judge_claims(pl.DataFrame(claims, schema=CLAIMS_SCHEMA), trace_frame, RecordedEntailmentJudge(entailment))
     scores = score_grounding(judged, trace_frame, cases, ScoringSettings()).sort("trace_id")
-    # Query 0: 4 of 11 claims entailed by some chunk = 0.3636; query 1: 5 of 5 (entailed despite contradicting chunks) = 1.0.
+    # Query 0: 4 of 11 claims entailed by some chunk = 0.3636;
+    # query 1: 5 of 5 (entailed despite contradicting chunks) = 1.0.
     assert scores.select("trace_id", "n_claims", "n_supported").rows() == [
         ("ragchecker-0", 11, 4),
         ("ragchecker-1", 5, 5),

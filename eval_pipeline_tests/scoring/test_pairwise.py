@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from eval_pipeline.contracts.frames import traces_frame_from_records
@@ -116,7 +118,14 @@ def test_a_position_biased_judge_wins_nothing(loopback, judge_key, context):
         return {"preference": "A", "reason": "first is best"}
 
     loopback.state.responder = respond
-    judge = make_judge("openai", model="m", base_url=loopback.base_url, api_key_env=judge_key, concurrency=2)
+    judge = make_judge(
+        "openai",
+        model="m",
+        base_url=loopback.base_url,
+        api_key_env=judge_key,
+        api_key=os.environ[judge_key],
+        concurrency=2,
+    )
     per_pair, summary = pairwise_compare(*_runs(context), judge)
     assert per_pair.select(
         "case_id", "order1_preference", "order2_preference", "outcome", "position_consistent"

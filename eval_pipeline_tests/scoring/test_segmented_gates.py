@@ -1,15 +1,18 @@
-"""Segmented gates on hand-built runs: a gate computed on one decision slice only, `insufficient` below min_cases (exit 2,
-never a pass), the policy's and the gate's min_cases, and the policy errors a segment can raise at load time."""
+"""Segmented gates on hand-built runs: a gate computed on one decision slice only, `insufficient` below min_cases
+(exit 2, never a pass), the policy's and the gate's min_cases, and the policy errors a segment can raise at load
+time."""
 
 import dataclasses
 
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.models import GatePolicy
-from eval_pipeline.io.loaders import parse_gate_policy
+from eval_pipeline.contracts.policy import GatePolicy
+from eval_pipeline.io.policy import parse_gate_policy
 from eval_pipeline.io.storage import InputError
-from eval_pipeline.scoring import gates as g
+from eval_pipeline.scoring.gate_facts import RunFacts, restrict
+from eval_pipeline.scoring.gate_table import INCOMPLETE, exit_code, overall_status, undecided_gates
+from eval_pipeline.scoring.gates import evaluate_gates
 
 CASES = ["h1", "h2", "n1", "n2", "n3"]
 # h = high criticality; intent refund: h1, n1, n2; intent status: h2, n3
@@ -22,9 +25,9 @@ SLICES = pl.DataFrame(
 )
 
 
-def run(run_id: str, pass1: dict, outcomes: dict, slices: pl.DataFrame | None = SLICES) -> g.RunFacts:
+def run(run_id: str, pass1: dict, outcomes: dict, slices: pl.DataFrame | None = SLICES) -> RunFacts:
     attempts = [(c, o) for c, values in outcomes.items() for o in values]
-    return g.RunFacts(
+    return RunFacts(
         run_id=run_id,
         manifest={"mode": "gate", "dataset_version": "ds"},
         cases=pl.DataFrame({"case_id": CASES, "multi_hop": [False] * 5}),
@@ -67,7 +70,7 @@ PASS1 = {"name": "pass1", "lane": "agent", "metric": "pass_at_1", "max_regressio
 
 
 def rows(p: GatePolicy, candidate=CANDIDATE, baseline=BASELINE) -> dict:
-    return {r["gate"]: r for r in g.evaluate_gates(p, candidate, baseline).iter_rows(named=True)}
+    return {r["gate"]: r for r in evaluate_gates(p, candidate, baseline).iter_rows(named=True)}
 
 
 def test_a_segmented_gate_is_computed_on_its_slice_only():
@@ -94,7 +97,7 @@ def test_a_segmented_gate_is_computed_on_its_slice_only():
         ["h1", "n2"],
     )
     refund_only = policy({**PASS1, "name": "r", "segment": {"tags.intent": "refund"}, "min_cases": 3})
-    assert g.exit_code(g.evaluate_gates(refund_only, CANDIDATE, BASELINE)) == 1
+    assert exit_code(evaluate_gates(refund_only, CANDIDATE, BASELINE)) == 1
 
 
 def test_fewer_complete_cases_than_min_cases_is_insufficient_never_a_pass():
@@ -113,10 +116,8 @@ def test_fewer_complete_cases_than_min_cases_is_insufficient_never_a_pass():
     )["same"]
     assert (same["status"], same["n_cases"], same["min_cases"]) == ("insufficient", 2, 3)
     assert same["reason"].endswith("(on these cases the gate says pass)")
-    frame = g.evaluate_gates(
-        policy({**PASS1, "name": "same", "segment": {"tags.intent": "status"}}), CANDIDATE, BASELINE
-    )
-    assert g.exit_code(frame) == 2 and g.overall_status(frame) == "incomplete"
+    frame = evaluate_gates(policy({**PASS1, "name": "same", "segment": {"tags.intent": "status"}}), CANDIDATE, BASELINE)
+    assert exit_code(frame) == 2 and overall_status(frame) == "incomplete"
 
 
 def test_the_gate_s_min_cases_overrides_the_policy_s():
@@ -179,7 +180,7 @@ def test_without_the_candidate_s_membership_a_segmented_gate_is_incomplete():
 
 
 def test_restrict_keeps_the_slice_rows_of_every_frame_with_a_case_id():
-    restricted = g.restrict(CANDIDATE, ["h1", "n3"])
+    restricted = restrict(CANDIDATE, ["h1", "n3"])
     for f in dataclasses.fields(restricted):
         frame = getattr(restricted, f.name)
         if isinstance(frame, pl.DataFrame) and "case_id" in frame.columns:
@@ -191,7 +192,7 @@ def test_restrict_keeps_the_slice_rows_of_every_frame_with_a_case_id():
 
 def test_undecided_rows_carry_the_segment_and_min_cases():
     p = policy(PASS1, {**PASS1, "name": "high", "segment": {"criticality": "high"}}, min_cases=4)
-    frame = g.undecided_gates(p, "cand", None, g.INCOMPLETE, "no baseline")
+    frame = undecided_gates(p, "cand", None, INCOMPLETE, "no baseline")
     assert frame.select("gate", "segment", "min_cases").rows() == [
         ("pass1", None, None),
         ("high", "criticality=high", 4),

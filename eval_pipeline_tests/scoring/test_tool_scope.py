@@ -9,12 +9,12 @@ from typing import Any
 import polars as pl
 
 from eval_pipeline.contracts.frames import canonical_json
-from eval_pipeline.scoring.tools.policy import _allowed_values, _scope_frame
+from eval_pipeline.scoring.tools.policy import allowed_values, scope_frame
 
 
 def _walked(tool: str | None, args_json: str, scope_json: str) -> list[str]:
     """Reference: every argument of a scoped name at any depth, checked by walking the parsed args."""
-    allowed = _allowed_values(scope_json)
+    allowed = allowed_values(scope_json)
     found: list[str] = []
 
     def walk(value: Any) -> None:
@@ -66,7 +66,7 @@ def test_scope_reasons_match_a_walk_of_every_call_and_scope():
     calls = pl.DataFrame(
         rows + [("get_order", canonical_json(ARGS[0]), None)], schema=["tool", "args_json", "scope_json"], orient="row"
     )
-    frame = _scope_frame(calls)
+    frame = scope_frame(calls)
     assert frame.height == len(set(rows))
     got = {(tool, text, scope): found for tool, text, scope, found in frame.iter_rows()}
     expected = {(tool, text, scope): _walked(tool, text, scope) for tool, text, scope in rows}

@@ -8,7 +8,8 @@ import jsonschema
 import pytest
 
 from eval_pipeline.contracts import frames
-from eval_pipeline.scoring.tools import _fast_check, score_tools
+from eval_pipeline.scoring.tools import score_tools
+from eval_pipeline.scoring.tools.arguments import fast_check
 
 GET_KEY = 'get_order({"order_id":"88131"})'
 REFUND_KEY = 'issue_refund({"amount":49,"order_id":"88131"})'
@@ -190,7 +191,8 @@ def test_args_valid_rate_checks_schema_and_reference_values(build, score):
     assert r["args_valid_rate"] == 2 / 5
     assert r["invalid_calls"] == [
         "get_order({\"order_id\":88131}) (schema: order_id: 88131 is not of type 'string')",
-        'issue_refund({"amount":50,"order_id":"88131"}) (args match no reference call of issue_refund: amount 50, expected 49)',
+        'issue_refund({"amount":50,"order_id":"88131"}) '
+        "(args match no reference call of issue_refund: amount 50, expected 49)",
         "frobnicate({}) (tool frobnicate is not in the tool registry)",
     ]
     assert r["tool_arguments_stage"] == "fail"
@@ -443,7 +445,7 @@ def test_fast_schema_check_never_accepts_what_jsonschema_rejects(instance, extra
             "note": {"type": "string"},
         },
     }
-    fast = _fast_check(schema)
+    fast = fast_check(schema)
     assert fast is not None
     assert fast(json.loads(json.dumps(instance))) == jsonschema.Draft202012Validator(schema).is_valid(instance)
 
@@ -512,16 +514,16 @@ BOUNDED = {
     ],
 )
 def test_fast_schema_check_reads_patterns_lengths_bounds_and_nested_objects_as_jsonschema_does(instance):
-    fast = _fast_check(BOUNDED)
+    fast = fast_check(BOUNDED)
     assert fast is not None
     assert fast(json.loads(json.dumps(instance))) == jsonschema.Draft202012Validator(BOUNDED).is_valid(instance)
 
 
 def test_fast_schema_check_declines_schemas_it_does_not_cover():
-    assert _fast_check({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}) is None
-    assert _fast_check({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}) is None
-    assert _fast_check({"type": "object", "properties": {"n": {"type": "integer", "minimum": "0"}}}) is None
-    assert _fast_check({"type": "object", "properties": {"a": {"type": "object", "minProperties": 1}}}) is None
-    assert _fast_check({"type": "object", "properties": {"a": {"type": ["object", "null"], "properties": {}}}}) is None
-    assert _fast_check({"type": "object", "$schema": "http://json-schema.org/draft-04/schema#"}) is None
-    assert _fast_check({"type": "object", "oneOf": [{"required": ["a"]}]}) is None
+    assert fast_check({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}) is None
+    assert fast_check({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}) is None
+    assert fast_check({"type": "object", "properties": {"n": {"type": "integer", "minimum": "0"}}}) is None
+    assert fast_check({"type": "object", "properties": {"a": {"type": "object", "minProperties": 1}}}) is None
+    assert fast_check({"type": "object", "properties": {"a": {"type": ["object", "null"], "properties": {}}}}) is None
+    assert fast_check({"type": "object", "$schema": "http://json-schema.org/draft-04/schema#"}) is None
+    assert fast_check({"type": "object", "oneOf": [{"required": ["a"]}]}) is None

@@ -131,7 +131,8 @@ def test_help_names_the_conventions_and_measures():
 
 
 def test_measure_parsing():
-    # P.5,10 keeps the given cutoffs; P_20 is shorthand for P.20; all_trec lists every supported measure in trec_eval order.
+    # P.5,10 keeps the given cutoffs; P_20 is shorthand for P.20;
+    # all_trec lists every supported measure in trec_eval order.
     assert [(s.measure.name, s.params) for s in parse_measures(["P.10,5", "P_20"])] == [("P", (5.0, 10.0, 20.0))]
     assert [s.measure.name for s in parse_measures(["all_trec"])] == [m.name for m in MEASURES]
     assert parse_measures(["ndcg_cut.3"])[0].columns() == ["ndcg_cut_3"]

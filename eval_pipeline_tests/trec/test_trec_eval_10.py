@@ -53,8 +53,9 @@ def test_output_is_trec_evals_byte_for_byte(
 def test_measure_parameters_match_trec_evals_test_file(trec_eval_dir: Path, capsys: pytest.CaptureFixture[str]):
     # trec_eval's test/out.test.meas_params (the command of its Makefile's quicktest), lines for query 301 and all.
     options = [
-        "-q", "-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000", "-m", "Rprec_mult.5.0,0.2,0.35",
-        "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75", "-mndcg.1=3,2=9,4=4.5", "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20",
+        "-q", "-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000",
+        "-m", "Rprec_mult.5.0,0.2,0.35", "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75",
+        "-mndcg.1=3,2=9,4=4.5", "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20",
     ]  # fmt: skip
     status, out, err = run_cli(
         [*options, str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")], capsys

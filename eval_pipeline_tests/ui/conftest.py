@@ -1,4 +1,7 @@
-"""Fixtures of the browser test: one sample run on a persistent instance in tmp, `dagster dev` on loopback, headless Chromium."""
+"""Fixtures of the browser test.
+
+One sample run on a persistent instance in tmp, `dagster dev` on loopback, headless Chromium.
+"""
 
 import io
 import json
@@ -192,7 +195,7 @@ def _recorded(instance: dg.DagsterInstance) -> tuple[dict[tuple[str, str], bool]
 
 @pytest.fixture(scope="session")
 def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
-    """RUN_IDS materialized on a persistent sqlite instance while `dagster dev` starts on it; stopped after the session."""
+    """RUN_IDS materialized on a persistent sqlite instance while `dagster dev` starts on it; stopped at session end."""
     root = tmp_path_factory.mktemp("ui")
     data = _sample_with_the_runs(root / "data")
     home = _instance_home(root / "dagster_home")
@@ -270,7 +273,7 @@ def ui_run(chromium, tmp_path_factory) -> Iterator[UiRun]:
 
 @pytest.fixture(scope="session")
 def browser_context(chromium):
-    """One headless system Chromium context for the session (a fresh temporary profile), so the UI's bundle is cached."""
+    """One headless system Chromium context for the session (fresh temporary profile), so the UI's bundle is cached."""
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=UI_TIMEOUT_MS)

@@ -1,4 +1,4 @@
-"""The Dagster UI, served by `dagster dev` on loopback and read in headless Chromium, shows the lanes, their checks and a report."""
+"""The Dagster UI (`dagster dev` on loopback, read in headless Chromium) shows the lanes, their checks and a report."""
 
 import re
 

@@ -1,5 +1,6 @@
 """The README's five-minute tour, walked in a browser after a first run: index → gate report → case page, then the UI's
-run page of the blocked release → the asset's plots (the failed release check: test_dagster_ui). Every link resolves; a blocked release is a result, not a crash."""
+run page of the blocked release → the asset's plots (the failed release check: test_dagster_ui). Every link resolves;
+a blocked release is a result, not a crash."""
 
 import re
 from pathlib import Path

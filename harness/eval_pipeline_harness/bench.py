@@ -1,4 +1,7 @@
-"""`eval-pipeline bench`: the whole pipeline on synthetic batches — wall time, traces/s per stage, peak memory, re-score time."""
+"""`eval-pipeline bench`: the whole pipeline on synthetic batches.
+
+Wall time, traces/s per stage, peak memory, re-score time.
+"""
 
 from __future__ import annotations
 
@@ -406,8 +409,9 @@ def register(sub) -> None:
         description="Generate mixed synthetic batches (RAG and agent, 3 attempts per agent case; kept under --out for "
         "reuse), run the whole graph with the local judge once per size in a fresh process, then re-score after a "
         "qrels bump and run the judge step again over unchanged inputs. Prints wall time, traces/s, re-score share, "
-        "judge calls of the first run and of the rerun, peak memory (RSS of the bench process plus PSS of every process "
-        "it started, sampled) and the seconds and peak memory of every step. Results also go to OUT/bench-results.json.",
+        "judge calls of the first run and of the rerun, peak memory (RSS of the bench process plus PSS of every "
+        "process it started, sampled) and the seconds and peak memory of every step. "
+        "Results also go to OUT/bench-results.json.",
     )
     parser.add_argument(
         "--traces",

@@ -15,22 +15,21 @@ from typing import Any
 import polars as pl
 
 from eval_pipeline.contracts.frames import TRACES_SCHEMA, cases_frame_from_records, empty
+from eval_pipeline.deid.candidates import classify
 from eval_pipeline.deid.detectors import (
     API_KEY,
     CARD,
     EMAIL,
     IBAN,
-    IBAN_LENGTHS,
     IP,
     NATIONAL_ID,
     PERSON,
     PHONE,
     SECRET,
     URL,
-    classify,
     combined_pattern,
-    luhn_valid,
 )
+from eval_pipeline.deid.identifiers import IBAN_LENGTHS, luhn_valid
 from eval_pipeline.deid.tables import collect_names
 
 # Entity types both tools cover, and Presidio's names for them.

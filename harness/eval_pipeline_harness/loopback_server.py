@@ -2,8 +2,8 @@
 
 It answers chat completions from a responder (canned answers), can be told to fail the next requests
 (any HTTP error such as 429 with Retry-After or 500, a reply slower than the client's timeout, malformed JSON,
-a reply that breaks the schema), adds a fixed latency to every completion, records every request with its arrival time, and
-implements the files and batches endpoints well enough for the Batch API mode. It binds 127.0.0.1 only.
+a reply that breaks the schema), adds a fixed latency to every completion, records every request with its arrival time,
+and implements the files and batches endpoints well enough for the Batch API mode. It binds 127.0.0.1 only.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ OUTCOME_CODE_VERSION = "outcome-1"
     TOOLS_CODE_VERSION,
     outs={
         "tool_scores": table_out(
-            description="Tool-call precision/recall/F1, order, arguments, loops, policy and adapter divergence per trace."
+            description="Tool-call precision/recall/F1, order, arguments, loops, policy and adapter divergence "
+            "per trace."
         ),
         "tool_call_diffs": table_out(description="Expected and actual calls side by side, per trace and position."),
     },

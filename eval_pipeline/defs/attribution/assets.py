@@ -4,19 +4,16 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.defs import checks
+from eval_pipeline.defs.attribution.report_content import attach_baseline, lane_gates, render_lane_report
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.privacy import published, report_spec
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import EvalConfig, OtherRuns, corpus_families, lane_key
+from eval_pipeline.defs.resources import EvalConfig, corpus_families, lane_key
 from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
-from eval_pipeline.gating import baseline_or_reason, compare
 from eval_pipeline.quality import tables
-from eval_pipeline.reporting.lanes import LaneData, agent_sections, lane_verdict, rag_sections
+from eval_pipeline.reporting.lane_data import LaneData
 from eval_pipeline.reporting.publish import ReportFile
-from eval_pipeline.reporting.render import render_html, render_markdown
 from eval_pipeline.scoring import attribution as attribution_scoring
-from eval_pipeline.scoring import gates as gate_scoring
-from eval_pipeline.scoring import outcome as outcome_scoring
 from eval_pipeline.scoring import reliability as reliability_scoring
 from eval_pipeline.scoring import slices as slice_scoring
 
@@ -188,8 +185,8 @@ def lane_slices(lane: str) -> dg.AssetsDefinition:
             "slice_rollup": table_out(
                 key=rollup_key,
                 description=(
-                    f"{lane} traces and cases per decision slice (criticality, tags, corpus family, tool risk): passed, "
-                    "failed, incomplete, pass rate, pass@1 and the failed cases."
+                    f"{lane} traces and cases per decision slice (criticality, tags, corpus family, tool risk): "
+                    "passed, failed, incomplete, pass rate, pass@1 and the failed cases."
                 ),
             ),
             "slice_attribution_rollup": table_out(
@@ -316,7 +313,7 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
         )
         data.cases, data.slices = deid_cases, slice_rollup
         other_runs = eval_config.other_runs(context)
-        _attach_baseline(data, eval_config, other_runs)
+        attach_baseline(data, eval_config, other_runs)
         data.gates = lane_gates(
             lane,
             eval_config,
@@ -325,7 +322,7 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
             other_runs,
             slices=slice_scoring.slice_membership(deid_cases, corpus, tools),
         )
-        markdown, html = _render_lane_report(data, lane_tables)
+        markdown, html = render_lane_report(data, lane_tables)
         reports = eval_config.reports()
         # rendered to temporary names, moved into place only when no personal data is found; nothing left otherwise
         privacy, written = published(
@@ -360,19 +357,6 @@ def lane_inputs(lane: str) -> dict[str, dg.AssetIn]:
     return {name: dg.AssetIn(key=name) for name in LANE_TABLES[lane]}
 
 
-def _render_lane_report(data: LaneData, lane_tables: dict[str, pl.DataFrame]) -> tuple[str, str]:
-    """The lane's report as (markdown, html), for reports/<run_id>/<lane>.md and .html."""
-    lane, run_id = data.lane, data.run_id
-    if lane == "rag":
-        sections = rag_sections(data)
-    else:
-        outcomes = lane_tables["outcome_scores"]
-        sections = agent_sections(data, outcome_scoring.fault_rates(outcomes), outcome_scoring.efficiency(outcomes))
-    title = f"{lane.upper() if lane == 'rag' else 'Agent'} lane report — run {run_id}"
-    verdict = lane_verdict(data)
-    return render_markdown(title, sections, verdict), render_html(title, sections, verdict)
-
-
 def build_lane(lane: str) -> list[dg.AssetsDefinition]:
     """The stage results, attribution, reliability and report assets of one lane."""
     return [
@@ -382,57 +366,6 @@ def build_lane(lane: str) -> list[dg.AssetsDefinition]:
         lane_slices(lane),
         lane_report(lane),
     ]
-
-
-def _attach_baseline(data: LaneData, eval_config: EvalConfig, other_runs: OtherRuns) -> None:
-    """Add the run's baseline (scored, another run, same dataset) for the comparison sections, or say why there is none."""
-    from eval_pipeline.scoring.attribution import rollup
-
-    baseline, data.baseline_note = baseline_or_reason(data.manifest, eval_config.policy(), other_runs)
-    if baseline is None:
-        if data.baseline_note == "this run is the baseline":
-            data.baseline_note = None
-        return
-    stages = other_runs.read("stage_results", baseline, within={"lane": data.lane})
-    if stages is None:
-        data.baseline_note = f"baseline run {baseline} has no {data.lane} stage results"
-        return
-    data.baseline_run_id = baseline
-    data.baseline_outcomes = attribution_scoring.lane_outcomes(stages)
-    data.baseline_rollup = rollup(data.baseline_outcomes, data.lane)
-
-
-def lane_gates(
-    lane: str,
-    eval_config: EvalConfig,
-    data: LaneData,
-    cases: pl.DataFrame,
-    other_runs: OtherRuns,
-    slices: pl.DataFrame | None = None,
-) -> pl.DataFrame:
-    """This lane's gates of the policy, computed by the gating use case from this lane's tables (as gate_results does)."""
-    policy = eval_config.policy()
-    lane_policy = policy.model_copy(update={"gates": [g for g in policy.gates if g.lane == lane]})
-    t = data.tables
-    qrels = t.get("qrels")
-    candidate = gate_scoring.RunFacts(
-        run_id=data.run_id,
-        manifest=data.manifest,
-        cases=cases,
-        outcomes=data.outcomes,
-        retrieval=t.get("retrieval_scores"),
-        tools=t.get("tool_scores"),
-        grounding=t.get("grounding_scores"),
-        reliability=data.reliability,
-        quarantine=data.quarantine,
-        calibration=t.get("judge_calibration"),
-        qrels_version=qrels["qrels_version"][0] if qrels is not None and qrels.height else None,
-        slices=slices,
-    )
-    # the baseline's tables this report takes as inputs: the lane's gates need no other lane's
-    return compare(
-        lane_policy, candidate, gate_scoring.baseline_of(data.manifest, policy), other_runs, tables=other_runs.declared
-    )
 
 
 defs = dg.Definitions(assets=[*build_lane("rag"), *build_lane("agent")])

@@ -5,7 +5,7 @@ import polars as pl
 
 from eval_pipeline.contracts import frames
 from eval_pipeline.defs import checks
-from eval_pipeline.defs.deid.checks import DEID_CASES_CONTRACT, DEID_TRACES_CONTRACT, TRACE_CHECKS, _batch_checks
+from eval_pipeline.defs.deid.checks import DEID_CASES_CONTRACT, DEID_TRACES_CONTRACT, TRACE_CHECKS, batch_checks
 from eval_pipeline.defs.privacy import run_key
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.defs.resources import EvalConfig, in_batches
@@ -44,7 +44,8 @@ def deidentified(
     cases: pl.DataFrame,
     corpus: pl.DataFrame,
 ):
-    """Replace personal data everywhere with HMAC pseudonyms so equal values stay equal (joins and tool arguments survive).
+    """Replace personal data everywhere with HMAC pseudonyms so equal values stay equal (joins and tool \
+arguments survive).
 
     Traces are read and written a batch at a time; the names of people are gathered from every batch first, so the
     same name becomes the same token in every batch."""
@@ -89,7 +90,7 @@ def deidentified(
         yield materialized(
             FrameBatches(deid_batches(), frames.TRACES_SCHEMA), asset_key="deid_traces", versions=manifest
         )
-        yield from _batch_checks(tally["findings"], sample, tally["duplicates"], tally["rows"], sorted(missing_columns))
+        yield from batch_checks(tally["findings"], sample, tally["duplicates"], tally["rows"], sorted(missing_columns))
     elif "deid_report" in selected:
         for _ in deid_batches():
             pass

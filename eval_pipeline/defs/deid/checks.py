@@ -13,7 +13,7 @@ DEID_CASES_CONTRACT = TableContract(
 )
 
 
-def _batch_checks(
+def batch_checks(
     findings: int, sample: dict[str, int], duplicates: int, rows: int, missing_columns: list[str]
 ) -> list[dg.AssetCheckResult]:
     """The deid_traces checks, gathered over every batch (the table is never held whole)."""

@@ -26,9 +26,10 @@ from eval_pipeline.reporting.gate_report import gate_sections, release_verdict
 from eval_pipeline.reporting.index import index_files
 from eval_pipeline.reporting.publish import ReportFile
 from eval_pipeline.reporting.render import render_html, render_markdown
-from eval_pipeline.scoring import gates as gate_scoring
 from eval_pipeline.scoring.attribution import lane_outcomes
 from eval_pipeline.scoring.common import lane_traces
+from eval_pipeline.scoring.gate_facts import RunFacts, baseline_of
+from eval_pipeline.scoring.gate_table import exit_code
 from eval_pipeline.scoring.pairwise import PAIRWISE_SCHEMA, pairwise_compare
 from eval_pipeline.scoring.slices import slice_membership
 
@@ -74,7 +75,7 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
     manifest = manifest_of(tables["run_manifest"])
     policy = eval_config.policy()
     stages = pl.concat([tables["rag_stage_results"], tables["agent_stage_results"]], how="vertical_relaxed")
-    candidate = gate_scoring.RunFacts(
+    candidate = RunFacts(
         run_id=context.partition_key,
         manifest=manifest,
         cases=tables["deid_cases"],
@@ -89,7 +90,7 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
         qrels_version=tables["qrels"]["qrels_version"][0] if tables["qrels"].height else None,
         slices=slice_membership(tables["deid_cases"], tables["deid_corpus"], tables["tools"]),
     )
-    baseline = gate_scoring.baseline_of(manifest, policy)
+    baseline = baseline_of(manifest, policy)
     other_runs = eval_config.other_runs(context)
     results = compare(policy, candidate, baseline, other_runs)
     results = with_versions(results, manifest, CODE_VERSION)
@@ -98,7 +99,7 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
     return materialized(
         results,
         versions=manifest,
-        headline={"gates_failed": statuses.get("fail", 0), "exit_code": gate_scoring.exit_code(results)},
+        headline={"gates_failed": statuses.get("fail", 0), "exit_code": exit_code(results)},
         extra=other_runs.metadata(),
         check_results=[release_check("gate_results", results, context.partition_key)],
     )
@@ -113,7 +114,8 @@ def pairwise_comparison(
     deid_traces: pl.DataFrame,
     deid_cases: pl.DataFrame,
 ):
-    """Baseline vs candidate answers of each RAG case, judged twice with positions swapped; a win counts only in both orders."""
+    """Baseline vs candidate answers of each RAG case, judged twice with positions swapped; a win counts only \
+in both orders."""
     manifest = manifest_of(run_manifest)
     other_runs = eval_config.other_runs(context)
     baseline = comparable_baseline(manifest, eval_config.policy(), other_runs)
@@ -163,7 +165,8 @@ def gate_report(
     pairwise_comparison: pl.DataFrame,
     counterfactual_pairs: pl.DataFrame,
 ):
-    """Render the release verdict, the gate table with blocking cases and owners, and the pairwise comparison beside it."""
+    """Render the release verdict, the gate table with blocking cases and owners, and the pairwise comparison
+    beside it."""
     run_id = context.partition_key
     baseline = gate_results["baseline_run_id"][0] if gate_results.height else None
     sections = gate_sections(gate_results, run_id, baseline, pairwise_comparison, counterfactual_pairs)
@@ -187,7 +190,7 @@ def gate_report(
     # numbers, so the asset's plots draw the release decision over runs
     metadata = {
         "verdict": dg.MetadataValue.text(verdict.status),
-        "exit_code": dg.MetadataValue.int(gate_scoring.exit_code(gate_results)),
+        "exit_code": dg.MetadataValue.int(exit_code(gate_results)),
         "gates_failed": dg.MetadataValue.int(statuses.count("fail")),
         "gates_passed": dg.MetadataValue.int(statuses.count("pass")),
         **other_runs.metadata(),
@@ -237,7 +240,8 @@ def case_page_sources() -> list[dg.AssetKey]:
     ins=CASE_PAGE_INS,
     deps=case_page_sources(),
     check_specs=[report_spec("case_pages", "the case pages")],
-    description="One page per blocking, failed or review-queue case under reports/<run_id>/cases/, against the baseline",
+    description="One page per blocking, failed or review-queue case under reports/<run_id>/cases/, "
+    "against the baseline",
 )
 def case_pages(
     context: dg.AssetExecutionContext,
@@ -249,7 +253,8 @@ def case_pages(
     rag_attribution: pl.DataFrame,
     agent_attribution: pl.DataFrame,
 ):
-    """The end-to-end story of every case a report row links to (the blocking ones first), as `eval-pipeline show` prints it."""
+    """The end-to-end story of every case a report row links to (the blocking ones first), as `eval-pipeline show`
+    prints it."""
     manifest = manifest_of(run_manifest)
     # this run's and the baseline's tables, read from the warehouse for the cases that get a page
     tables = eval_config.other_runs(context)

@@ -5,7 +5,7 @@ import polars as pl
 
 from eval_pipeline.reporting.gate_report import blocking_table, release_verdict
 from eval_pipeline.reporting.render import markdown_table
-from eval_pipeline.scoring import gates as gate_scoring
+from eval_pipeline.scoring.gate_table import exit_code
 
 RELEASE_CHECK = "release_is_not_blocked"
 # A blocked release is a result of the evaluation, not an error in it (docs/gates.md#exit-codes-and-checks): the check
@@ -33,7 +33,7 @@ def release_check(asset: str, gate_results: pl.DataFrame, run_id: str) -> dg.Ass
         description=verdict.headline.replace("`", ""),
         metadata={
             "verdict": dg.MetadataValue.text(verdict.status),
-            "exit_code": dg.MetadataValue.int(gate_scoring.exit_code(gate_results)),
+            "exit_code": dg.MetadataValue.int(exit_code(gate_results)),
             "failed_gates": dg.MetadataValue.json(
                 failed.select(
                     "gate",

@@ -45,7 +45,8 @@ def counterfactual_pairs(
     rag_stage_results: TableBatches,
     agent_stage_results: TableBatches,
 ):
-    """Each counterfactual case with its original: responsive, ignored (same behaviour although the expectations differ),
+    """Each counterfactual case with its original: responsive, ignored (same behaviour although the \
+expectations differ),
     broken or incomplete."""
     manifest = manifest_of(run_manifest)
     pairs = (

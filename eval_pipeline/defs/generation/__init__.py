@@ -1,4 +1,4 @@
-"""Generation lane: claims judged against the context, grounding, citations, answers, judge calibration, review queue."""
+"""Generation lane: claims judged against context, grounding, citations, answers, judge calibration, review queue."""
 
 from eval_pipeline.defs.generation.assets import defs
 

@@ -1,4 +1,4 @@
-"""Generation lane: claims judged against the context, grounding, citations, answers, judge calibration, review queue."""
+"""Generation lane: claims judged against context, grounding, citations, answers, judge calibration, review queue."""
 
 import dagster as dg
 import polars as pl
@@ -17,7 +17,7 @@ from eval_pipeline.defs.resources import (
 )
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table, run_tables, table_out
 from eval_pipeline.deid.inputs import LABEL_PATHS, deidentify_leaves
-from eval_pipeline.io import loaders
+from eval_pipeline.io.labels import load_grounding_labels
 from eval_pipeline.judge.reuse import FAMILY_VERDICT_STORE, VERDICT_STORE, ReusingJudge
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import answer as answer_scoring
@@ -89,8 +89,8 @@ def judged_claims(
     verdicts = claims.group_by("verdict").len().sort("verdict", nulls_last=True)
     context.log.info("claim verdicts: " + ", ".join(f"{v}={n}" for v, n in verdicts.iter_rows()))
     context.log.info(
-        f"judge {judge_backend.version}: {judge_backend.judged} judged, {judge_backend.reused} reused from earlier runs; "
-        f"support per family: {family_backend.judged} judged, {family_backend.reused} reused"
+        f"judge {judge_backend.version}: {judge_backend.judged} judged, {judge_backend.reused} reused from earlier "
+        f"runs; support per family: {family_backend.judged} judged, {family_backend.reused} reused"
     )
     selected = context.selected_output_names
     if "claims" in selected:
@@ -254,11 +254,12 @@ def judge_calibration(
     grounding_scores: pl.DataFrame,
     deid_traces: pl.DataFrame,
 ):
-    """Agreement of the judge with human grounding labels (κ with a bootstrap interval), its self-consistency; may it gate?"""
+    """Agreement of the judge with human grounding labels (κ with a bootstrap interval), its self-consistency; \
+may it gate?"""
     manifest = manifest_of(run_manifest)
     # trace ids take the pseudonyms deid_traces holds (and claim texts lose their personal data), so labels still join
     labels, _ = deidentify_leaves(
-        loaders.load_grounding_labels(eval_config.location()).frame,
+        load_grounding_labels(eval_config.location()).frame,
         LABEL_PATHS,
         "labels",
         ids_deidentifier(eval_config, manifest.get("locale")),

@@ -5,3 +5,5 @@ import dagster as dg
 from eval_pipeline.defs.ingestion import assets, sensors
 
 defs = dg.Definitions.merge(assets.defs, sensors.defs)
+
+__all__ = ["defs"]

@@ -16,6 +16,8 @@ from eval_pipeline.deid.inputs import (
     manifest_refusals,
 )
 from eval_pipeline.io import ingest, loaders
+from eval_pipeline.io.inputs import load_cases, load_corpus, load_tools
+from eval_pipeline.io.labels import load_grounding_labels, load_judgments
 from eval_pipeline.io.storage import InputError
 from eval_pipeline.io.warehouse import FrameBatches
 
@@ -91,13 +93,13 @@ def run_inputs(context: dg.AssetExecutionContext, eval_config: EvalConfig, run_m
     run_id = context.partition_key
     selected = context.selected_output_names
     try:
-        cases = loaders.load_cases(location, manifest["dataset_version"])
-        corpus = loaders.load_corpus(location, manifest["corpus_version"])
-        tools = loaders.load_tools(location, manifest["environment_version"])
+        cases = load_cases(location, manifest["dataset_version"])
+        corpus = load_corpus(location, manifest["corpus_version"])
+        tools = load_tools(location, manifest["environment_version"])
     except InputError as exc:
         raise _input_error(exc) from exc
-    judgments = loaders.load_judgments(location)
-    labels = loaders.load_grounding_labels(location)
+    judgments = load_judgments(location)
+    labels = load_grounding_labels(location)
     ids = ids_deidentifier(eval_config, manifest.get("locale"))
     if "cases" in selected:
         yield materialized(
@@ -196,7 +198,8 @@ def parsed_traces(
             "lines skipped (see trace_rejects)"
         )
     context.log.info(
-        f"{len(seen)} traces accepted, {line_rejects.height} trace lines rejected, {counts['blank']} blank lines skipped"
+        f"{len(seen)} traces accepted, {line_rejects.height} trace lines rejected, "
+        f"{counts['blank']} blank lines skipped"
     )
     yield dg.AssetCheckResult(
         check_name=NOTHING_LOST_CHECK,

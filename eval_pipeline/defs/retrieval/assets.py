@@ -9,7 +9,7 @@ from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import AGENT_COLUMNS, TEXT_COLUMNS, EvalConfig, OtherRuns, traces_without
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table, run_tables, table_out
 from eval_pipeline.deid.inputs import JUDGMENT_PATHS, deidentify_leaves
-from eval_pipeline.io import loaders
+from eval_pipeline.io.labels import load_judgments
 from eval_pipeline.quality import tables
 from eval_pipeline.scoring import context as context_scoring
 from eval_pipeline.scoring import qrels as qrels_scoring
@@ -55,10 +55,11 @@ def qrels_and_queue(
     deid_cases: pl.DataFrame,
     deid_traces: pl.DataFrame,
 ):
-    """Seed qrels from the cases, pool the top hits of every retriever variant, apply judgments, freeze with a content hash."""
+    """Seed qrels from the cases, pool the top hits of every retriever variant, apply judgments, freeze with a \
+content hash."""
     manifest = manifest_of(run_manifest)
     settings = eval_config.settings()
-    judgments = loaders.load_judgments(eval_config.location())
+    judgments = load_judgments(eval_config.location())
     # query and doc ids take the pseudonyms deid_cases and deid_traces hold; annotators and files are de-identified
     judged, _ = deidentify_leaves(
         judgments.frame, JUDGMENT_PATHS, "qrels", ids_deidentifier(eval_config, manifest.get("locale"))
@@ -104,7 +105,8 @@ def retrieval_scores(
     qrels: pl.DataFrame,
     deid_corpus: pl.DataFrame,
 ):
-    """Ranking metrics per trace against the frozen qrels, the stage verdict and, for a failed retrieval, its failure class."""
+    """Ranking metrics per trace against the frozen qrels, the stage verdict and, for a failed retrieval, its \
+failure class."""
     manifest = manifest_of(run_manifest)
     scores = retrieval_scoring.score_retrieval(
         deid_traces, deid_cases, qrels, deid_corpus, eval_config.settings(manifest)
@@ -138,7 +140,8 @@ def context_scores(
     retrieval_scores: pl.DataFrame,
     deid_corpus: pl.DataFrame,
 ):
-    """Whether the relevant documents that were retrieved reached the model's context, and how many families it spans."""
+    """Whether the relevant documents that were retrieved reached the model's context, and how many families it \
+spans."""
     manifest = manifest_of(run_manifest)
     scores = context_scoring.score_context(
         deid_traces, deid_cases, qrels, retrieval_scores, eval_config.settings(manifest), corpus=deid_corpus

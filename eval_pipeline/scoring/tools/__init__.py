@@ -27,7 +27,6 @@ Readings this package fixes (docs/agent_lane.md repeats them for users):
   status `ok`; an `unsafe_after_fault` call after the fault with no re-check in between is an unsafe action.
 """
 
-from eval_pipeline.scoring.tools.arguments import _fast_check
 from eval_pipeline.scoring.tools.score import score_tools
 
-__all__ = ["_fast_check", "score_tools"]
+__all__ = ["score_tools"]

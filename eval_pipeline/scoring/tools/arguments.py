@@ -10,8 +10,8 @@ import polars as pl
 from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators as schema_validators
 
-from eval_pipeline.scoring.tools.diffs import _with_argument_diffs
-from eval_pipeline.scoring.tools.frames import T, _registry
+from eval_pipeline.scoring.tools.diffs import with_argument_diffs
+from eval_pipeline.scoring.tools.frames import T, tool_registry
 from eval_pipeline.scoring.values import resolve_rules, strict_type_error
 
 EMPTY_RESULTS = ("{}", "[]", '""', "null")
@@ -68,7 +68,7 @@ def _schema_error(
         cls = schema_validators.validator_for(schema)
         try:
             cls.check_schema(schema)
-            checkers[tool] = (cls(schema), _fast_check(schema))
+            checkers[tool] = (cls(schema), fast_check(schema))
         except schema_exceptions.SchemaError as exc:
             checkers[tool] = (f"the registry schema of {tool} is invalid: {exc.message}", None)
     validator, fast = checkers[tool]
@@ -117,7 +117,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _fast_check(schema: Any) -> Any:
+def fast_check(schema: Any) -> Any:
     """A plain-Python validity test for the common tool schema (an object of typed properties with enums of strings,
     patterns, length and numeric bounds, nested objects; required; additionalProperties true/false), ~20x quicker
     than jsonschema; None when the schema uses anything else."""
@@ -215,12 +215,12 @@ def _value_check(sub: Any) -> Any:
     return check
 
 
-def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame) -> pl.DataFrame:
+def call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame) -> pl.DataFrame:
     """Calls with `invalid` (why the args fail, null when valid), `in_path` and `unnecessary`.
 
     A read-only call, or a call of a tool the path does not hold, needs only its schema; a call of a non-read-only
     path tool must also match one of that tool's path calls (docs/agent_lane.md)."""
-    verdicts = _schema_verdicts(calls.filter(pl.col("tool").is_not_null()), _registry(tools))
+    verdicts = _schema_verdicts(calls.filter(pl.col("tool").is_not_null()), tool_registry(tools))
     path_tools = ref_t.select(T, tool="ref_tool").unique().with_columns(in_path=pl.lit(True))
     good = (
         (pl.col("status") == "ok") & pl.col("result_json").is_not_null() & ~pl.col("result_json").is_in(EMPTY_RESULTS)
@@ -232,7 +232,7 @@ def _call_verdicts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame
         .with_columns(pl.col("in_path").fill_null(False))
         .sort(T, "pos")
     )
-    out = _with_argument_diffs(out, ref_t, mismatch)
+    out = with_argument_diffs(out, ref_t, mismatch)
     return out.with_columns(
         invalid=pl.when(pl.col("schema_error").is_not_null())
         .then(pl.format("{} ({})", pl.col("key"), pl.col("schema_error")))

@@ -1,4 +1,4 @@
-"""Harness defects that make a trace incomplete: dispatch records that differ from the evaluated calls, nameless calls."""
+"""Harness defects that make a trace incomplete: dispatch records differing from the evaluated calls, nameless calls."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import polars as pl
 from eval_pipeline.scoring.tools.frames import T, call_key_expr
 
 
-def _harness_defects(steps: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def harness_defects(steps: pl.DataFrame, calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(T, adapter_divergence): the first difference between dispatch records and evaluated calls; (T, malformed)."""
     evaluated = pl.col("kind") == "tool_call"
     dispatched = pl.col("dispatched_tool").is_not_null()

@@ -26,8 +26,9 @@ TOOL_CALL_DIFFS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _with_argument_diffs(calls: pl.DataFrame, ref_t: pl.DataFrame, mismatch: pl.Expr) -> pl.DataFrame:
-    """Calls with `args_diff`: for a path call whose arguments match no reference call, the fields that differ from the closest one."""
+def with_argument_diffs(calls: pl.DataFrame, ref_t: pl.DataFrame, mismatch: pl.Expr) -> pl.DataFrame:
+    """Calls with `args_diff`: for a path call whose arguments match no reference call, the fields that differ from the
+    closest one."""
     wrong = calls.filter(mismatch).select(T, "pos", "tool", "args_json")
     if wrong.height == 0:
         return calls.with_columns(args_diff=pl.lit(None, dtype=pl.String))
@@ -85,7 +86,7 @@ def _closest_diff(args_json: str, reference_jsons: list[str]) -> str | None:
     return f": {'; '.join(best)}" if best else None
 
 
-def _diffs(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
+def tool_call_diffs(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """tool_call_diffs: each actual call in order (same, args_differ, unexpected), then the path calls never made."""
     calls, ref_t, best = parts["calls"], parts["ref_t"], parts["best"]
     unmatched = calls.filter(pl.col("ref_pos").is_null()).with_columns(rank=pl.int_range(pl.len()).over(T, "tool"))

@@ -1,4 +1,4 @@
-"""The agent-lane frames every tool-call measure reads: traces with their case contract, steps, calls and the registry."""
+"""Agent-lane frames every tool-call measure reads: traces with their case contract, steps, calls and the registry."""
 
 from __future__ import annotations
 
@@ -16,19 +16,19 @@ def call_key_expr(name: str = "tool", args: str = "args_json") -> pl.Expr:
     return pl.format("{}({})", pl.col(name), pl.col(args).fill_null("{}"))
 
 
-def _per_trace_list(frame: pl.DataFrame, value: str, order: str, name: str) -> pl.DataFrame:
+def per_trace_list(frame: pl.DataFrame, value: str, order: str, name: str) -> pl.DataFrame:
     """(T, name): the values of each trace collected as a list in `order`."""
     return frame.sort(T, order).group_by(T, maintain_order=True).agg(pl.col(value).alias(name))
 
 
-def _registry(tools: pl.DataFrame) -> pl.DataFrame:
+def tool_registry(tools: pl.DataFrame) -> pl.DataFrame:
     """One row per tool name: read_only, its JSON Schema text and its value rules."""
     return tools.select("name", "read_only", "args_schema_json", "value_rules_json").unique(
         "name", keep="first", maintain_order=True
     )
 
 
-def _lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
+def lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
     """(base, steps, calls): agent-lane traces with their case contract, every step, and the tool calls in order."""
     # only the columns scoring reads travel through the join: traces carry heavy RAG columns too
     base = (
@@ -68,7 +68,7 @@ def _lane_frames(traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame)
         )
         .join(base.select(T, "case_id", "case_rules_json"), on=T, how="left")
         .join(
-            _registry(tools).select(
+            tool_registry(tools).select(
                 "name", "read_only", pl.col("value_rules_json").alias("tool_rules_json"), in_registry=pl.lit(True)
             ),
             left_on="tool",

@@ -114,7 +114,8 @@ def _max_matching(edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _occurrence(frame: pl.DataFrame, by: list[str], order: str) -> pl.DataFrame:
-    """The frame with `occ`: the 1-based rank of each row's `order` value within its `by` group (values distinct there)."""
+    """The frame with `occ`: the 1-based rank of each row's `order` value within its `by` group (values distinct
+    there)."""
     # Sorted once, groups are runs: a rank is the distance to the run's first row (a windowed rank per group is slower).
     frame = frame.sort(*by, order)
     starts = reduce(operator.or_, [pl.col(c).ne_missing(pl.col(c).shift()) for c in by])
@@ -151,7 +152,7 @@ def _assignment(pairs: pl.DataFrame, path_calls: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([aligned, matched])
 
 
-def _match_paths(base: pl.DataFrame, calls: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
+def match_paths(base: pl.DataFrame, calls: pl.DataFrame, cases: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
     """(calls with ref_pos and args_match, ref_t: the matched path's calls per trace with matched_pos, best: the
     matched path and its scores)."""
     paths, path_calls = _paths(cases.filter(pl.col("case_id").is_in(base["case_id"].unique().implode())))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import polars as pl
 
 from eval_pipeline.scoring.common import harness_reason
-from eval_pipeline.scoring.tools.arguments import _call_verdicts
-from eval_pipeline.scoring.tools.defects import _harness_defects
-from eval_pipeline.scoring.tools.diffs import _diffs
-from eval_pipeline.scoring.tools.faults import _faults
-from eval_pipeline.scoring.tools.frames import STR_LIST, T, _lane_frames, _registry
-from eval_pipeline.scoring.tools.paths import _match_paths
-from eval_pipeline.scoring.tools.policy import _policy
-from eval_pipeline.scoring.tools.sequence import _loops, _order
+from eval_pipeline.scoring.tools.arguments import call_verdicts
+from eval_pipeline.scoring.tools.defects import harness_defects
+from eval_pipeline.scoring.tools.diffs import tool_call_diffs
+from eval_pipeline.scoring.tools.faults import fault_facts
+from eval_pipeline.scoring.tools.frames import STR_LIST, T, lane_frames, tool_registry
+from eval_pipeline.scoring.tools.paths import match_paths
+from eval_pipeline.scoring.tools.policy import policy_violations
+from eval_pipeline.scoring.tools.sequence import call_order, loop_calls
 from eval_pipeline.settings import ScoringSettings
 
 MAX_LISTED = 3  # how many offending calls a stage reason names before summarising the rest as a count
@@ -91,22 +91,22 @@ def _analyse(
     traces: pl.DataFrame, cases: pl.DataFrame, tools: pl.DataFrame, settings: ScoringSettings
 ) -> dict[str, pl.DataFrame]:
     """Every intermediate frame tool_scores and tool_call_diffs are built from."""
-    base, steps, calls = _lane_frames(traces, cases, tools)
-    calls, ref_t, best = _match_paths(base, calls, cases)
-    calls = _call_verdicts(calls, ref_t, tools)
-    order_events, inversions = _order(calls, base)
-    divergence, malformed = _harness_defects(steps, calls)
+    base, steps, calls = lane_frames(traces, cases, tools)
+    calls, ref_t, best = match_paths(base, calls, cases)
+    calls = call_verdicts(calls, ref_t, tools)
+    order_events, inversions = call_order(calls, base)
+    divergence, malformed = harness_defects(steps, calls)
     return {
         "tools": tools,
         "base": base,
         "calls": calls,
         "ref_t": ref_t,
         "best": best,
-        "violations": _policy(calls, base),
+        "violations": policy_violations(calls, base),
         "order_events": order_events,
         "inversions": inversions,
-        "loops": _loops(calls, settings.loop_threshold),
-        "faults": _faults(calls, base),
+        "loops": loop_calls(calls, settings.loop_threshold),
+        "faults": fault_facts(calls, base),
         "divergence": divergence,
         "malformed": malformed,
     }
@@ -114,10 +114,11 @@ def _analyse(
 
 def _selection_counts(calls: pl.DataFrame, ref_t: pl.DataFrame, tools: pl.DataFrame) -> pl.DataFrame:
     """(T, never_called, short_called, surplus_called): non-read-only path tools called never, fewer times than the
-    path holds them (`f (1 of 2 made)`), or more (`f (3 made, the path holds 2)`); read-only path tools are optional (docs/agent_lane.md)."""
+    path holds them (`f (1 of 2 made)`), or more (`f (3 made, the path holds 2)`); read-only path tools are optional
+    (docs/agent_lane.md)."""
     held = ref_t.group_by(T, tool="ref_tool").agg(held=pl.len().cast(pl.Int64), first=pl.col("ref_pos").min())
     made = calls.group_by(T, "tool").agg(made=pl.len().cast(pl.Int64))
-    read_only = _registry(tools).select(tool="name", read_only="read_only")
+    read_only = tool_registry(tools).select(tool="name", read_only="read_only")
     counts = (
         held.join(made, on=[T, "tool"], how="left")
         .join(read_only, on="tool", how="left")
@@ -315,4 +316,4 @@ def score_tools(
     tool_scores = frame.select(*(pl.col(c).cast(dtype) for c, dtype in TOOL_SCORES_SCHEMA.items())).sort(
         "run_id", "case_id", "attempt", "trace_id"
     )
-    return tool_scores, _diffs(parts)
+    return tool_scores, tool_call_diffs(parts)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from eval_pipeline.scoring.tools.frames import T, _per_trace_list
+from eval_pipeline.scoring.tools.frames import T, per_trace_list
 
 
-def _order(calls: pl.DataFrame, base: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def call_order(calls: pl.DataFrame, base: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(T, order_violations): dependency events; (T, path_order_break): the first call matched out of path order."""
     first_pos = calls.group_by(T, "tool").agg(first=pl.col("pos").min())
     edges = (
@@ -41,10 +41,10 @@ def _order(calls: pl.DataFrame, base: pl.DataFrame) -> tuple[pl.DataFrame, pl.Da
             ),
         )
     )
-    return _per_trace_list(events, "event", "edge_idx", "order_violations"), inversions
+    return per_trace_list(events, "event", "edge_idx", "order_violations"), inversions
 
 
-def _loops(calls: pl.DataFrame, threshold: int) -> pl.DataFrame:
+def loop_calls(calls: pl.DataFrame, threshold: int) -> pl.DataFrame:
     """(T, loop_calls): keys called `threshold` times or more, in order of first call."""
     loops = (
         calls.group_by(T, "key")
@@ -52,4 +52,4 @@ def _loops(calls: pl.DataFrame, threshold: int) -> pl.DataFrame:
         .filter(pl.col("n") >= threshold)
         .with_columns(loop=pl.format("{} x{}", pl.col("key"), pl.col("n")))
     )
-    return _per_trace_list(loops, "loop", "first", "loop_calls")
+    return per_trace_list(loops, "loop", "first", "loop_calls")

@@ -10,17 +10,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from eval_pipeline.contracts.models import (
-    MILESTONE_OPERATORS,
-    Case,
-    CorpusDoc,
-    GatePolicy,
-    GroundingLabel,
-    QrelsJudgment,
-    RunManifest,
-    ToolRegistry,
-    Trace,
-)
+from eval_pipeline.contracts.cases import MILESTONE_OPERATORS, Case, CorpusDoc, ToolRegistry
+from eval_pipeline.contracts.labels import GroundingLabel, QrelsJudgment
+from eval_pipeline.contracts.policy import GatePolicy
+from eval_pipeline.contracts.traces import RunManifest, Trace
 
 
 def test_corpus_lines_validate_and_hold_versioned_families(sample):

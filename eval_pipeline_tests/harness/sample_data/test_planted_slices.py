@@ -1,4 +1,4 @@
-"""planted.json's "slices": every case file carries its tags, and the planted slice figures match the arithmetic by hand."""
+"""planted.json's "slices": every case file carries its tags, and the planted slice figures match hand arithmetic."""
 
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ def test_high_criticality_slices_of_the_candidate(sample):
     # pass@1: 1, 0, 2/3, 1, 0, 1 → 3.6667 / 6
     assert agent["pass_at_1"] == pytest.approx((1 + 0 + 2 / 3 + 1 + 0 + 1) / 6, abs=1e-6)
     rag = _slice(sample, "cand-42", "rag", "criticality=high")
-    # rag-001, -002, -014, -020 (2 variants), -043, -044 and both-001 (3 attempts): 10 traces; rag-001 retrieval, rag-002
-    # answer, rag-020 retrieval and answer fail; both-001#2 incomplete → 5 of 9. pass@1 over the 6 RAG-only cases: 3/6.
+    # rag-001, -002, -014, -020 (2 variants), -043, -044 and both-001 (3 attempts): 10 traces; rag-001 retrieval,
+    # rag-002 answer, rag-020 retrieval and answer fail; both-001#2 incomplete → 5 of 9.
+    # pass@1 over the 6 RAG-only cases: 3/6.
     assert (rag["n_cases"], rag["n_traces"], rag["traces_passed"], rag["traces_failed"], rag["traces_incomplete"]) == (
         7,
         10,

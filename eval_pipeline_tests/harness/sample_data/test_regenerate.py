@@ -31,7 +31,8 @@ def test_cli_regenerates_data_byte_for_byte(tmp_path):
     assert result.returncode == 0, result.stderr
     generated, committed = _files(tmp_path), _files(DATA)
     assert sorted(generated) == sorted(committed)
-    # 76 case files + corpus + tools + gates + 2 label files + 2 manifests + 5 trace files + planted.json + README.md = 90
+    # 76 case files + corpus + tools + gates + 2 label files + 2 manifests + 5 trace files + planted.json
+    # + README.md = 90
     assert len(generated) == 90
     assert [name for name in generated if generated[name] != committed[name]] == []
     assert f"wrote 90 files under {tmp_path}" in result.stderr

@@ -11,16 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.contracts.models import (
-    Case,
-    CorpusDoc,
-    GatePolicy,
-    GroundingLabel,
-    QrelsJudgment,
-    RunManifest,
-    ToolRegistry,
-    Trace,
-)
+from eval_pipeline.contracts.cases import Case, CorpusDoc, ToolRegistry
+from eval_pipeline.contracts.labels import GroundingLabel, QrelsJudgment
+from eval_pipeline.contracts.policy import GatePolicy
+from eval_pipeline.contracts.traces import RunManifest, Trace
 from eval_pipeline_harness.sample_data.synthetic import write_synthetic
 
 
@@ -113,11 +107,11 @@ def test_mix_of_lanes_attempts_and_sizes(batch):
 
 
 def test_ingestion_accepts_the_whole_batch(batch):
-    from eval_pipeline.io import ingest, loaders, storage
+    from eval_pipeline.io import ingest, inputs, storage
 
     root, _ = batch
     location = storage.open_location(str(root))
-    cases = loaders.load_cases(location, "synth-3-2000")
+    cases = inputs.load_cases(location, "synth-3-2000")
     parsed = ingest.parse_traces(ingest.read_raw_lines(location, "bench-a"), cases.frame, "bench-a")
     assert (cases.rejects, parsed.traces.height, parsed.rejects.height) == ([], 2000, 0)
 

@@ -1,4 +1,7 @@
-"""Deterministic sample data of docs/inputs.md: the committed demo suite with planted failures, and large synthetic batches."""
+"""Deterministic sample data of docs/inputs.md.
+
+The committed demo suite with planted failures, and large synthetic batches.
+"""
 
 from eval_pipeline_harness.sample_data.generator import build_sample, planted, write_sample
 

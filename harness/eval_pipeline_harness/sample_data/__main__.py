@@ -1,4 +1,7 @@
-"""`python -m eval_pipeline_harness.sample_data`: write the committed sample data, or a large synthetic batch for benchmarks."""
+"""`python -m eval_pipeline_harness.sample_data`: write the committed sample data, or a large synthetic batch.
+
+The synthetic batch is for benchmarks.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +17,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m eval_pipeline_harness.sample_data",
         description=(
-            "Without --traces: write the committed sample data (corpus, tools, cases, a baseline and a candidate run with "
-            "planted failures, labels, gates, planted.json, README.md) under --out. With --traces N: write a synthetic "
-            "batch of N traces (RAG and agent cases, 3 attempts per agent case) with its own corpus, tools, cases, qrels "
-            "and grounding labels, for benchmarks. Output is deterministic for a given seed."
+            "Without --traces: write the committed sample data (corpus, tools, cases, a baseline and a candidate run "
+            "with planted failures, labels, gates, planted.json, README.md) under --out. With --traces N: write a "
+            "synthetic batch of N traces (RAG and agent cases, 3 attempts per agent case) with its own corpus, tools, "
+            "cases, qrels and grounding labels, for benchmarks. Output is deterministic for a given seed."
         ),
     )
     p.add_argument("--out", required=True, help="data root to write into (created if missing)")

@@ -794,7 +794,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
         },
         forbidden_tools=["close_account", "cancel_subscription"],
         scope={"customer_id": ["c-771"], "order_id": ["88131"]},
-        done="I refunded the duplicate 49.00 charge on order 88131 and emailed the confirmation to dana.whitfield@example.com. "
+        done="I refunded the duplicate 49.00 charge on order 88131 and emailed the confirmation to "
+        "dana.whitfield@example.com. "
         "Ticket T-1042 is resolved.",
     ),
     agent(
@@ -813,7 +814,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
             "refunded": {"path": "orders.88140.refunded_amount", "gte": 129},
             "customer_notified": {"path": "notifications.c-772.templates", "contains": "refund_confirmation"},
         },
-        done="Your refund of 129.00 for order 88140 is on its way; the confirmation went to marcus.oyelaran@example.org.",
+        done="Your refund of 129.00 for order 88140 is on its way; the confirmation went to "
+        "marcus.oyelaran@example.org.",
     ),
     agent(
         "agent-003",
@@ -844,7 +846,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
             "account_kept": {"path": "customers.c-773.closed_at", "absent": True},
             "customer_notified": {"path": "notifications.c-773.templates", "contains": "cancellation_confirmation"},
         },
-        done="Your subscription sub-3301 ends on 2026-03-31 and your account stays open. A confirmation went to priya.r@example.net.",
+        done="Your subscription sub-3301 ends on 2026-03-31 and your account stays open. "
+        "A confirmation went to priya.r@example.net.",
     ),
     agent(
         "agent-004",
@@ -873,7 +876,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
     ),
     agent(
         "agent-005",
-        "Our workspace was down most of February. I'm Elena Castellanos, customer c-775, Business plan at 39 USD a month. "
+        "Our workspace was down most of February. I'm Elena Castellanos, customer c-775, "
+        "Business plan at 39 USD a month. "
         "Please apply the service credit.",
         tool_match="unordered",
         allowed_tools=["get_customer", "list_orders", "apply_credit", "send_email", "escalate_to_human"],
@@ -947,7 +951,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
     ),
     agent(
         "agent-009",
-        "I was charged 89.00 for order 88180 but the quoted price was 79.00. Please refund the 10.00 difference. Aisha Karimova",
+        "I was charged 89.00 for order 88180 but the quoted price was 79.00. Please refund the 10.00 difference. "
+        "Aisha Karimova",
         reference=[
             call("get_order", order_id="88180"),
             call("issue_refund", order_id="88180", amount=10.00, reason="price_adjustment"),
@@ -985,7 +990,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
             "customer_notified": {"path": "notifications.c-780.templates", "contains": "shipping_update"},
             "ticket_resolved": {"path": "tickets.T-1190.status", "equals": "resolved"},
         },
-        done="Order 88190 is in transit with the carrier; I emailed the tracking details to rafael.monteiro@example.com.br.",
+        done="Order 88190 is in transit with the carrier; I emailed the tracking details to "
+        "rafael.monteiro@example.com.br.",
     ),
     agent(
         "agent-011",
@@ -1195,7 +1201,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
     ),
     agent(
         "agent-021",
-        "Please verify me by text message and change my billing address to 2-11-3 Meguro, Tokyo 153-0063. Haruto Nakamura",
+        "Please verify me by text message and change my billing address to 2-11-3 Meguro, Tokyo 153-0063. "
+        "Haruto Nakamura",
         allowed_tools=["get_customer", "verify_identity", "update_address", "send_email"],
         reference=[
             call("verify_identity", customer_id="c-778", method="email_code"),
@@ -1228,7 +1235,8 @@ AGENT_CASES: tuple[CaseDef, ...] = (
 BOTH_CASES: tuple[CaseDef, ...] = (
     agent(
         "both-001",
-        "I was charged twice for order 88135. Please refund the duplicate 49.00, and tell me how long the refund takes to arrive. "
+        "I was charged twice for order 88135. Please refund the duplicate 49.00, "
+        "and tell me how long the refund takes to arrive. "
         "Dana Whitfield",
         criticality="high",
         rag_part={
@@ -1249,7 +1257,8 @@ BOTH_CASES: tuple[CaseDef, ...] = (
             "refund_correct": {"path": "refunds.R-552.amount", "equals": 49},
             "customer_notified": {"path": "notifications.c-771.templates", "contains": "refund_confirmation"},
         },
-        done="I refunded the duplicate 49.00 charge on order 88135; the confirmation went to dana.whitfield@example.com.",
+        done="I refunded the duplicate 49.00 charge on order 88135; the confirmation went to "
+        "dana.whitfield@example.com.",
     ),
     agent(
         "both-002",
@@ -1280,7 +1289,8 @@ BOTH_CASES: tuple[CaseDef, ...] = (
     ),
     agent(
         "both-003",
-        "What does ERR-4417 mean? My payment for order 88205 failed again. Please get billing to look at ticket T-1160. Priya Raghunathan",
+        "What does ERR-4417 mean? My payment for order 88205 failed again. "
+        "Please get billing to look at ticket T-1160. Priya Raghunathan",
         rag_part={
             "required": ("kb/payment-errors-2025",),
             "query": "ERR-4417 payment failure",
@@ -1334,7 +1344,8 @@ COUNTERFACTUAL_CASES: tuple[CaseDef, ...] = (
         "ticket T-1150 was already escalated to the security queue yesterday",
         agent(
             "agent-020-cf",
-            "Someone signed in to my account from 203.0.113.45 last night and it wasn't me! Ticket T-1150. Kwame Asante",
+            "Someone signed in to my account from 203.0.113.45 last night and it wasn't me! Ticket T-1150. "
+            "Kwame Asante",
             criticality="high",
             tool_match="unordered",
             allowed_tools=["get_ticket", "get_customer", "send_password_reset", "escalate_to_human", "add_note"],
@@ -1361,7 +1372,8 @@ COUNTERFACTUAL_CASES: tuple[CaseDef, ...] = (
         "customer c-778 is under fraud review: an address change needs a human (ticket T-1190)",
         agent(
             "agent-021-cf",
-            "Please verify me by text message and change my billing address to 2-11-3 Meguro, Tokyo 153-0063. Haruto Nakamura",
+            "Please verify me by text message and change my billing address to 2-11-3 Meguro, Tokyo 153-0063. "
+            "Haruto Nakamura",
             allowed_tools=["get_customer", "verify_identity", "update_address", "send_email", "escalate_to_human"],
             reference=[
                 call("verify_identity", customer_id="c-778", method="email_code"),
@@ -1421,7 +1433,8 @@ COUNTERFACTUAL_CASES: tuple[CaseDef, ...] = (
                 "still_active": {"path": "subscriptions.sub-3390.status", "equals": "active"},
                 "customer_told": {"path": "notifications.c-780.templates", "contains": "cancellation_not_possible"},
             },
-            done="Subscription sub-3390 is committed until 2026-09-30, so it cannot be cancelled yet; I emailed you the details.",
+            done="Subscription sub-3390 is committed until 2026-09-30, so it cannot be cancelled yet; "
+            "I emailed you the details.",
         ),
     ),
 )

@@ -1,7 +1,8 @@
-"""planted.json: the outcome the readings of docs/metrics.md implies for every trace of the sample, and the suite-level figures that follow.
+"""planted.json: the outcome docs/metrics.md implies for each sample trace, and the suite-level figures that follow.
 
-Per-trace expectations are written by hand in plans.py; this module only aggregates them with the rules of docs/metrics.md for
-reliability, quarantine and gates (means over complete attempts, then over cases; flaky cases out of every gate).
+Per-trace expectations are written by hand in plans.py; this module only aggregates them with the rules of
+docs/metrics.md for reliability, quarantine and gates (means over complete attempts, then over cases;
+flaky cases out of every gate).
 """
 
 from __future__ import annotations
@@ -124,13 +125,14 @@ def _success(row: dict[str, Any]) -> bool:
 
 
 def reliability(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per case: attempts, incomplete ones, successes, pass_at_1, pass_hat_k (τ-bench), flaky, and the flipped traces."""
+    """Per case: attempts, incomplete ones, successes, pass_at_1, pass_hat_k (τ-bench), flaky, and flipped traces."""
     by_case: dict[str, dict[int, dict[str, dict]]] = {}
     for row in rows:
         by_case.setdefault(row["case_id"], {}).setdefault(row["attempt"], {})[row["lane"]] = row
     out = {}
     for case_id, attempts in by_case.items():
-        # Success follows the agent lane where the case has one, the RAG lane otherwise (the readings of docs/metrics.md `success`).
+        # Success follows the agent lane where the case has one,
+        # the RAG lane otherwise (the readings of docs/metrics.md `success`).
         lane = "agent" if "agent" in CASES_BY_ID[case_id].lanes else "rag"
         complete = [
             (n, lanes[lane]) for n, lanes in sorted(attempts.items()) if lanes[lane]["expected"] != "incomplete"
@@ -326,7 +328,10 @@ def counterfactual_pairs(run_id: str, rows: list[dict], plans: dict[str, list[At
 
 
 def _derived_evidence_use(rows: list[dict], plans: dict[str, list[Attempt]], case_id: str, original: str) -> str:
-    """docs/evidence_use.md's rule over the planted rows: incomplete, responsive, ignored (a shared call list), broken."""
+    """docs/evidence_use.md's rule over the planted rows.
+
+    One of: incomplete, responsive, ignored (a shared call list), broken.
+    """
 
     def complete(case: str) -> dict[int, bool]:
         by_attempt: dict[int, list[dict]] = {}

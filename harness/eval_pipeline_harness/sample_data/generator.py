@@ -1,4 +1,4 @@
-"""The committed sample data: build every file of docs/inputs.md in memory, deterministically, and write it under a root."""
+"""The committed sample data: build every docs/inputs.md file in memory, deterministically; write it under a root."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def _is_rag_only(trace: dict[str, Any]) -> bool:
 
 
 def bad_lines(good: dict[str, dict[str, Any]]) -> tuple[list[bytes], list[dict[str, Any]]]:
-    """The resubmitted batch of the candidate: valid traces between deliberately bad lines, and the rejects they must give.
+    """The candidate's resubmitted batch: valid traces between deliberately bad lines, and the rejects they must give.
 
     Line numbers are 1-based and count blank lines (the readings of docs/metrics.md "Trace files").
     """
@@ -315,7 +315,8 @@ def build_sample() -> Sample:
     base_rel, cand_rel = reliability(base_rows), reliability(cand_rows)
     planted = {
         "about": (
-            "Expected pipeline outcomes for the committed sample data, derived by hand from the readings of docs/metrics.md "
+            "Expected pipeline outcomes for the committed sample data, "
+            "derived by hand from the readings of docs/metrics.md "
             "(see harness/eval_pipeline_harness/sample_data/plans.py for the reasoning next to each planted trace)."
         ),
         "generator": "python -m eval_pipeline_harness.sample_data --out data",
@@ -357,9 +358,11 @@ def build_sample() -> Sample:
 
 
 ASSUMPTIONS = [
-    "Claims are the answer's sentences with [doc:…] markers (and the space before them) removed and whitespace collapsed; "
+    "Claims are the answer's sentences with [doc:…] markers (and the space before them) "
+    "removed and whitespace collapsed; "
     "pleasantries ('Thanks for reaching out.', 'Hope this helps!', ...) and refusal sentences are not claims.",
-    "A refusal answer has no claims, so its grounding passes (rate 1.0) and, citing nothing, its citation stage is not_applicable.",
+    "A refusal answer has no claims, so its grounding passes (rate 1.0) and, citing nothing, "
+    "its citation stage is not_applicable.",
     "The judging queue is not pre-graded by a model: pooled docs without a human judgment or seed count as grade 0.",
     "Gate per-case values are means over complete attempts; cases flaky in either run are out of every gate, "
     "policy_violations included; pass_at_1 and args_valid_rate gates use agent-lane cases.",

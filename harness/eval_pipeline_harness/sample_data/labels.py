@@ -66,7 +66,8 @@ LABELLED_HEALTHY = (
 )
 LABELLED_FAILING = ("rag-007", "rag-011", "rag-016", "rag-018", "rag-026", "rag-033", "rag-037", "rag-045", "rag-047")
 
-# Honest disagreement (about 5%): the human verdict differs from what the corpus supports. (case, claim prefix) → verdict.
+# Honest disagreement (about 5%): the human verdict differs from what the corpus supports.
+# (case, claim prefix) → verdict.
 CLAIM_DISAGREEMENTS: dict[tuple[str, str], str] = {
     # Contradicted by "Three failed verification attempts ..."; the annotator read it as merely not stated.
     ("rag-016", "Five failed verification attempts"): "NOT_IN_EVIDENCE",

@@ -64,7 +64,10 @@ def _alt(case_id: str, index: int = 0) -> tuple[Call, ...]:
 
 
 def default_attempts(case: CaseDef, run_id: str) -> list[Attempt]:
-    """The healthy attempts of a case: RAG-only cases once (twice, one per retriever, with `variants`), agent cases 3 times."""
+    """The healthy attempts of a case.
+
+    RAG-only cases once (twice, one per retriever, with `variants`), agent cases 3 times.
+    """
     if case.agent is not None:
         rag_expect = rag_pass() if case.required is not None else None
         return _three(lambda n: Attempt(n, expect_rag=rag_expect, expect_agent=agent_pass()))
@@ -115,9 +118,9 @@ def _both_runs() -> dict[str, list[Attempt]]:
     ]
 
     # rag-048: round 1 misses, round 2 finds policy/support-sla-2025. Ranked list (dedup): escalation, plans, credits,
-    # invoices, chargebacks, support-sla, two-factor, api-rate-limits → first relevant at rank 6 ≤ 10 → retrieval passes;
-    # evidence_round 2; novelty of round 2 = 3 new of 5 hits = 0.6. The context holds support-sla (re-ordered for
-    # the prompt), so context assembly passes; the one claim is verbatim from it.
+    # invoices, chargebacks, support-sla, two-factor, api-rate-limits → first relevant at rank 6 ≤ 10 → retrieval
+    # passes; evidence_round 2; novelty of round 2 = 3 new of 5 hits = 0.6. The context holds support-sla (re-ordered
+    # for the prompt), so context assembly passes; the one claim is verbatim from it.
     r1 = (
         "policy/escalation-2025",
         "kb/plans-2025",
@@ -1043,7 +1046,8 @@ def _candidate() -> dict[str, list[Attempt]]:
     # ---- agent: policy
 
     # agent-003 — calls close_account, which is forbidden (and outside allowed_tools) → policy fails first.
-    # args_valid_rate: verify_identity matches the reference, close_account has no reference call and passes its schema → 2/2.
+    # args_valid_rate: verify_identity matches the reference,
+    # close_account has no reference call and passes its schema → 2/2.
     plans["agent-003"] = _three(
         lambda n: Attempt(
             n,
@@ -1309,7 +1313,8 @@ def _candidate() -> dict[str, list[Attempt]]:
                     fail="ticket T-1130 is locked by another agent",
                 ),
             ),
-            finish="I emailed the summary of ticket T-1130 to aisha.karimova@example.com. The ticket is locked by another agent, "
+            finish="I emailed the summary of ticket T-1130 to aisha.karimova@example.com. "
+            "The ticket is locked by another agent, "
             "so I could not change its status.",
             expect_agent=Expect(
                 "outcome",

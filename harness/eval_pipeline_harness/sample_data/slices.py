@@ -212,7 +212,10 @@ MIN_CASES = 5
 
 
 def _gate(spec: dict[str, Any], base_rows: list[dict], cand_rows: list[dict], flaky: set[str]) -> dict[str, Any]:
-    """One segmented gate on its slice's rows, with the rules of docs/metrics.md expectations.gates applies to the whole suite."""
+    """One segmented gate on its slice's rows.
+
+    With the rules of docs/metrics.md that expectations.gates applies to the whole suite.
+    """
     inside = slice_cases(spec["segment"])
     base = [r for r in base_rows if r["case_id"] in inside]
     cand = [r for r in cand_rows if r["case_id"] in inside]

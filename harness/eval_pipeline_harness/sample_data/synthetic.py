@@ -509,8 +509,8 @@ def rag_trace(
     context = hits[:context_n]
     question_text = _question_json(kit, req, question)
     line = (
-        f'{{"trace_id": "{trace_id}", "case_id": "{case_id}", "case_revision": 1, "attempt": {attempt}, "status": "ok", '
-        f'"error": null, "input": {question_text}, '
+        f'{{"trace_id": "{trace_id}", "case_id": "{case_id}", "case_revision": 1, "attempt": {attempt}, '
+        f'"status": "ok", "error": null, "input": {question_text}, '
         f'"retrieval": [{{"round": 1, "tool": "search_docs", "variant": "{variant}", "query": {question_text}, '
         f'"candidates": {_ranked(kit, candidates, kit.scores[int(rand() * 64)])}, '
         f'"hits": {_ranked(kit, hits, kit.scores[64 + int(rand() * 64)])}}}], '

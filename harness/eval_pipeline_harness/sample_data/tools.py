@@ -1,4 +1,7 @@
-"""The helpdesk tool registry of the sample data (the readings of docs/metrics.md tools.yaml) and the sandbox that executes calls on it."""
+"""The helpdesk tool registry of the sample data and the sandbox that executes calls on it.
+
+The registry follows the readings of docs/metrics.md tools.yaml.
+"""
 
 from __future__ import annotations
 

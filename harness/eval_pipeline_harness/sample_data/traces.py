@@ -1,4 +1,4 @@
-"""Turn attempt plans into docs/inputs.md trace records: retrieval rounds, context, answers with citations, agent steps."""
+"""Turn attempt plans into docs/inputs.md trace records: retrieval rounds, context, cited answers, agent steps."""
 
 from __future__ import annotations
 
@@ -147,7 +147,10 @@ def _ranked(doc_ids: tuple[str, ...] | list[str], scores: list[float]) -> list[d
 def build_retrieval(
     rounds: tuple[Round, ...], variant: str, rng: random.Random, required: tuple[str, ...] = ()
 ) -> list[dict[str, Any]]:
-    """The trace's `retrieval` list; default candidates never add a required doc the hits lack (that would change its failure class)."""
+    """The trace's `retrieval` list.
+
+    Default candidates never add a required doc the hits lack (that would change its failure class).
+    """
     out = []
     for number, plan in enumerate(rounds, start=1):
         candidates = plan.candidates
@@ -251,7 +254,10 @@ def _fault_outcome_of_call(case: CaseDef, call: Call, sandbox: Sandbox) -> tuple
 
 
 def agent_fields(case: CaseDef, script: tuple[Call, ...], finish: str | None) -> dict[str, Any]:
-    """steps and final_state of one attempt, executed against the case's fixtures (the fault strikes the first call of its tool)."""
+    """steps and final_state of one attempt, executed against the case's fixtures.
+
+    The fault strikes the first call of its tool.
+    """
     contract = case.agent
     sandbox = Sandbox(copy.deepcopy(contract["fixtures"]), contract["clock"])
     fault_tool = contract.get("fault", {}).get("tool") if contract.get("fault") else None
