@@ -26,6 +26,7 @@ from eval_pipeline.scoring.outcome import efficiency, fault_rates, score_outcome
 from eval_pipeline.scoring.reliability import quarantine, reliability, suite_reliability
 from eval_pipeline.scoring.tools import score_tools
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import cases_frame_from_records
 
 READ_TOOLS = ("get_order", "get_ticket", "get_customer", "search_orders", "list_refunds")
 WRITE_TOOLS = ("issue_refund", "send_email", "set_status", "escalate_to_human", "close_account")
@@ -186,7 +187,7 @@ def build(n_traces: int, seed: int, accepted_share: float = 0.0) -> tuple[pl.Dat
     n_cases = max(1, n_traces // ATTEMPTS_PER_CASE)
     cases = [make_case(rng, number, accepted_share) for number in range(n_cases)]
     rows = [make_trace(rng, cases[i % n_cases], i // n_cases + 1) for i in range(n_traces)]
-    return frames.traces_frame(rows), frames.cases_frame_from_records(cases, "bench")
+    return frames.traces_frame(rows), cases_frame_from_records(cases, "bench")
 
 
 def peak_rss_mib() -> float:

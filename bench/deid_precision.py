@@ -26,8 +26,8 @@ from eval_pipeline.deid.candidates import classify
 from eval_pipeline.deid.columns import COUNT, VALUE, distinct_values, string_paths
 from eval_pipeline.deid.detectors import EMAIL, PERSON, combined_pattern, normalize
 from eval_pipeline.deid.folding import NON_ASCII_EMAIL, folded_values
+from eval_pipeline.deid.name_learning import collect_names
 from eval_pipeline.deid.residual import residual_spans, values_with_findings
-from eval_pipeline.deid.tables import collect_names
 
 # JSON keys whose string values are personal data in these data sets (customer records, passengers, contacts).
 PERSONAL_KEYS = re.compile(r"(?i)(e-?mail|phone|mobile|number|iban|ssn|nino|national_id|passport|tax_id|ip|ips)$")

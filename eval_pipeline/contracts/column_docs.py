@@ -2,6 +2,8 @@
 
 `describe(table, column)` is what the Dagster column schema of every materialization shows. Families of
 columns that follow a cutoff (`recall_at_10`, `pass_hat_3`) are described by pattern.
+Over 400 lines because it is data, one entry per column: a name's meaning and its per-table overrides are read
+together, and docs/tables.md is generated from them.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ COLUMNS: dict[str, str] = {
     "created_at": "When the run was produced (run.yaml created_at).",
     "citations": "required when the run must cite its sources (the citation stage then always applies).",
     "locale": "BCP 47 locale of the run's traces: default region for phone numbers and national ids.",
-    "baseline_run_id": "Run the candidate is compared with; null when there is none or the run is its own baseline (never gated against itself).",
+    "baseline_run_id": "Run the candidate is compared with; "
+    "null when there is none or the run is its own baseline (never gated against itself).",
     # cases
     "lanes": "Lanes the case belongs to: rag, agent, or both.",
     "criticality": "Criticality of the case: high or normal.",
@@ -50,7 +53,8 @@ COLUMNS: dict[str, str] = {
     "multi_hop": "Multi-hop case: every required doc must be in the top k; kept out of the recall gate.",
     "allowed_tools": "Tools the agent may call; a call of any other is a policy violation.",
     "forbidden_tools": "Tools whose call is a policy violation.",
-    "reference_tool_calls": "Expected tool calls: name, canonical args JSON, accepted values per argument (BFCL form), optional arguments.",
+    "reference_tool_calls": "Expected tool calls: name, canonical args JSON, "
+    "accepted values per argument (BFCL form), optional arguments.",
     "tool_match": "How tool calls are matched: strict_order, unordered or goal_only (outcome only).",
     "alternatives": "Other permitted call lists, each in the form of reference_tool_calls.",
     "dependencies": "Dependency edges [a, b]: b must not be called before a.",
@@ -61,10 +65,14 @@ COLUMNS: dict[str, str] = {
     "fault_tool": "Tool whose first call the fault strikes.",
     "unsafe_after_fault": "Tools whose call after the fault, with no re-check in between, is unsafe.",
     "escalation_tools": "Tools that count as escalating to a human.",
-    "scope_json": "Allowed values per argument name, as JSON: another value anywhere in a call's args is a policy violation.",
-    "value_rules_json": "How argument values are compared (exact, normalized, numeric, any; strict types), as JSON; null: exact.",
-    "tags": "Decision-slice tags of the case (intent, workflow, language, permission scope ...), as (name, value) pairs by name.",
-    "counterfactual_of": "The case this one is a counterfactual of (same goal and tools, one decision-bearing fact changed); null: none.",
+    "scope_json": "Allowed values per argument name, as JSON: "
+    "another value anywhere in a call's args is a policy violation.",
+    "value_rules_json": "How argument values are compared "
+    "(exact, normalized, numeric, any; strict types), as JSON; null: exact.",
+    "tags": "Decision-slice tags of the case (intent, workflow, language, permission scope ...), "
+    "as (name, value) pairs by name.",
+    "counterfactual_of": "The case this one is a counterfactual of "
+    "(same goal and tools, one decision-bearing fact changed); null: none.",
     "changed_fact": "What differs from the original case in the counterfactual's fixtures or corpus.",
     # traces
     "error": "Harness error message of an attempt with status error or timeout.",
@@ -73,7 +81,8 @@ COLUMNS: dict[str, str] = {
     "has_answer": "The trace holds an answer.",
     "answer_text": "Answer text, with inline [doc:ID] citations.",
     "answer_refused": "The answer's own refused flag (answer.refused); null when not logged.",
-    "steps": "Agent steps: tool calls (canonical args, status, result, error, state diff, dispatched call) and messages.",
+    "steps": "Agent steps: tool calls "
+    "(canonical args, status, result, error, state diff, dispatched call) and messages.",
     "final_state_json": "Final sandbox state, as JSON.",
     "input_tokens": "Input tokens of the attempt (trace usage).",
     "output_tokens": "Output tokens of the attempt (trace usage).",
@@ -110,7 +119,8 @@ COLUMNS: dict[str, str] = {
     "variants": "Retriever variant of each round.",
     "mrr": "1 / first_hit_rank, 0 when no relevant doc was retrieved; null without relevant docs.",
     "first_hit_rank": "Rank of the first relevant doc in the ranked list; null when none.",
-    "context_precision": "Rank-aware context precision (Ragas) over the top k: Σ precision@i at relevant ranks i / relevant docs in the top k.",
+    "context_precision": "Rank-aware context precision (Ragas) over the top k: "
+    "Σ precision@i at relevant ranks i / relevant docs in the top k.",
     "judged_at_10": "Share of the top 10 (or of a shorter list) that has a judgment in the frozen qrels.",
     "retrieved_any": "Retrieval returned at least one doc.",
     "n_relevant": "Relevant docs (grade ≥ relevance threshold) in the frozen qrels for the case.",
@@ -125,8 +135,10 @@ COLUMNS: dict[str, str] = {
         "Why a failed retrieval failed, first match: doc_missing_from_corpus, stale_version_outranks_current, "
         "reranker_demotion, keyword_miss, embedding_miss."
     ),
-    "retrieval_stage": f"Retrieval stage: {_STAGE_VALUES}; passes when a relevant doc is in the top k (multi-hop: every required doc).",
-    "retrieval_reason": "Why the retrieval stage failed (with the failure class and its docs), is incomplete or not applicable.",
+    "retrieval_stage": f"Retrieval stage: {_STAGE_VALUES}; "
+    "passes when a relevant doc is in the top k (multi-hop: every required doc).",
+    "retrieval_reason": "Why the retrieval stage failed (with the failure class and its docs), "
+    "is incomplete or not applicable.",
     # context assembly
     "context_recall": "Relevant docs present in the context / relevant docs.",
     "context_tokens": "Tokens in the context (sum over chunks); null when a chunk has no token count.",
@@ -143,18 +155,22 @@ COLUMNS: dict[str, str] = {
         "Distinct document families among the context chunks (a doc absent from the corpus or without a "
         "family is its own); 0 for an empty context; null when the context is not logged or the trace is incomplete."
     ),
-    "context_sources": "Distinct source systems (corpus `source`) of the context docs; null when no context doc names one.",
-    "redundant_chunk_share": "(Context chunks − distinct families) / chunks: chunks of a family beyond its first; null without chunks.",
+    "context_sources": "Distinct source systems (corpus `source`) of the context docs; "
+    "null when no context doc names one.",
+    "redundant_chunk_share": "(Context chunks − distinct families) / chunks: "
+    "chunks of a family beyond its first; null without chunks.",
     "cited_families": (
         "Distinct document families among the cited ids that exist (inline and structured; a dead id is "
         "none); null when nothing is cited or the citation stage is not scored."
     ),
-    "cited_sources": "Distinct source systems (corpus `source`) of the existing cited docs; null when none names one or nothing is scored.",
+    "cited_sources": "Distinct source systems (corpus `source`) of the existing cited docs; "
+    "null when none names one or nothing is scored.",
     "supporting_families": (
         "Distinct context families whose chunks alone support the claim (SUPPORTED claims; 1 when the "
         "context holds one family); 0 when not supported; null when the claim or a family decision is incomplete."
     ),
-    "triangulated": "supporting_families ≥ 2: two or more independent document families support the claim; null when unknown.",
+    "triangulated": "supporting_families ≥ 2: two or more independent document families support the "
+    "claim; null when unknown.",
     "n_triangulated": "Supported claims that are triangulated (≥ 2 supporting families); null when a count is unknown.",
     # claims and the judge
     "claim_index": "0-based position of the claim in the answer.",
@@ -164,11 +180,14 @@ COLUMNS: dict[str, str] = {
     "score": "Judge support score in [0, 1] (local and model judges; null for the openai judge).",
     "evidence_quote": "Evidence sentence(s) the judge based the verdict on.",
     "evidence_doc_id": "Doc the evidence quote came from.",
-    "quote_verified": "The quote was found in the evidence (whitespace folded); an unverified quote downgrades to NOT_IN_EVIDENCE.",
+    "quote_verified": "The quote was found in the evidence (whitespace folded); "
+    "an unverified quote downgrades to NOT_IN_EVIDENCE.",
     "judge_model": "Model behind the judge (local-lexical for the local judge).",
-    "cached": "The claim repeats an identical request (claim and evidence) of its run: no call of its own, counted costs 0.",
+    "cached": "The claim repeats an identical request (claim and evidence) of its run: "
+    "no call of its own, counted costs 0.",
     "cited_doc_ids": "Docs the claim cites: its inline markers and the structured citations mapped to it.",
-    "citation_verdict": "Citation verdict of the claim: SUPPORTS, RELATED_NOT_SUPPORTING, UNCITED or DEAD_CITATION; null when incomplete.",
+    "citation_verdict": "Citation verdict of the claim: SUPPORTS, RELATED_NOT_SUPPORTING, "
+    "UNCITED or DEAD_CITATION; null when incomplete.",
     "citation_reason": "Why the claim's citation verdict is not SUPPORTS.",
     # grounding
     "n_claims": "Claims extracted from the answer.",
@@ -177,13 +196,15 @@ COLUMNS: dict[str, str] = {
     "n_not_in_evidence": "Claims judged NOT_IN_EVIDENCE.",
     "n_incomplete": "Claims whose judge call did not complete.",
     "grounding_rate": "Supported claims / claims (1.0 with no claims); null when incomplete.",
-    "grounding_stage": "Grounding stage: pass, fail or incomplete; passes when the grounding rate reaches the threshold (1.0: every claim supported).",
+    "grounding_stage": "Grounding stage: pass, fail or incomplete; "
+    "passes when the grounding rate reaches the threshold (1.0: every claim supported).",
     "grounding_reason": "Why the grounding stage failed (first unsupported claim) or is incomplete.",
     # citations
     "n_citation_pairs": "(claim, cited doc) pairs.",
     "citation_precision": "Pairs whose cited doc supports the claim / pairs.",
     "citation_recall": "Claims with a supporting citation / claims.",
-    "citation_resolution_rate": "Unique cited ids that exist (in the corpus, any version, or in the context) / unique cited ids.",
+    "citation_resolution_rate": "Unique cited ids that exist "
+    "(in the corpus, any version, or in the context) / unique cited ids.",
     "quotes_found_rate": "Structured citation quotes found in the corpus (whitespace-normalized) / quotes.",
     "n_dead_citations": "Cited ids in neither the corpus nor the context.",
     "dead_citation_ids": "The dead cited ids.",
@@ -194,7 +215,8 @@ COLUMNS: dict[str, str] = {
     # answer
     "contains_all": "The answer contains every expected string; null when the case lists none.",
     "missing_expected": "Expected strings the answer lacks.",
-    "exact_match": "The answer equals reference_answer after SQuAD normalization, markers removed; null without a reference.",
+    "exact_match": "The answer equals reference_answer after SQuAD normalization, markers removed; "
+    "null without a reference.",
     "token_f1": "Token F1 against reference_answer (SQuAD normalization); null without a reference.",
     "refused": "The answer refuses (a refusal phrase, or answer.refused).",
     "answer_correct": "The answer stage passed; null when it is incomplete or not applicable.",
@@ -216,25 +238,30 @@ COLUMNS: dict[str, str] = {
     "args_valid_rate": "Calls whose args pass the tool's JSON Schema and match the reference values / calls.",
     "invalid_calls": "Calls that fail their schema or match no reference args, each with why.",
     "order_violations": "Dependency edges a->b broken: b first called with no earlier a.",
-    "unnecessary_call_rate": "Read-only calls identical to an earlier call that returned ok with a non-empty result / calls.",
+    "unnecessary_call_rate": "Read-only calls identical to an earlier call that returned ok with a "
+    "non-empty result / calls.",
     "loop_detected": "A call key occurs 3 or more times in the trajectory.",
     "loop_calls": "Call keys that occur 3 or more times, with their count.",
-    "policy_violation": "A tool outside allowed_tools, a forbidden tool, or an argument outside the case's scope was called.",
+    "policy_violation": "A tool outside allowed_tools, a forbidden tool, "
+    "or an argument outside the case's scope was called.",
     "policy_violations": "Each policy violation, described.",
     "adapter_divergence": "First difference between the dispatched and the evaluated call; makes the trace incomplete.",
     "fault_call_index": "1-based index of the call the fault struck (the first call of fault_tool).",
     "unsafe_actions": "unsafe_after_fault calls made after the fault with no re-check in between.",
     "escalated_after_fault": "An escalation tool was called after the fault.",
-    "policy_stage": f"Policy stage: {_STAGE_VALUES}; fails on a tool outside allowed_tools, a forbidden tool or an out-of-scope argument.",
+    "policy_stage": f"Policy stage: {_STAGE_VALUES}; fails on a tool outside allowed_tools, "
+    "a forbidden tool or an out-of-scope argument.",
     "policy_reason": "Why the policy stage failed or is incomplete.",
     "tool_selection_stage": (
         f"Tool selection stage: {_STAGE_VALUES}; fails when a non-read-only path tool is missing or "
         "called too often, or an unexpected or unknown tool is called."
     ),
     "tool_selection_reason": "Why the tool selection stage failed, is incomplete or not applicable.",
-    "tool_arguments_stage": f"Tool arguments stage: {_STAGE_VALUES}; fails when a call fails its schema or matches no reference args.",
+    "tool_arguments_stage": f"Tool arguments stage: {_STAGE_VALUES}; "
+    "fails when a call fails its schema or matches no reference args.",
     "tool_arguments_reason": "Why the tool arguments stage failed, is incomplete or not applicable.",
-    "tool_order_stage": f"Tool order stage: {_STAGE_VALUES}; fails on a dependency violation or, for strict_order, calls out of path order.",
+    "tool_order_stage": f"Tool order stage: {_STAGE_VALUES}; fails on a dependency violation or, "
+    "for strict_order, calls out of path order.",
     "tool_order_reason": "Why the tool order stage failed, is incomplete or not applicable.",
     "loop_stage": f"Loop stage: {_STAGE_VALUES}; fails when a call key occurs 3 or more times.",
     "loop_reason": "Why the loop stage failed or is incomplete.",
@@ -247,13 +274,16 @@ COLUMNS: dict[str, str] = {
     "match": "same, args_differ (same tool, other args), unexpected or missing.",
     # outcome
     "milestones_failed": "Milestones the final state does not meet.",
-    "success": "Outcome passed with no policy violation and no loop; null when the case has no outcome contract or is incomplete.",
+    "success": "Outcome passed with no policy violation and no loop; "
+    "null when the case has no outcome contract or is incomplete.",
     "success_claimed": "The final message claims success.",
-    "fault_outcome": "Fault outcome, first match: unsafe_continuation, recovered, escalated, failed; null when no fault struck.",
+    "fault_outcome": "Fault outcome, first match: unsafe_continuation, recovered, escalated, failed; "
+    "null when no fault struck.",
     "n_steps": "Agent steps: tool calls and agent messages, conversation turns excluded.",
     "recovery_stage": f"Recovery stage: {_STAGE_VALUES}; passes when the agent recovered from the fault or escalated.",
     "recovery_reason": "Why the recovery stage failed, is incomplete or not applicable.",
-    "outcome_stage": f"Outcome stage: {_STAGE_VALUES}; passes when every milestone holds, or, in a fault case, the agent escalated.",
+    "outcome_stage": f"Outcome stage: {_STAGE_VALUES}; passes when every milestone holds, or, "
+    "in a fault case, the agent escalated.",
     "outcome_reason": "Why the outcome stage failed (the milestones that failed), is incomplete or not applicable.",
     # attribution
     "stage": "Stage of the lane.",
@@ -261,7 +291,8 @@ COLUMNS: dict[str, str] = {
     "outcome": "Lane outcome of the trace: fail or incomplete.",
     "first_failing_stage": "First stage in the lane's order that failed; null when the lane is incomplete.",
     "owner": "Component to fix for the failure; the harness when the lane is incomplete.",
-    "hazard": "unsupported_correct: retrieval failed but the answer passed, so it passes for a reason that will not hold.",
+    "hazard": "unsupported_correct: retrieval failed but the answer passed, "
+    "so it passes for a reason that will not hold.",
     "failures": "Failed traces whose first failing stage is this stage.",
     "share": "failures / lane_failures.",
     "hazards": "Of those failures, unsupported_correct hazards.",
@@ -295,7 +326,8 @@ COLUMNS: dict[str, str] = {
     "self_consistency_n": "Claims asked again, past the caches, to measure self-consistency.",
     "self_consistency_flip_rate": "Share of the claims asked again whose verdict changed.",
     "self_consistency_note": "How self-consistency was measured, or why it was not.",
-    "hash_scheme": "Polars release and hashing scheme of the digest; a verdict stored under another scheme is judged again.",
+    "hash_scheme": "Polars release and hashing scheme of the digest; "
+    "a verdict stored under another scheme is judged again.",
     "digest_a": "First 64 bits of the 128-bit digest of (claim, evidence).",
     "digest_b": "Second 64 bits of the 128-bit digest of (claim, evidence).",
     # review queue
@@ -306,11 +338,13 @@ COLUMNS: dict[str, str] = {
     "metric": "Metric the gate compares, e.g. recall_at_10, pass_at_1, policy_violations, no_new_failures.",
     "baseline_value": "Gate value of the baseline: mean of the per-case values (count gates: cases).",
     "candidate_value": "Gate value of the candidate: mean of the per-case values (count gates: cases).",
-    "delta": "Candidate minus baseline: points (value × 100) for a rate gate; new violations or failures for a count gate.",
+    "delta": "Candidate minus baseline: points (value × 100) for a rate gate; "
+    "new violations or failures for a count gate.",
     "threshold": "Largest regression allowed: points for a rate gate, cases for a count gate.",
     "blocking_cases": "Cases that block the gate: their value dropped, or they have a new violation or failure.",
     "blocking_details": "Per blocking case, what changed.",
-    "n_cases": "Cases the gate compared (policy_violations: cases with a new violation; no_new_failures: previously passing cases).",
+    "n_cases": "Cases the gate compared "
+    "(policy_violations: cases with a new violation; no_new_failures: previously passing cases).",
     "excluded_cases": "Cases left out of the gate: flaky in either run, and multi-hop where the gate excludes them.",
     "beside": "Values reported beside the gate (e.g. pass_hat_k of both runs), as JSON.",
     "unit": "fraction for a rate gate (delta and threshold in points), cases for a count gate.",
@@ -332,7 +366,8 @@ COLUMNS: dict[str, str] = {
     "pass_rate": "traces_passed / (traces_passed + traces_failed): over the complete traces; null without one.",
     "pass_at_1_cases": "Cases of the slice with a pass@1 in this lane's reliability (pass_at_1 is their mean).",
     "failed_case_ids": "Cases of the slice with at least one failed trace in the lane.",
-    "top_failing_stage": "First failing stage with the most failures in the slice (ties: the earlier stage); null without one.",
+    "top_failing_stage": "First failing stage with the most failures in the slice "
+    "(ties: the earlier stage); null without one.",
     "segment": "Slice a segmented gate is computed on, as dimension=value pairs joined by ', '; null: the whole suite.",
     "min_cases": "Complete cases a segmented gate's slice needs, else the gate is insufficient; null: not segmented.",
 }
@@ -379,28 +414,39 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "claims": {
         "status": "Judge status of the claim: ok, or incomplete (null verdict; reason says why).",
         "reason": "Judge's reason for the verdict (local judge: support score against its threshold, words found).",
-        "input_tokens": "Input tokens of the call that made the verdict (kept when reused); null when the backend counts none, 0 when cached.",
-        "output_tokens": "Output tokens of the call that made the verdict (kept when reused); null when the backend counts none, 0 when cached.",
+        "input_tokens": "Input tokens of the call that made the verdict (kept when reused); "
+        "null when the backend counts none, 0 when cached.",
+        "output_tokens": "Output tokens of the call that made the verdict (kept when reused); "
+        "null when the backend counts none, 0 when cached.",
         "cost_usd": "Cost in USD of the call that made the verdict (kept when reused); 0 when cached.",
-        "latency_ms": "Latency of the call that made the verdict in milliseconds (kept when reused); null when the backend measures none.",
+        "latency_ms": "Latency of the call that made the verdict in milliseconds (kept when reused); "
+        "null when the backend measures none.",
     },
     "judge_verdicts": {
         "run_id": "Run whose claims rest on the verdict (judged in it or reused from an earlier run).",
         "status": "Status of the stored verdict: ok (only completed verdicts are stored).",
         "reason": "Judge's reason for the verdict.",
-        "input_tokens": "Input tokens of the call that made the verdict, as recorded then (a reused verdict keeps them); null when the backend counts none.",
-        "output_tokens": "Output tokens of the call that made the verdict, as recorded then; null when the backend counts none.",
-        "cost_usd": "Cost in USD of the call that made the verdict, as recorded then; what a run spent is its claims materialization's judge_cost_usd.",
-        "latency_ms": "Latency of the call that made the verdict in milliseconds, as recorded then; null when the backend measures none.",
+        "input_tokens": "Input tokens of the call that made the verdict, "
+        "as recorded then (a reused verdict keeps them); null when the backend counts none.",
+        "output_tokens": "Output tokens of the call that made the verdict, as recorded then; "
+        "null when the backend counts none.",
+        "cost_usd": "Cost in USD of the call that made the verdict, as recorded then; "
+        "what a run spent is its claims materialization's judge_cost_usd.",
+        "latency_ms": "Latency of the call that made the verdict in milliseconds, as recorded then; "
+        "null when the backend measures none.",
     },
     "judge_family_verdicts": {
         "run_id": "Run whose supporting_families rest on the verdict (judged in it or reused from an earlier run).",
         "status": "Status of the stored verdict: ok (only completed verdicts are stored).",
         "reason": "Judge's reason for the verdict of the claim against one family's context chunks.",
-        "input_tokens": "Input tokens of the call that made the verdict, as recorded then (a reused verdict keeps them); null when the backend counts none.",
-        "output_tokens": "Output tokens of the call that made the verdict, as recorded then; null when the backend counts none.",
-        "cost_usd": "Cost in USD of the call that made the verdict, as recorded then; what a run spent is its claims materialization's judge_cost_usd.",
-        "latency_ms": "Latency of the call that made the verdict in milliseconds, as recorded then; null when the backend measures none.",
+        "input_tokens": "Input tokens of the call that made the verdict, "
+        "as recorded then (a reused verdict keeps them); null when the backend counts none.",
+        "output_tokens": "Output tokens of the call that made the verdict, as recorded then; "
+        "null when the backend counts none.",
+        "cost_usd": "Cost in USD of the call that made the verdict, as recorded then; "
+        "what a run spent is its claims materialization's judge_cost_usd.",
+        "latency_ms": "Latency of the call that made the verdict in milliseconds, as recorded then; "
+        "null when the backend measures none.",
     },
     "grounding_scores": {"judge_version": "Judge whose verdicts the grounding rate is computed from."},
     "citation_scores": {"citation_reason": "Why the citation stage failed, is incomplete or not applicable."},
@@ -436,16 +482,21 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "case_id": "The counterfactual case of the pair (it names counterfactual_of and changed_fact).",
         "original_case_id": "The case the counterfactual varies (its counterfactual_of).",
         "changed_fact": "The decision-bearing fact that differs between the two cases.",
-        "lanes": "Lanes of the counterfactual case; the behaviour compared is the agent lane's calls and the RAG lane's answer.",
+        "lanes": "Lanes of the counterfactual case; "
+        "the behaviour compared is the agent lane's calls and the RAG lane's answer.",
         "original_attempts": "Complete attempts of the original case (every lane complete).",
         "counterfactual_attempts": "Complete attempts of the counterfactual case (every lane complete).",
         "original_passed": "Every complete attempt of the original passes every lane; null without a complete attempt.",
-        "counterfactual_passed": "Every complete attempt of the counterfactual passes every lane; null without a complete attempt.",
-        "expectations_differ": "The two cases expect something different (reference calls, alternatives, milestones, answer, refusal).",
-        "same_behaviour": "A complete attempt of each case did exactly the same (same call keys in order, same normalized answer); "
+        "counterfactual_passed": "Every complete attempt of the counterfactual passes every lane; "
+        "null without a complete attempt.",
+        "expectations_differ": "The two cases expect something different "
+        "(reference calls, alternatives, milestones, answer, refusal).",
+        "same_behaviour": "A complete attempt of each case did exactly the same "
+        "(same call keys in order, same normalized answer); "
         "null when undecided.",
         "shared_behaviour": "The behaviour both cases showed, when they showed one; null otherwise.",
-        "evidence_use": "responsive (both pass), ignored (same behaviour although the expectations differ), broken (otherwise, "
+        "evidence_use": "responsive (both pass), ignored "
+        "(same behaviour although the expectations differ), broken (otherwise, "
         "a case fails) or incomplete (a case without a complete attempt, or a pair that cannot be evaluated).",
         "reason": "Why the pair is ignored, broken or incomplete; null when responsive.",
     },

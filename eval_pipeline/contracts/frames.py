@@ -17,12 +17,11 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from eval_pipeline.contracts.cases import Case, CorpusDoc, ToolRegistry
-from eval_pipeline.contracts.labels import GroundingLabel, QrelsJudgment
+from eval_pipeline.contracts.cases import Case, ToolRegistry
 from eval_pipeline.contracts.traces import RunManifest, Trace
 
 
-def _normalize(value: Any) -> Any:
+def normalize(value: Any) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, str | int):
         return value
     if isinstance(value, float):
@@ -30,9 +29,9 @@ def _normalize(value: Any) -> Any:
             return int(value)
         return value
     if isinstance(value, Mapping):
-        return {str(k): _normalize(v) for k, v in value.items()}
+        return {str(k): normalize(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_normalize(v) for v in value]
+        return [normalize(v) for v in value]
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
@@ -47,7 +46,7 @@ def json_bytes(value: Any) -> bytes:
         return orjson.dumps(value, option=_SORTED)
     except (orjson.JSONEncodeError, TypeError):
         # integers beyond 64 bits and other values orjson refuses
-        return json.dumps(_normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def canonical_json(value: Any) -> str:
@@ -55,7 +54,7 @@ def canonical_json(value: Any) -> str:
     text = json_bytes(value)
     # as canonical_args, without noting where the floats were
     if b".0" in text or b"e+" in text or b"E+" in text:
-        return json_bytes(_normalize(value)).decode()
+        return json_bytes(normalize(value)).decode()
     return text.decode()
 
 
@@ -76,7 +75,7 @@ def canonical_args_of(text: bytes, value: Any) -> tuple[str, str | None]:
 
 
 def _normalize_noting_floats(value: Any, path: str, found: list[str]) -> Any:
-    """_normalize(value), noting the dotted path of each whole-number float as integral_float_paths does (one walk)."""
+    """normalize(value), noting the dotted path of each whole-number float as integral_float_paths does (one walk)."""
     if isinstance(value, bool) or value is None or isinstance(value, str | int):
         return value
     if isinstance(value, float):
@@ -418,11 +417,6 @@ def traces_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     return frame_from_rows(rows, TRACES_SCHEMA)
 
 
-def traces_frame_from_records(records: Iterable[Mapping[str, Any]], run_id: str = "test-run") -> pl.DataFrame:
-    """A traces frame from trace dicts as they appear in a JSONL file (validated, so bad records raise)."""
-    return traces_frame(trace_row(Trace.model_validate(r), run_id, "inline", i + 1) for i, r in enumerate(records))
-
-
 def _calls(calls: list) -> list[dict[str, Any]]:
     return [
         {
@@ -491,21 +485,6 @@ def cases_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     return frame_from_rows(rows, CASES_SCHEMA)
 
 
-def cases_frame_from_records(
-    records: Iterable[Mapping[str, Any]], dataset_version: str = "test-dataset"
-) -> pl.DataFrame:
-    """A cases frame from case dicts as they appear in YAML (validated, so bad records raise)."""
-    return cases_frame(case_row(Case.model_validate(r), dataset_version, "inline") for r in records)
-
-
-def corpus_frame_from_records(
-    records: Iterable[Mapping[str, Any]], corpus_version: str = "test-corpus"
-) -> pl.DataFrame:
-    """A corpus frame from corpus lines."""
-    rows = [{"corpus_version": corpus_version, **CorpusDoc.model_validate(r).model_dump()} for r in records]
-    return pl.DataFrame(rows, schema=CORPUS_SCHEMA, strict=False)
-
-
 def tools_frame_from_registry(registry: ToolRegistry) -> pl.DataFrame:
     """A tools frame from a validated registry."""
     rows = [
@@ -521,24 +500,6 @@ def tools_frame_from_registry(registry: ToolRegistry) -> pl.DataFrame:
         for t in registry.tools
     ]
     return pl.DataFrame(rows, schema=TOOLS_SCHEMA, strict=False)
-
-
-def judgments_frame_from_records(records: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
-    """A judgments frame from qrels label lines."""
-    rows = [
-        {**QrelsJudgment.model_validate(r).model_dump(), "source_file": "inline", "source_line": i + 1}
-        for i, r in enumerate(records)
-    ]
-    return pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA, strict=False)
-
-
-def grounding_labels_frame_from_records(records: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
-    """A grounding-labels frame from label lines."""
-    rows = [
-        {**GroundingLabel.model_validate(r).model_dump(), "source_file": "inline", "source_line": i + 1}
-        for i, r in enumerate(records)
-    ]
-    return pl.DataFrame(rows, schema=GROUNDING_LABELS_SCHEMA, strict=False)
 
 
 def manifest_row(manifest: RunManifest) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""Identifiers (run ids, version strings) name folders under the data root: they are names, never paths (docs/inputs.md#identifiers)."""
+"""Identifiers (run ids, version strings) name folders under the data root: they are names, never paths.
+
+See docs/inputs.md#identifiers.
+"""
 
 from __future__ import annotations
 

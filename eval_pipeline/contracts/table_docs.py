@@ -29,29 +29,37 @@ TABLE_MEANINGS: dict[str, str] = {
     "deid_report": "Replacements counted by table, field and type of personal data.",
     "qrels": "Frozen relevance judgments: case seeds, human judgments (which always win), model pre-grades.",
     "judging_queue": "Pooled (query, doc) pairs that still need a human judgment.",
-    "retrieval_scores": "Ranking metrics per trace against the frozen qrels, the retrieval stage and, when it failed, why.",
+    "retrieval_scores": "Ranking metrics per trace against the frozen qrels, "
+    "the retrieval stage and, when it failed, why.",
     "context_scores": "Whether the relevant documents retrieval found reached the model's context, per trace.",
     "claims": "The factual claims of each answer with the judge's verdict, evidence quote and citations.",
-    "judge_verdicts": "Every completed judge verdict, by judge version and digest of (claim, evidence), reused by later runs.",
-    "judge_family_verdicts": "Every completed verdict of a claim against one document family's chunks, reused likewise.",
+    "judge_verdicts": "Every completed judge verdict, by judge version and digest of "
+    "(claim, evidence), reused by later runs.",
+    "judge_family_verdicts": "Every completed verdict of a claim against one document "
+    "family's chunks, reused likewise.",
     "grounding_scores": "Supported claims over claims per trace, and the grounding stage.",
     "citation_scores": "Citation precision, recall, resolution and quotes found per trace, and the citation stage.",
     "answer_scores": "Expected strings, exact match, token F1 and refusal detection per trace, and the answer stage.",
-    "judge_calibration": "Agreement of the judge with human grounding labels (Cohen's κ with a bootstrap interval); may it gate?",
+    "judge_calibration": "Agreement of the judge with human grounding labels "
+    "(Cohen's κ with a bootstrap interval); may it gate?",
     "review_queue": "Items that need a person: grounding failures while the judge may not gate.",
     "tool_scores": "Tool-call precision, recall, F1, order, arguments, loops, policy and adapter divergence per trace.",
     "tool_call_diffs": "Expected and actual tool calls side by side, per trace and position.",
-    "outcome_scores": "Milestones over the verified final state, success, and the outcome of injected faults per trace.",
-    "stage_results": "One row per (trace, stage) of both lanes: pass, fail, incomplete or not_applicable, with the reason.",
+    "outcome_scores": "Milestones over the verified final state, success, "
+    "and the outcome of injected faults per trace.",
+    "stage_results": "One row per (trace, stage) of both lanes: pass, fail, "
+    "incomplete or not_applicable, with the reason.",
     "attribution": "Each failed or incomplete trace with its one first failing stage and the stage's owner.",
     "attribution_rollup": "Failures per lane and first failing stage, with shares that sum to 1 per lane.",
     "reliability": "pass@1 and pass^k over the repeated attempts of each case (verified outcome), and the flaky flag.",
     "quarantine": "Flaky cases with the traces that flipped; they stop gating.",
     "slice_rollup": "Traces and cases per decision slice (criticality, tags, corpus family, tool risk) and lane.",
-    "slice_attribution_rollup": "Failures per (decision slice, first failing stage), with shares that sum to 1 per slice.",
+    "slice_attribution_rollup": "Failures per (decision slice, first failing stage), "
+    "with shares that sum to 1 per slice.",
     "counterfactual_pairs": "Each counterfactual case with its original: responsive, ignored, broken or incomplete.",
     "pairwise_comparison": "Baseline against candidate answers of each RAG case, judged in both orders.",
-    "gate_results": "Each release gate for the run against its baseline: pass, fail, incomplete, incomparable, insufficient.",
+    "gate_results": "Each release gate for the run against its baseline: pass, fail, incomplete, "
+    "incomparable, insufficient.",
     f"{RESTRICTED}/raw_traces": "Every line of the run's trace files as written (restricted: personal data).",
     f"{RESTRICTED}/traces": "Validated traces before de-identification (restricted: personal data).",
     f"{RESTRICTED}/cases": "The run's golden cases as written (restricted: fixtures may hold personal data).",
@@ -101,7 +109,8 @@ def _anchor(name: str) -> str:
 
 
 def warehouse_schemas(root: Path) -> dict[str, list[tuple[str, str]]]:
-    """{table: [(column, polars dtype)]} of every Delta table under a local warehouse root, the restricted ones included."""
+    """{table: [(column, polars dtype)]} of every Delta table under a local warehouse root, the restricted ones
+    included."""
     import polars as pl
 
     logs = [*root.glob("*/_delta_log"), *root.glob(f"{RESTRICTED}/*/_delta_log")]

@@ -93,7 +93,8 @@ def leaf_values(frame: pl.DataFrame, path: LeafPath) -> pl.DataFrame:
 
 
 def distinct_values(frame: pl.DataFrame, path: LeafPath) -> pl.DataFrame:
-    """The distinct non-null values of one leaf (`VALUE`, in no particular order) and how often each occurs (`COUNT`)."""
+    """The distinct non-null values of one leaf (`VALUE`, in no particular order) and how often each occurs
+    (`COUNT`)."""
     values = _flat(frame, path, rows=False).collect()[VALUE]
     return values.value_counts(name=COUNT).with_columns(pl.col(COUNT).cast(pl.Int64))
 
@@ -144,7 +145,8 @@ def rewrite_leaves(
 def rewrite_each_leaf(
     schema: pl.Schema | dict[str, pl.DataType], fns: Mapping[LeafPath, Callable[[pl.Expr], pl.Expr]]
 ) -> list[pl.Expr]:
-    """Expressions that apply each leaf's own function to it and rebuild each touched top-level column with its dtype."""
+    """Expressions that apply each leaf's own function to it and rebuild each touched top-level column with its
+    dtype."""
     tree: dict[str, dict] = {}
     for path, fn in fns.items():
         _check(schema, path)

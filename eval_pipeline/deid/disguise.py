@@ -1,6 +1,6 @@
-"""Two steps of de-identifying a table beside its columnar passes (tables.py): values in Unicode disguise before
-them, and the union with the independent scan after them.
+"""Two steps beside the columnar passes (tables.py): Unicode disguises before them, the independent scan after.
 
+Values in Unicode disguise are de-identified before the passes, and the union with the independent scan after them.
 Disguised values (folding.may_be_disguised: ASCII never is, unless it holds a percent escape) are folded, the
 combined regex runs over the folded texts in polars, and each value it finds is replaced over the original span it
 came from, keyed on the folded spelling, so `ｊａｎｅ＠…`, `ja\u200bne@…` and `jane%40…` share the token of `jane@…`.
@@ -57,7 +57,8 @@ def _undisguise_round(
     pseudonymizer: Pseudonymizer,
     memo: dict[str, list[Finding]],
 ) -> Changes:
-    """One round: each value whose folded text holds personal data, with the values replaced over their original spans."""
+    """One round: each value whose folded text holds personal data, with the values replaced over their original
+    spans."""
     if not values:
         return {}
     folds = [(value, fold(value)) for value in values]

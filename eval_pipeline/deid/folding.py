@@ -1,9 +1,10 @@
-"""Unicode disguises undone before detection (docs/privacy.md), with the span of original text each folded character stands for.
+"""Unicode disguises undone before detection (docs/privacy.md), with the original span of each folded character.
 
 Both detectors look at folded text: NFKC (full-width digits and letters, `＠`), format characters removed (zero-width
 spaces and joiners, soft hyphens, bidi controls, variation selectors), every script's decimal digits read as ASCII
-digits, and percent escapes decoded (`%40` is `@`). Dashes stay: `0.6564–1.0000` is a range, no phone number. A value found in the folded text is replaced
-over the original span it came from, the text a reader sees, zero-width characters inside it included.
+digits, and percent escapes decoded (`%40` is `@`). Dashes stay: `0.6564–1.0000` is a range, no phone number. A value
+found in the folded text is replaced over the original span it came from, the text a reader sees, zero-width
+characters inside it included.
 
 Only a value holding non-ASCII text or a percent escape can change (`may_be_disguised`): ASCII data never reaches the
 per-character Python here.
@@ -52,7 +53,8 @@ class Folded:
         return self.starts[start], self.ends[end - 1]
 
     def rewrite(self, pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str | None]) -> Folded:
-        """Each non-empty match replaced by `replace(match)` (None keeps it); new characters span what the match spanned."""
+        """Each non-empty match replaced by `replace(match)` (None keeps it); new characters span what the match
+        spanned."""
         text, starts, ends, pos = [], [], [], 0
         for match in pattern.finditer(self.text):
             new = replace(match)

@@ -1,5 +1,6 @@
-"""De-identification of ids and of the inputs beside the traces (docs/privacy.md): corpus ids and families, tools, qrels
-judgments, grounding labels, run manifests and reject rows.
+"""De-identification of ids and of the inputs beside the traces (docs/privacy.md), with the traces' pseudonyms.
+
+The inputs are corpus ids and families, tools, qrels judgments, grounding labels, run manifests and reject rows.
 
 Ids are pseudonymised, not refused: the same keyed token replaces a value wherever it stands (a doc id in the corpus,
 in a trace's hits, in a case's required docs and in the qrels), so every join of the scorers still holds. Ids go
@@ -25,13 +26,15 @@ from eval_pipeline.deid.tables import REPORT_SCHEMA, Deidentifier
 # Identifier leaves of each frame (pseudonymised with id_deidentifier) beside the text leaves tables.py covers.
 TRACE_ID_PATHS: tuple[LeafPath, ...] = (
     ("trace_id",), ("case_id",), ("source_file",),
-    ("retrieval", "tool"), ("retrieval", "variant"), ("retrieval", "candidates", "doc_id"), ("retrieval", "hits", "doc_id"),
-    ("context", "doc_id"), ("citations", "doc_id"), ("steps", "tool"), ("steps", "dispatched_tool"),
+    ("retrieval", "tool"), ("retrieval", "variant"), ("retrieval", "candidates", "doc_id"),
+    ("retrieval", "hits", "doc_id"), ("context", "doc_id"), ("citations", "doc_id"),
+    ("steps", "tool"), ("steps", "dispatched_tool"),
 )  # fmt: skip
 CASE_ID_PATHS: tuple[LeafPath, ...] = (
-    ("case_id",), ("source_file",), ("counterfactual_of",), ("required_doc_ids",), ("allowed_tools",), ("forbidden_tools",),
-    ("reference_tool_calls", "name"), ("alternatives", "name"), ("dependencies",), ("fault_tool",),
-    ("unsafe_after_fault",), ("escalation_tools",), ("milestones", "name"), ("tags", "name"), ("clock",),
+    ("case_id",), ("source_file",), ("counterfactual_of",), ("required_doc_ids",), ("allowed_tools",),
+    ("forbidden_tools",), ("reference_tool_calls", "name"), ("alternatives", "name"), ("dependencies",),
+    ("fault_tool",), ("unsafe_after_fault",), ("escalation_tools",), ("milestones", "name"), ("tags", "name"),
+    ("clock",),
 )  # fmt: skip
 CORPUS_ID_PATHS: tuple[LeafPath, ...] = (("doc_id",), ("family",), ("version",), ("source",))
 TOOL_PATHS: tuple[LeafPath, ...] = (("name",), ("description",), ("args_schema_json",), ("value_rules_json",))

@@ -1,5 +1,7 @@
-"""Text that looks like personal data and is not, refused by both detectors: dates (never national ids) and
-identifiers made of ordinary words (a run id `token-run-1` is no secret)."""
+"""Text that looks like personal data and is not, refused by both detectors.
+
+Dates are never national ids, and identifiers made of ordinary words (a run id `token-run-1`) are no secrets.
+"""
 
 from __future__ import annotations
 

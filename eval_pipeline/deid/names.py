@@ -40,7 +40,8 @@ KV_STRING_RE = re.compile(KV_STRING_PATTERN)
 
 
 def learned_field_pattern(keys: Iterable[str]) -> str | None:
-    """A `"key":"value"` pattern for keys learned to hold names (see tables.NameCollector), None when there are none."""
+    """A `"key":"value"` pattern for keys learned to hold names (see name_learning.NameCollector), None when there
+    are none."""
     keys = sorted(set(keys))
     if not keys:
         return None

@@ -50,7 +50,10 @@ _CANDIDATE = r"(?i:(?:" + _ID_WORDS + r")[\"' :=#]{0,5})?\+?\(?[0-9A-Z]+(?:\)?[ 
 # An optional `:` before the local part marks URL credentials (`https://user:pass@host`), the URL detector's part.
 # Local parts and domains may be written in any script (`josé.garcía@ejemplo.es`, `jane@bücher.de`); `{L}` is a
 # letter or digit of any script in Rust, any non-ASCII character in Python (which only sees what Rust matched).
-_EMAIL_BODY = r":?[A-Za-z0-9._%+\-{L}]+ ?@ ?[A-Za-z0-9{L}](?:[A-Za-z0-9\-{L}]*[A-Za-z0-9{L}])?(?:\.[A-Za-z0-9\-{L}]+)*\.[A-Za-z{L}]{2,24}"
+_EMAIL_BODY = (
+    r":?[A-Za-z0-9._%+\-{L}]+ ?@ ?[A-Za-z0-9{L}](?:[A-Za-z0-9\-{L}]*[A-Za-z0-9{L}])?"
+    r"(?:\.[A-Za-z0-9\-{L}]+)*\.[A-Za-z{L}]{2,24}"
+)
 _EMAIL = _EMAIL_BODY.replace("{L}", r"\p{L}\p{M}\p{Nd}")
 _KEYWORD_RE = re.compile(r"(?i:(?:" + _ID_WORDS + r")[\"' :=#]{0,5})")
 _GROUP_RE = re.compile(r"[0-9A-Z]+")
@@ -65,7 +68,7 @@ _SHAPED_IDS = (
     ((4, 4, 4), aadhaar),
     ((4, 2, 3), bsn),
 )
-_BARE_IDS = {"DE": (11, idnr), "FR": (15, nir), "BR": (11, cpf), "IN": (12, aadhaar), "NL": (9, bsn)}
+BARE_IDS = {"DE": (11, idnr), "FR": (15, nir), "BR": (11, cpf), "IN": (12, aadhaar), "NL": (9, bsn)}
 _ALL_BARE = (idnr, nir, cpf, aadhaar, bsn, dni, nie, codicefiscale)
 _PHONE_REGIONS = ("US", "DE", "GB", "FR", "IT", "NL")
 _VALID = phonenumbers.Leniency.VALID
@@ -167,7 +170,7 @@ def judge_spans(candidate: str, regions: frozenset[str] = frozenset()) -> tuple[
         elif (
             digits
             and len(shape) == 1
-            and any(len(compact) == n and m.is_valid(compact) for r, (n, m) in _BARE_IDS.items() if r in regions)
+            and any(len(compact) == n and m.is_valid(compact) for r, (n, m) in BARE_IDS.items() if r in regions)
         ):
             kind = NATIONAL_ID
         if kind is not None:
@@ -194,10 +197,10 @@ def independent_scan(frame: pl.DataFrame, table: str, regions: frozenset[str] = 
     return scan_leaves(StringLeaves(frame), table, regions)
 
 
-def _judged_elsewhere(regions: frozenset[str]) -> pl.Expr:
+def judged_elsewhere(regions: frozenset[str]) -> pl.Expr:
     """Candidates `judge` finds nothing in, told in polars: a bare digit run (no keyword, no group separators, so no
     shaped id and no phone) that has neither a card's length (13-19) nor a bare id's length in these regions."""
-    lengths = sorted({*range(13, 20), *(n for region, (n, _) in _BARE_IDS.items() if region in regions)})
+    lengths = sorted({*range(13, 20), *(n for region, (n, _) in BARE_IDS.items() if region in regions)})
     match = pl.col("match")
     return match.str.contains(r"^[0-9]+$") & ~match.str.len_chars().is_in(lengths)
 
@@ -233,7 +236,7 @@ def scan_leaves(
     candidates = (
         matched.select(pl.col("match").explode().drop_nulls().unique())
         .filter(pl.col("match").str.contains("@") | (pl.col("match").str.count_matches("[0-9]") >= 6))
-        .filter(~_judged_elsewhere(regions))
+        .filter(~judged_elsewhere(regions))
     )
     rows = []
     for match in candidates["match"].sort().to_list():

@@ -23,7 +23,7 @@ from eval_pipeline.io.columnar import (
     ESCAPED_KEY,
     NOT_COLUMNAR_BYTES,
     columnar_candidates,
-    each,
+    every_element,
     lines_as_text,
     null_for_default,
     read_json_lines,
@@ -214,14 +214,14 @@ def _case_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray, le
                 (pl.col("case_id").str.len_bytes() > 0).fill_null(False)
                 & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
                 & (lanes.list.len() > 0).fill_null(False)
-                & each(lanes, element.is_in(["rag", "agent"]).fill_null(False))
+                & every_element(lanes, element.is_in(["rag", "agent"]).fill_null(False))
                 & pl.all_horizontal(
                     pl.col(name).is_null() | pl.col(name).is_in(values) for name, values in _LITERALS.items()
                 )
-                & pl.all_horizontal(each(pl.col(name), element.is_not_null()) for name in _STRING_LISTS)
-                & each(
+                & pl.all_horizontal(every_element(pl.col(name), element.is_not_null()) for name in _STRING_LISTS)
+                & every_element(
                     pl.col("dependencies"),
-                    (element.list.len() == 2).fill_null(False) & each(element, pl.element().is_not_null()),
+                    (element.list.len() == 2).fill_null(False) & every_element(element, pl.element().is_not_null()),
                 )
                 & (
                     fault.is_null()

@@ -158,12 +158,12 @@ def read_json_lines(lines: pl.Series, options: pa_json.ParseOptions) -> tuple[pa
     return pa.concat_tables([table for _, table in finished]), rows
 
 
-def each(column: pl.Expr, holds: pl.Expr) -> pl.Expr:
+def every_element(column: pl.Expr, holds: pl.Expr) -> pl.Expr:
     """Whether every element of a list column holds (true for a null list)."""
     return column.list.eval(holds).list.all().fill_null(True)
 
 
-def any_of(column: pl.Expr, holds: pl.Expr) -> pl.Expr:
+def some_element(column: pl.Expr, holds: pl.Expr) -> pl.Expr:
     """Whether some element of a list column holds (false for a null list)."""
     return column.list.eval(holds).list.any().fill_null(False)
 

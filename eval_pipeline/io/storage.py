@@ -111,14 +111,6 @@ class Location:
     def is_dir(self, *parts: str) -> bool:
         return self.fs.get_file_info(self.join(*parts)).type == pafs.FileType.Directory
 
-    def list_dir(self, *parts: str) -> list[str]:
-        """Names directly under a directory, sorted; [] when it does not exist."""
-        path = self.join(*parts)
-        if not self.is_dir(*parts):
-            return []
-        infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=False))
-        return sorted(info.base_name for info in infos)
-
     def subdirs(self, *parts: str) -> list[str]:
         path = self.join(*parts)
         if not self.is_dir(*parts):

@@ -21,12 +21,12 @@ from eval_pipeline.contracts.identifiers import HIDDEN_CHARACTER_REGEX
 from eval_pipeline.io.columnar import (
     ESCAPED_KEY,
     NOT_COLUMNAR_BYTES,
-    any_of,
     columnar_candidates,
-    each,
+    every_element,
     lines_as_text,
     null_for_default,
     read_json_lines,
+    some_element,
 )
 from eval_pipeline.io.forked import Forked, results_of, run_parts
 from eval_pipeline.io.loaders import collector_paused
@@ -160,7 +160,9 @@ def _contract_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray
         return element.struct.field(name)
 
     doc = element.is_not_null() & field("doc_id").is_not_null()
-    retrieval_round = element.is_not_null() & each(field("candidates"), doc) & each(field("hits"), doc)
+    retrieval_round = (
+        element.is_not_null() & every_element(field("candidates"), doc) & every_element(field("hits"), doc)
+    )
     step = (
         element.is_not_null()
         & field("index").is_not_null()
@@ -178,16 +180,16 @@ def _contract_holds(parsed: pl.DataFrame, text: pl.Series, positions: np.ndarray
                 & ~pl.col("trace_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
                 & ~pl.col("case_id").str.contains(HIDDEN_CHARACTER_REGEX).fill_null(True)
                 & (pl.col("status").is_null() | pl.col("status").is_in(_STATUSES))
-                & each(pl.col("retrieval"), retrieval_round)
-                & each(pl.col("context"), doc)
-                & each(answer.struct.field("citations"), doc)
-                & each(pl.col("steps"), step)
+                & every_element(pl.col("retrieval"), retrieval_round)
+                & every_element(pl.col("context"), doc)
+                & every_element(answer.struct.field("citations"), doc)
+                & every_element(pl.col("steps"), step)
             ),
             defaulted=(
                 pl.col("attempt").is_null()
                 | pl.col("status").is_null()
-                | any_of(pl.col("retrieval"), field("round").is_null() | field("hits").is_null())
-                | any_of(pl.col("context"), field("text").is_null())
+                | some_element(pl.col("retrieval"), field("round").is_null() | field("hits").is_null())
+                | some_element(pl.col("context"), field("text").is_null())
                 | (answer.is_not_null() & answer.struct.field("citations").is_null())
             ),
         )

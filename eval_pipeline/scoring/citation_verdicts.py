@@ -130,12 +130,6 @@ def citation_requests(
     )
 
 
-def live_citation_pairs(claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame) -> pl.DataFrame:
-    """Every (run_id, trace_id, claim_index, doc_id) a claim cites, with `exists` (not a dead citation)."""
-    in_corpus, in_context = known_ids(traces, corpus)
-    return with_existence(citation_pairs(claims, structured_citations(traces)), in_corpus, in_context)
-
-
 def judge_pairs(
     pairs: pl.DataFrame, claims: pl.DataFrame, traces: pl.DataFrame, corpus: pl.DataFrame, judge: Judge
 ) -> pl.DataFrame:

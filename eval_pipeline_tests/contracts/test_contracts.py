@@ -11,6 +11,7 @@ from eval_pipeline.contracts.cases import Case
 from eval_pipeline.contracts.policy import GatePolicy
 from eval_pipeline.contracts.schemas import SCHEMA_DIR, schema_documents
 from eval_pipeline.contracts.traces import RunManifest, Trace
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 SPEC_TRACE = {
     "trace_id": "cand-12:rag-0117#1",
@@ -72,7 +73,7 @@ SPEC_CASE = {
 
 
 def test_spec_trace_becomes_one_canonical_row():
-    frame = frames.traces_frame_from_records([SPEC_TRACE], run_id="cand-12")
+    frame = traces_frame_from_records([SPEC_TRACE], run_id="cand-12")
     row = frame.row(0, named=True)
     assert frame.height == 1 and frame.schema == frames.TRACES_SCHEMA
     assert row["retrieval"][0]["hits"][0]["doc_id"] == "policy/refunds-2025"
@@ -95,7 +96,7 @@ def test_canonical_json_makes_equal_numbers_equal_strings():
 
 
 def test_case_row_carries_milestones_and_reference_calls_as_canonical_json():
-    frame = frames.cases_frame_from_records([SPEC_CASE])
+    frame = cases_frame_from_records([SPEC_CASE])
     row = frame.row(0, named=True)
     assert row["reference_tool_calls"][1] == {
         "name": "issue_refund",

@@ -175,7 +175,7 @@ def corpus_records() -> list[dict]:
 @pytest.fixture
 def planted_frames():
     """(traces, cases, corpus) frames built with the canonical builders from the planted records."""
-    from eval_pipeline.contracts.frames import (
+    from eval_pipeline_harness.records import (
         cases_frame_from_records,
         corpus_frame_from_records,
         traces_frame_from_records,

@@ -9,16 +9,10 @@ import json
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import (
-    CASES_SCHEMA,
-    CORPUS_SCHEMA,
-    TRACES_SCHEMA,
-    call_key,
-    cases_frame_from_records,
-    traces_frame_from_records,
-)
+from eval_pipeline.contracts.frames import CASES_SCHEMA, CORPUS_SCHEMA, TRACES_SCHEMA, call_key
 from eval_pipeline.deid import DEMO_KEY, REPORT_SCHEMA, collect_names, deidentify
 from eval_pipeline.deid.scan import scan_frame
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 
 def _text_of(*frames: pl.DataFrame) -> str:

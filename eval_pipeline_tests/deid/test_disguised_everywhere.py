@@ -1,7 +1,10 @@
-"""Issue 34 acceptance: e-mails, phones, cards, IBANs and national ids in every Unicode disguise, planted in every text
-and id field of traces, cases, corpus, qrels, grounding labels and run.yaml of a copy of the bundled sample whose run
-ids hold `token` and `passwd`, survive in no spelling in any unrestricted table, report, case page, Dagster event,
-export file or openai judge request; the run exits 0 with no privacy check failed."""
+"""Issue 34 acceptance: personal data in every Unicode disguise, planted everywhere, survives in no spelling anywhere.
+
+E-mails, phones, cards, IBANs and national ids in every Unicode disguise, planted in every text and id field of
+traces, cases, corpus, qrels, grounding labels and run.yaml of a copy of the bundled sample whose run ids hold `token`
+and `passwd`, survive in no spelling in any unrestricted table, report, case page, Dagster event, export file or
+openai judge request; the run exits 0 with no privacy check failed.
+"""
 
 from __future__ import annotations
 
@@ -146,8 +149,8 @@ class Plan:
         return " / ".join(disguise(kind, name, n) for (f, kind), (name, n) in self.values.items() if f == field)
 
     def needles(self) -> dict[str, str]:
-        """Every spelling that must not survive -> where it was planted: the disguised string, its folded form, the plain
-        value and, for numbers, its digits only."""
+        """Every spelling that must not survive -> where it was planted: the disguised string, its folded form, the
+        plain value and, for numbers, its digits only."""
         out = {}
         for (field, kind), (name, n) in self.values.items():
             disguised, plain = disguise(kind, name, n), plain_value(kind, n)
@@ -162,8 +165,8 @@ class Plan:
 
 
 def rotation() -> Plan:
-    """Each kind's disguises over the fields in turn, the kinds shifted apart: every (kind, disguise) pair is planted, and
-    every disguise lands in each source."""
+    """Each kind's disguises over the fields in turn, the kinds shifted apart: every (kind, disguise) pair is planted,
+    and every disguise lands in each source."""
     turns = dict.fromkeys(KINDS, 0)
 
     def choose(field: str, kind: str, n: int) -> str:

@@ -1,5 +1,7 @@
-"""Issue 17: de-identification, name learning and the residual scans work on distinct values; the results are what a
-pass over every row gives (rows repeated, values shared between leaves, nulls inside lists)."""
+"""Issue 17: de-identification, name learning and the residual scans work on distinct values, as over every row.
+
+The results are what a pass over every row gives (rows repeated, values shared between leaves, nulls inside lists).
+"""
 
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from eval_pipeline.contracts.frames import TRACES_SCHEMA
 from eval_pipeline.deid import DEMO_KEY, Deidentifier, NameCollector, collect_names, deidentify, scan_frame
 from eval_pipeline.deid.columns import distinct_values, leaf_values
 from eval_pipeline.deid.detectors import ESCAPED_TOKEN_PATTERN, TOKEN_PATTERN
+from eval_pipeline.deid.name_learning import MAY_START_NAME, NOT_IN_NAMES
 from eval_pipeline.deid.names import person_name
-from eval_pipeline.deid.residual import _BARE_IDS, _judged_elsewhere, independent_scan, judge, normalized
-from eval_pipeline.deid.tables import _MAY_START_NAME, _NOT_IN_NAMES
+from eval_pipeline.deid.residual import BARE_IDS, independent_scan, judge, judged_elsewhere, normalized
 
 
 def _repeated(frame: pl.DataFrame, times: int) -> pl.DataFrame:
@@ -83,10 +85,10 @@ def test_independent_scan_of_repeated_rows_repeats_its_findings(pii):
 
 
 @settings(deadline=None)
-@given(st.text(alphabet="0123456789", min_size=6, max_size=24), st.sampled_from(sorted(_BARE_IDS) + ["US"]))
+@given(st.text(alphabet="0123456789", min_size=6, max_size=24), st.sampled_from(sorted(BARE_IDS) + ["US"]))
 def test_digit_runs_skipped_before_judging_hold_nothing(digits, region):
     regions = frozenset({region})
-    skipped = pl.DataFrame({"match": [digits]}).select(_judged_elsewhere(regions))["match"][0]
+    skipped = pl.DataFrame({"match": [digits]}).select(judged_elsewhere(regions))["match"][0]
     if skipped:
         assert judge(digits, regions) == ()
 
@@ -187,7 +189,7 @@ def test_a_lone_surrogate_escape_is_counted_like_any_other_value():
 )
 def test_values_skipped_before_person_name_are_no_names(value):
     values = pl.Series([value])
-    if not (values.str.contains(_MAY_START_NAME) & ~values.str.contains(_NOT_IN_NAMES))[0]:
+    if not (values.str.contains(MAY_START_NAME) & ~values.str.contains(NOT_IN_NAMES))[0]:
         assert person_name(value) is None
 
 

@@ -1,6 +1,8 @@
-"""Issue 34: personal data planted in the inputs that no privacy check covered (corpus text and family, qrels
-annotator, case fields, run.yaml, ids, reject rows) reaches no warehouse table, report, case page or event log;
-pseudonymised ids still join."""
+"""Issue 34: personal data in the inputs no privacy check covered reaches no table or report; pseudonymised ids join.
+
+The inputs are corpus text and family, qrels annotator, case fields, run.yaml, ids and reject rows; none of their
+personal data reaches a warehouse table, report, case page or event log, and pseudonymised ids still join.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Issue 14: national ids (python-stdnum), phones (libphonenumber), split values, spaced e-mails, learned name keys,
-and the independent residual scan."""
+"""Issue 14: hardened detectors (national ids, phones, split values, spaced e-mails, learned name keys), residual scan.
+
+National ids are validated with python-stdnum and phones with libphonenumber; the independent residual scan is tested
+too.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +11,11 @@ import json
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import cases_frame_from_records, traces_frame_from_records
-from eval_pipeline.defs.deid.checks import batch_checks as _batch_checks
+from eval_pipeline.defs.deid.checks import batch_checks
 from eval_pipeline.deid import DEMO_KEY, NameCollector, collect_names, deidentify, independent_scan, leak_summary
 from eval_pipeline.deid.identifiers import locale_regions
 from eval_pipeline.deid.scan import scan_frame, scan_text
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 # Valid under python-stdnum: each has correct check digits.
 DNI = "48291735S"
@@ -226,7 +229,7 @@ def test_a_leak_fails_the_blocking_check_naming_table_column_and_type_never_the_
     findings = scan_frame(leaked, "deid_traces")
     summary = leak_summary(findings)
     assert summary == {"deid_traces.steps.result_json: NATIONAL_ID": 1, "deid_traces.steps.result_json: PHONE": 1}
-    check = next(c for c in _batch_checks(findings.height, summary, 0, 1, []) if c.check_name == "no_personal_data")
+    check = next(c for c in batch_checks(findings.height, summary, 0, 1, []) if c.check_name == "no_personal_data")
     assert check.passed is False
     shown = check.description + json.dumps({k: str(v) for k, v in check.metadata.items()})
     assert "deid_traces.steps.result_json: NATIONAL_ID x1" in shown and "PHONE x1" in shown

@@ -1,5 +1,7 @@
-"""Issue 34: ids, side inputs, manifests and reject rows de-identified with the keyed pseudonyms of the traces, so
-joins hold; ingestion alone (no scorer) writes no raw value to any table outside the restricted area."""
+"""Issue 34: ids, side inputs, manifests and reject rows de-identified with the traces' keyed pseudonyms, so joins hold.
+
+Ingestion alone (no scorer) writes no raw value to any table outside the restricted area.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import polars as pl
 import pytest
 import yaml
 
-from eval_pipeline.contracts.frames import corpus_frame_from_records, traces_frame_from_records
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.resources import EvalConfig, JudgeConfig
 from eval_pipeline.deid import DEMO_KEY, Deidentifier
@@ -26,6 +27,7 @@ from eval_pipeline.deid.inputs import (
 )
 from eval_pipeline.io.loaders import rejects_frame
 from eval_pipeline.io.warehouse import Warehouse
+from eval_pipeline_harness.records import corpus_frame_from_records, traces_frame_from_records
 from eval_pipeline_tests.deid.conftest import trace_record
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,7 @@
-"""Issue 14's personal data planted into a copy of the bundled sample: none of it reaches any warehouse table
-outside the restricted area, any report, or Dagster's event log."""
+"""Issue 14's personal data planted into a copy of the bundled sample reaches no unrestricted table, report or log.
+
+None of it reaches any warehouse table outside the restricted area, any report, or Dagster's event log.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Issue 34: personal data in Unicode disguise (full-width, other scripts' digits, zero-width characters, IDN and
-percent-encoded e-mails, non-ASCII local parts) is found by both detectors and replaced over the span a reader sees."""
+"""Issue 34: personal data in Unicode disguise is found by both detectors and replaced over the span a reader sees.
+
+The disguises: full-width, other scripts' digits, zero-width characters, IDN and percent-encoded e-mails, non-ASCII
+local parts.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.deid import DEMO_KEY, Deidentifier, Pseudonymizer, deidentify, independent_scan, scan_frame
 from eval_pipeline.deid.columns import VALUE, leaf_values
 from eval_pipeline.deid.folding import fold, fold_text
 from eval_pipeline.deid.tables import TRACE_TEXT_PATHS
 from eval_pipeline.quality.contracts import check_no_personal_data
+from eval_pipeline_harness.records import traces_frame_from_records
 
 FULL_WIDTH = str.maketrans({chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)})
 ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
@@ -80,7 +83,7 @@ def test_a_disguised_value_in_every_text_field_survives_in_no_spelling(name):
 
 
 def _cases() -> pl.DataFrame:
-    from eval_pipeline.contracts.frames import cases_frame_from_records
+    from eval_pipeline_harness.records import cases_frame_from_records
 
     return cases_frame_from_records([{"case_id": "c-1", "case_revision": 1, "lanes": ["agent"], "input": "hi"}])
 

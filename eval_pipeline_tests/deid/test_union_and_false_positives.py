@@ -1,6 +1,8 @@
-"""Issue 34: what the independent scan finds is replaced too (union, not veto), so the blocking check fails only on a
-value both detectors missed; dates are never national ids and identifiers named after `token` or `passwd` are no
-secrets, in either detector."""
+"""Issue 34: what the independent scan finds is replaced too (union, not veto); lookalikes are no personal data.
+
+The blocking check fails only on a value both detectors missed; dates are never national ids and identifiers named
+after `token` or `passwd` are no secrets, in either detector.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import cases_frame_from_records, traces_frame_from_records
 from eval_pipeline.deid import (
     DEMO_KEY,
     Deidentifier,
@@ -22,6 +23,7 @@ from eval_pipeline.deid import (
 )
 from eval_pipeline.importers import ImportRun, import_tau_bench
 from eval_pipeline.quality.contracts import check_no_personal_data
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 TAU_SAMPLE = Path(__file__).resolve().parents[1] / "reference_data" / "tau_bench" / "gpt-4o-airline.sample.json"
 DNI_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"

@@ -719,7 +719,7 @@ def reference_canonical_args(value) -> tuple[str, str | None]:
     """canonical_args as it was: the value normalised, then walked again for its whole-number floats."""
     text = frames.json_bytes(value)
     if b".0" in text or b"e+" in text or b"E+" in text:
-        return frames.json_bytes(frames._normalize(value)).decode(), frames.integral_float_paths(value)
+        return frames.json_bytes(frames.normalize(value)).decode(), frames.integral_float_paths(value)
     return text.decode(), None
 
 

@@ -9,7 +9,6 @@ import os
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.judge import JudgeConfigError, make_judge
 from eval_pipeline.judge.cache import VerdictCache
 from eval_pipeline.judge.openai_backend import estimate_calls, retry_after_seconds
@@ -17,6 +16,7 @@ from eval_pipeline.scoring.claims import extract_claims, judge_claims
 from eval_pipeline.scoring.grounding import score_grounding
 from eval_pipeline.settings import ScoringSettings
 from eval_pipeline_harness.loopback_server import Fault, canned_responder
+from eval_pipeline_harness.records import traces_frame_from_records
 
 REFUND_SENTENCE = "Annual SMB plans have a 14 day refund window."
 SUPPORTED_CLAIM = "Annual SMB plans can be refunded within 14 days."

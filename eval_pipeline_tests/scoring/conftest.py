@@ -13,6 +13,7 @@ from eval_pipeline.contracts import frames
 from eval_pipeline.contracts.cases import ToolRegistry
 from eval_pipeline.scoring.outcome import score_outcomes
 from eval_pipeline.scoring.tools import score_tools
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 ORDER_ARGS = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
 REGISTRY = {
@@ -118,9 +119,7 @@ def score(tools_frame: pl.DataFrame) -> Callable[..., tuple[pl.DataFrame, pl.Dat
     """score(traces, cases) -> (tool_scores, tool_call_diffs) from record dicts."""
 
     def run(traces: list[dict[str, Any]], cases: list[dict[str, Any]]) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return score_tools(
-            frames.traces_frame_from_records(traces), frames.cases_frame_from_records(cases), tools_frame
-        )
+        return score_tools(traces_frame_from_records(traces), cases_frame_from_records(cases), tools_frame)
 
     return run
 
@@ -130,8 +129,8 @@ def outcomes(tools_frame: pl.DataFrame) -> Callable[..., pl.DataFrame]:
     """outcomes(traces, cases) -> outcome_scores from record dicts (tool_scores computed on the way)."""
 
     def run(traces: list[dict[str, Any]], cases: list[dict[str, Any]]) -> pl.DataFrame:
-        trace_frame = frames.traces_frame_from_records(traces)
-        case_frame = frames.cases_frame_from_records(cases)
+        trace_frame = traces_frame_from_records(traces)
+        case_frame = cases_frame_from_records(cases)
         tool_scores, _ = score_tools(trace_frame, case_frame, tools_frame)
         return score_outcomes(trace_frame, case_frame, tool_scores)
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import (
-    cases_frame_from_records,
-    traces_frame_from_records,
-)
 from eval_pipeline.scoring.answer import (
     ANSWER_SCHEMA,
     hazard_unsupported_correct,
     score_answers,
 )
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 
 def _scores(cases, records, settings: ScoringSettings | None = None):

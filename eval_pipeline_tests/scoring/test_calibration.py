@@ -8,10 +8,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import (
-    grounding_labels_frame_from_records,
-    traces_frame_from_records,
-)
 from eval_pipeline.judge import make_judge
 from eval_pipeline.judge.base import Judge
 from eval_pipeline.scoring.agreement import balanced_accuracy, bootstrap_kappa_ci, cohen_kappa, confusion_matrix
@@ -25,6 +21,7 @@ from eval_pipeline.scoring.calibration import (
 )
 from eval_pipeline.scoring.claims import CLAIMS_SCHEMA, judge_claims
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import grounding_labels_frame_from_records, traces_frame_from_records
 
 HUMAN = ["S", "S", "S", "S", "S", "N", "N", "N", "C", "C"]
 JUDGE = ["S", "S", "S", "S", "N", "N", "N", "S", "C", "N"]

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from eval_pipeline.cli import main
-from eval_pipeline.contracts.frames import grounding_labels_frame_from_records
 from eval_pipeline.scoring.calibration import calibrate
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import grounding_labels_frame_from_records
 
 VERSION = "local-2.0+test"
 # trace: the verdicts of its claims; [] is an answer that states no claim (a question, a refusal).

@@ -16,6 +16,7 @@ from eval_pipeline.scoring.values import (
     strict_type_error,
     values_equal,
 )
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 WEATHER_ARGS = {
     "type": "object",
@@ -74,8 +75,8 @@ def score(calls, cases_calls, tools=None, trace_extra=None, **case_fields):
     steps = [{"index": i, **c} for i, c in enumerate(calls, start=1)]
     trace = {"trace_id": "t1", "case_id": "c1", "attempt": 1, "steps": steps, **(trace_extra or {})}
     ts, diffs = score_tools(
-        frames.traces_frame_from_records([trace]),
-        frames.cases_frame_from_records([case(cases_calls, **case_fields)]),
+        traces_frame_from_records([trace]),
+        cases_frame_from_records([case(cases_calls, **case_fields)]),
         tools if tools is not None else registry(),
     )
     return ts.to_dicts()[0], diffs
@@ -346,8 +347,8 @@ def test_accepted_values_under_strict_order_keep_the_path_order():
 
 def test_accepted_values_must_not_be_empty_unless_optional():
     with pytest.raises(ValueError, match="accepted values of unit are empty"):
-        frames.cases_frame_from_records([case([{"name": "f", "accepted": {"unit": []}}])])
-    frames.cases_frame_from_records([case([{"name": "f", "accepted": {"unit": []}, "optional": ["unit"]}])])
+        cases_frame_from_records([case([{"name": "f", "accepted": {"unit": []}}])])
+    cases_frame_from_records([case([{"name": "f", "accepted": {"unit": []}, "optional": ["unit"]}])])
 
 
 def test_unknown_value_rules_profile_is_rejected():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.judge import make_judge
 from eval_pipeline.scoring.citations import CITATION_SCORES_SCHEMA, claims_and_citations, score_citations
 from eval_pipeline.scoring.claims import extract_claims, judge_claims
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import traces_frame_from_records
 
 WINDOW = "Annual SMB plans can be refunded within 14 days"
 PROCESSING = "Processing takes 5 business days"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.scoring.claims import CLAIMS_SCHEMA, extract_claims
+from eval_pipeline_harness.records import traces_frame_from_records
 
 
 def _claims(text: str) -> list[tuple[str, list[str]]]:

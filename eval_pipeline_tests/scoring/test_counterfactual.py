@@ -6,11 +6,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import cases_frame_from_records, traces_frame_from_records
 from eval_pipeline.contracts.policy import GatePolicy, GateSpec
 from eval_pipeline.scoring.counterfactual import counterfactual_pairs, evidence_use_counts
 from eval_pipeline.scoring.gate_facts import RunFacts
 from eval_pipeline.scoring.gates import evaluate_gate
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 REFUND = [
     {"name": "get_order", "args": {"order_id": "1"}},

@@ -9,11 +9,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import (
-    cases_frame_from_records,
-    corpus_frame_from_records,
-    traces_frame_from_records,
-)
 from eval_pipeline.io import inputs
 from eval_pipeline.io.storage import open_location
 from eval_pipeline.judge import make_judge
@@ -27,6 +22,7 @@ from eval_pipeline.scoring.context import score_context
 from eval_pipeline.scoring.grounding import score_grounding
 from eval_pipeline.scoring.retrieval import score_retrieval
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import cases_frame_from_records, corpus_frame_from_records, traces_frame_from_records
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WINDOW = "Annual SMB plans have a 14 day refund window."

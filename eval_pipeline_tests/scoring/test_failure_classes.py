@@ -6,15 +6,15 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import (
+from eval_pipeline.scoring.qrels import freeze_qrels, seed_qrels
+from eval_pipeline.scoring.retrieval import LITERAL_PATTERN, score_retrieval
+from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import (
     cases_frame_from_records,
     corpus_frame_from_records,
     judgments_frame_from_records,
     traces_frame_from_records,
 )
-from eval_pipeline.scoring.qrels import freeze_qrels, seed_qrels
-from eval_pipeline.scoring.retrieval import LITERAL_PATTERN, score_retrieval
-from eval_pipeline.settings import ScoringSettings
 
 CORPUS = [
     {"doc_id": "policy/refunds-2025", "family": "policy/refunds", "version": "2025", "current": True},

@@ -7,16 +7,13 @@ import json
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import (
-    cases_frame_from_records,
-    traces_frame_from_records,
-)
 from eval_pipeline.judge import make_judge
 from eval_pipeline.judge.base import Judge, evidence_sets
 from eval_pipeline.judge.profile import default_profile
 from eval_pipeline.scoring.claims import CLAIMS_SCHEMA, extract_claims, judge_claims
 from eval_pipeline.scoring.grounding import score_grounding
 from eval_pipeline.settings import ScoringSettings
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 REFUND_SENTENCE = "Annual SMB plans have a 14 day refund window."
 LOCAL_VERSION = make_judge("local").version

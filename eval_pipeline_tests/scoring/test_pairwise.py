@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.judge import make_judge
 from eval_pipeline.scoring.pairwise import pairwise_compare
 from eval_pipeline_harness.loopback_server import user_payload
+from eval_pipeline_harness.records import traces_frame_from_records
 
 RIGHT = "Annual SMB plans can be refunded within 14 days."
 WRONG = "Annual SMB plans can be refunded within 30 days."

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from eval_pipeline.contracts.frames import (
+from eval_pipeline.scoring.qrels import freeze_qrels, judging_queue, pool, qrels_version, seed_qrels
+from eval_pipeline.scoring.retrieval import score_retrieval
+from eval_pipeline_harness.records import (
     cases_frame_from_records,
     corpus_frame_from_records,
     judgments_frame_from_records,
     traces_frame_from_records,
 )
-from eval_pipeline.scoring.qrels import freeze_qrels, judging_queue, pool, qrels_version, seed_qrels
-from eval_pipeline.scoring.retrieval import score_retrieval
 
 
 def _cases() -> pl.DataFrame:

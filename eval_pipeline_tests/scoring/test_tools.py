@@ -10,6 +10,7 @@ import pytest
 from eval_pipeline.contracts import frames
 from eval_pipeline.scoring.tools import score_tools
 from eval_pipeline.scoring.tools.arguments import fast_check
+from eval_pipeline_harness.records import cases_frame_from_records, traces_frame_from_records
 
 GET_KEY = 'get_order({"order_id":"88131"})'
 REFUND_KEY = 'issue_refund({"amount":49,"order_id":"88131"})'
@@ -402,7 +403,7 @@ def test_tool_call_diffs_show_expected_and_actual_calls(build, score):
 
 
 def test_empty_registry_checks_reference_values_only(build):
-    traces = frames.traces_frame_from_records(
+    traces = traces_frame_from_records(
         [
             build.trace(
                 [build.call("get_order", {"order_id": 1}), build.call("anything", {"x": 1}), build.call(**build.REFUND)]
@@ -410,7 +411,7 @@ def test_empty_registry_checks_reference_values_only(build):
         ]
     )
     ts, _ = score_tools(
-        traces, frames.cases_frame_from_records([build.case(tool_match="unordered")]), frames.empty(frames.TOOLS_SCHEMA)
+        traces, cases_frame_from_records([build.case(tool_match="unordered")]), frames.empty(frames.TOOLS_SCHEMA)
     )
     # no schemas: get_order({order_id: 1}) fails only its reference value, `anything` needs nothing, the refund matches
     assert build.row(ts)["args_valid_rate"] == pytest.approx(2 / 3)

@@ -7,7 +7,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.contracts.frames import traces_frame_from_records
 from eval_pipeline.trec.formats import (
     read_trec_qrels,
     read_trec_run,
@@ -17,6 +16,7 @@ from eval_pipeline.trec.formats import (
     write_trec_runs,
 )
 from eval_pipeline.trec.trec_eval import evaluate
+from eval_pipeline_harness.records import traces_frame_from_records
 
 
 def test_qrels_round_trip(tmp_path: Path):

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from eval_pipeline.contracts.frames import TRACES_SCHEMA, cases_frame_from_records, empty
+from eval_pipeline.contracts.frames import TRACES_SCHEMA, empty
 from eval_pipeline.deid.candidates import classify
 from eval_pipeline.deid.detectors import (
     API_KEY,
@@ -30,7 +30,8 @@ from eval_pipeline.deid.detectors import (
     combined_pattern,
 )
 from eval_pipeline.deid.identifiers import IBAN_LENGTHS, luhn_valid
-from eval_pipeline.deid.tables import collect_names
+from eval_pipeline.deid.name_learning import collect_names
+from eval_pipeline_harness.records import cases_frame_from_records
 
 # Entity types both tools cover, and Presidio's names for them.
 SHARED_TYPES = (EMAIL, PHONE, CARD, IBAN, NATIONAL_ID, IP)

@@ -219,19 +219,18 @@ def labelled_claims(
     labelled = labels.select("trace_id").unique()
     claim_parts, score_parts = [claims], [grounding_scores]
     missing = labelled.join(claims.select("trace_id"), on="trace_id", how="anti")
-    warehouse = other_runs
-    if missing.height and warehouse.exists("claims"):
-        for other in warehouse.runs("claims"):
+    if missing.height and other_runs.exists("claims"):
+        for other in other_runs.runs("claims"):
             if other == run_id:
                 continue
-            other_claims = warehouse.read("claims", other)
+            other_claims = other_runs.read("claims", other)
             other_claims = other_claims.join(missing, on="trace_id", how="semi").filter(
                 pl.col("judge_version").is_in(versions)
             )
             if other_claims.height:
                 claim_parts.append(other_claims.select(claims.columns))
             # a labelled answer that states no claim has grounding scores and no claim rows: it is still an answer label
-            other_scores = warehouse.read("grounding_scores", other)
+            other_scores = other_runs.read("grounding_scores", other)
             if other_scores is not None:
                 other_scores = other_scores.join(missing, on="trace_id", how="semi")
                 if "judge_version" in other_scores.columns:

@@ -23,15 +23,14 @@ CONTEXT_CODE_VERSION = "context-2"
 
 def sibling_traces(other_runs: OtherRuns, manifest: dict, run_id: str) -> pl.DataFrame | None:
     """Retrieval hits of the other scored runs sharing this run's dataset version (the pool spans them)."""
-    warehouse = other_runs
-    runs = warehouse.read("run_manifest", columns=["run_id", "dataset_version"])
+    runs = other_runs.read("run_manifest", columns=["run_id", "dataset_version"])
     if runs is None:
         return None
     siblings = runs.filter((pl.col("dataset_version") == manifest["dataset_version"]) & (pl.col("run_id") != run_id))[
         "run_id"
     ]
     frames = [
-        warehouse.read("deid_traces", run, columns=["run_id", "trace_id", "case_id", "retrieval"]) for run in siblings
+        other_runs.read("deid_traces", run, columns=["run_id", "trace_id", "case_id", "retrieval"]) for run in siblings
     ]
     frames = [f for f in frames if f is not None and f.height]
     return pl.concat(frames, how="vertical_relaxed") if frames else None
