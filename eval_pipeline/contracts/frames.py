@@ -133,13 +133,6 @@ def integral_float_paths(value: Any) -> str | None:
     return json.dumps(found, ensure_ascii=False) if found else None
 
 
-def canonical_json_text(text: str | None) -> str | None:
-    """The canonical form of a JSON text (None stays None)."""
-    if text is None:
-        return None
-    return canonical_json(orjson.loads(text))
-
-
 def call_key(name: str, args_json: str | None) -> str:
     """Canonical call key `name(args)` of docs/metrics.md#tool-calls."""
     return f"{name}({args_json if args_json is not None else '{}'})"

@@ -6,7 +6,7 @@ A leaf path names the top-level column and then struct fields; lists along the w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import polars as pl
 
@@ -133,13 +133,6 @@ class StringLeaves:
                 self._rows[i] = leaf_values(self.frame, path)
             joined = self._rows[i].join(matched, on=VALUE, how="inner", maintain_order="left")
             yield path, joined.select(ROW, "match").explode("match").drop_nulls("match")
-
-
-def rewrite_leaves(
-    schema: pl.Schema | dict[str, pl.DataType], paths: Iterable[LeafPath], fn: Callable[[pl.Expr], pl.Expr]
-) -> list[pl.Expr]:
-    """Expressions that apply `fn` to the given leaves and rebuild each touched top-level column with its dtype."""
-    return rewrite_each_leaf(schema, {path: fn for path in paths})
 
 
 def rewrite_each_leaf(
