@@ -1,6 +1,7 @@
 """The reports of the bundled sample, materialized into a temporary warehouse: write_index reads the real tables, and
 in a browser at 1,400 px no page grows wider than the window and no chart text leaves its SVG."""
 
+import concurrent.futures
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -84,6 +85,14 @@ def test_write_index_against_the_sample_warehouse(sample):
     assert titles == expected
 
 
+def in_a_thread_of_its_own(work):
+    """`work()` run in a thread of its own: the UI tests' session browser keeps Playwright's event loop running in the
+    main thread of a test process, and Playwright's sync API refuses to start inside a running loop (under pytest-xdist
+    both kinds of test can share one process)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(work).result()
+
+
 def _layout(paths: list[Path], width: int) -> dict[Path, dict]:
     """Per page: document and viewport widths, and the SVG texts whose rendered box leaves their viewBox."""
     pytest.importorskip("playwright.sync_api", reason="the Python package playwright is not installed")
@@ -103,19 +112,23 @@ def _layout(paths: list[Path], width: int) -> dict[Path, dict]:
             outside.push(t.textContent); } }
       return {document: document.documentElement.scrollWidth, \
 viewport: document.documentElement.clientWidth, outside}; }"""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000
-        )
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            result = {}
-            for path in paths:
-                page.goto(path.as_uri())
-                result[path] = page.evaluate(measure)
-            return result
-        finally:
-            browser.close()
+
+    def measure_pages() -> dict[Path, dict]:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000
+            )
+            try:
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                result = {}
+                for path in paths:
+                    page.goto(path.as_uri())
+                    result[path] = page.evaluate(measure)
+                return result
+            finally:
+                browser.close()
+
+    return in_a_thread_of_its_own(measure_pages)
 
 
 @pytest.mark.integration
@@ -181,16 +194,20 @@ def _hidden_columns(page_path: Path, width: int) -> dict[str, list[str]]:
         out[heads.slice(0, 4).map(h => h.textContent).join(',')] =
           heads.filter(h => h.getBoundingClientRect().right > right + 1).map(h => h.textContent); }
       return out; }"""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000
-        )
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            page.goto(page_path.as_uri())
-            return page.evaluate(measure)
-        finally:
-            browser.close()
+
+    def measure_page() -> dict[str, list[str]]:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000
+            )
+            try:
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                page.goto(page_path.as_uri())
+                return page.evaluate(measure)
+            finally:
+                browser.close()
+
+    return in_a_thread_of_its_own(measure_page)
 
 
 @pytest.mark.integration
