@@ -9,8 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from eval_pipeline.contracts.identifiers import identifier_arg
-from eval_pipeline.gating.baseline import LATEST_PASSING, latest_passing_baseline
+from eval_pipeline.contracts.identifiers import LATEST_PASSING, identifier_arg
 from eval_pipeline.io.storage import InputError, is_url, open_location, storage_options_from_env
 
 
@@ -51,6 +50,8 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     notes = sys.stderr if args.json else sys.stdout
     baseline = args.baseline or baseline_of(candidate.manifest, policy)
     if baseline == LATEST_PASSING:
+        from eval_pipeline.gating.baseline import latest_passing_baseline
+
         baseline = latest_passing_baseline(warehouse, args.candidate, policy.baseline_run_id)
         why = " (the policy's baseline, accepted)" if baseline and baseline == policy.baseline_run_id else ""
         print(f"baseline: latest passing run = {baseline or 'no run has passed its gates'}{why}", file=notes)

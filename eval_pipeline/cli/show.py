@@ -8,8 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from eval_pipeline.contracts.identifiers import identifier_arg
-from eval_pipeline.gating.baseline import LATEST_PASSING, latest_passing_baseline
+from eval_pipeline.contracts.identifiers import LATEST_PASSING, identifier_arg
 
 EXIT_OK, EXIT_INPUT = 0, 2
 
@@ -104,6 +103,8 @@ def _baseline(
     """The baseline asked for, else the run's default one (`latest-passing` resolved as `gate` resolves it, the
     policy's baseline `accepted`); None when it is this run."""
     if requested == LATEST_PASSING or (requested is None and default == LATEST_PASSING):
+        from eval_pipeline.gating.baseline import latest_passing_baseline
+
         requested = latest_passing_baseline(warehouse, run_id, None if requested is None else accepted)
     baseline = requested or default
     return None if not baseline or baseline == run_id or baseline == LATEST_PASSING else baseline

@@ -108,3 +108,8 @@ def bounded_file_name(name: str, max_bytes: int = ID_FILE_NAME_MAX_BYTES) -> str
                 break
             kept = kept[: escape.start()]
     return kept + marker + suffix
+
+
+# What `--baseline` takes for "the newest earlier run of the candidate's dataset whose gates all passed" (chosen by
+# eval_pipeline.gating.baseline); here, at the bottom layer, so the command line names it without importing gating.
+LATEST_PASSING = "latest-passing"

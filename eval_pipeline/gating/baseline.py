@@ -7,8 +7,6 @@ import polars as pl
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.scoring.gate_table import EXIT_PASS, exit_code
 
-LATEST_PASSING = "latest-passing"
-
 
 def choose_latest_passing(
     manifests: pl.DataFrame, gate_results: pl.DataFrame | None, candidate: str, policy_baseline: str | None
