@@ -22,13 +22,12 @@ from eval_pipeline.contracts.identifiers import HIDDEN_CHARACTER_REGEX
 from eval_pipeline.io.columnar import (
     ESCAPED_KEY,
     NOT_COLUMNAR_BYTES,
-    columnar_candidates,
     every_element,
-    lines_as_text,
     null_for_default,
     read_json_lines,
+    start_columnar_read,
 )
-from eval_pipeline.io.forked import Forked, results_of, run_parts
+from eval_pipeline.io.forked import Forked, results_of
 from eval_pipeline.io.loaders import DEFAULT_MAX_LINE_BYTES, collector_paused
 
 # A case line as the columnar read parses it: every field of the contract with a JSON type of its own; the free-form
@@ -112,16 +111,15 @@ _CASE_FREE_FORM_SCHEMA: dict[str, pl.DataType] = {
 def columnar_cases(raw: pl.Series, dataset_version: str, source: str) -> tuple[np.ndarray, pl.DataFrame]:
     """The case lines a columnar read can vouch for, as (their positions, their rows of the cases frame): those that
     Case.model_validate_json would accept with the same values; the others are left to the per-line path."""
-    text = lines_as_text(raw)
-    candidates = columnar_candidates(raw, text, DEFAULT_MAX_LINE_BYTES, _CASE_NOT_COLUMNAR)
-    lines = raw if candidates.size == raw.len() else raw.gather(candidates)
     # the free-form columns of every line that may have any, written on other cores while pyarrow reads the lines
-    written = (
-        candidates[text.gather(candidates).str.contains(_CASE_MAY_HAVE_FREE_FORM).to_numpy()]
-        if candidates.size
-        else candidates
+    text, candidates, lines, written, parts = start_columnar_read(
+        raw,
+        DEFAULT_MAX_LINE_BYTES,
+        _CASE_NOT_COLUMNAR,
+        _CASE_MAY_HAVE_FREE_FORM,
+        _case_free_form_part,
+        _PARALLEL_FREE_FORM,
     )
-    parts = run_parts(_case_free_form_part, (raw.gather(written).to_list(),), written.size, _PARALLEL_FREE_FORM)
     with parts if isinstance(parts, Forked) else nullcontext():
         table, rows = read_json_lines(lines, _CASE_PARSE) if candidates.size else (None, candidates)
         del lines

@@ -7,6 +7,8 @@ may vouch for, and predicates on list columns express the contracts' rules on wh
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -14,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from eval_pipeline.io.forked import Forked, run_parts
 from eval_pipeline.io.json_limits import MAX_JSON_DEPTH, UTF8_BOM
 
 # pyarrow's JSON reader parses blocks of about this size in parallel
@@ -82,6 +85,29 @@ def lines_as_text(raw: pl.Series) -> pl.Series:
         return pl.Series(
             [line if ok else b"" for line, ok in zip(raw.to_list(), valid, strict=True)], dtype=pl.Binary
         ).cast(pl.String)
+
+
+def start_columnar_read(
+    raw: pl.Series,
+    max_line_bytes: int,
+    refused: str,
+    may_have_free_form: str,
+    free_form_part: Callable[[tuple, int, int], Any],
+    parallel_from: int,
+) -> tuple[pl.Series, np.ndarray, pl.Series, np.ndarray, Forked | list]:
+    """(text, candidates, their lines, written, parts) of a columnar read: the lines pyarrow may read, and the free-form
+    values of those that may have any (`written`, their positions) being written by `free_form_part` on other cores
+    (`parts`, a Forked to enter while pyarrow reads the lines, or the parts already done)."""
+    text = lines_as_text(raw)
+    candidates = columnar_candidates(raw, text, max_line_bytes, refused)
+    lines = raw if candidates.size == raw.len() else raw.gather(candidates)
+    written = (
+        candidates[text.gather(candidates).str.contains(may_have_free_form).to_numpy()]
+        if candidates.size
+        else candidates
+    )
+    parts = run_parts(free_form_part, (raw.gather(written).to_list(),), written.size, parallel_from)
+    return text, candidates, lines, written, parts
 
 
 def _is_utf8(raw: bytes | None) -> bool:

@@ -21,14 +21,13 @@ from eval_pipeline.contracts.identifiers import HIDDEN_CHARACTER_REGEX
 from eval_pipeline.io.columnar import (
     ESCAPED_KEY,
     NOT_COLUMNAR_BYTES,
-    columnar_candidates,
     every_element,
-    lines_as_text,
     null_for_default,
     read_json_lines,
     some_element,
+    start_columnar_read,
 )
-from eval_pipeline.io.forked import Forked, results_of, run_parts
+from eval_pipeline.io.forked import Forked, results_of
 from eval_pipeline.io.loaders import collector_paused
 from eval_pipeline.io.trace_schema import (
     EMPTY_LINES,
@@ -59,17 +58,11 @@ def columnar_lines(raw: pl.Series, max_line_bytes: int) -> LinesRead:
     A line is left out when it may break a JSON limit, when pyarrow refuses it, when a contract rule fails on its
     columns, or when its free-form values are not what the contract reads; the per-line path then decides.
     """
-    text = lines_as_text(raw)
-    candidates = columnar_candidates(raw, text, max_line_bytes, _NOT_COLUMNAR)
-    lines = raw if candidates.size == raw.len() else raw.gather(candidates)
     # the free-form texts of every line that may have steps or a final state, written on other cores while pyarrow
     # reads the lines
-    written = (
-        candidates[text.gather(candidates).str.contains(_MAY_HAVE_FREE_FORM).to_numpy()]
-        if candidates.size
-        else candidates
+    text, candidates, lines, written, parts = start_columnar_read(
+        raw, max_line_bytes, _NOT_COLUMNAR, _MAY_HAVE_FREE_FORM, _free_form_part, _PARALLEL_FREE_FORM
     )
-    parts = run_parts(_free_form_part, (raw.gather(written).to_list(),), written.size, _PARALLEL_FREE_FORM)
     with parts if isinstance(parts, Forked) else nullcontext():
         table, rows = read_json_lines(lines, _COLUMNAR_PARSE) if candidates.size else (None, candidates)
         del lines
