@@ -24,4 +24,5 @@ def test_bench_reports_wall_time_steps_rescore_share_and_zero_judge_calls_on_an_
     assert 0 < row["rescore_seconds"] < row["full_seconds"] and row["rescore_share"] < 1
     assert {"parsed_traces", "judged_claims", "deidentified", "rag_attribution"} <= set(row["steps"])
     assert row["peak_rss_mib"] > 0
+    assert row["floor_seconds"] > 0 and row["over_floor"] == round(row["full_seconds"] / row["floor_seconds"], 1)
     assert "400 traces" in result.stderr and "judge calls" in result.stderr
