@@ -3,7 +3,7 @@
 import dagster as dg
 
 from eval_pipeline.defs import automation
-from eval_pipeline.defs.domains import ASSET_DOMAINS
+from eval_pipeline.defs.domains import ASSET_DOMAINS, all_assets
 from eval_pipeline.defs.jobs import EVALUATE_RUN_JOB, evaluate_run
 from eval_pipeline.defs.progress import progress_logger
 from eval_pipeline.defs.resources import (
@@ -24,8 +24,12 @@ def config_from_env() -> EvalConfig:
 
 
 def all_assets_definitions() -> dg.Definitions:
-    """Every domain's definitions without resources (for resolving asset selections)."""
-    return dg.Definitions.merge(*(domain.defs for domain in DOMAINS))
+    """Every domain's definitions without resources (for resolving asset selections): the assets as fused steps,
+    the sensors and schedules as the domains define them."""
+    return dg.Definitions.merge(
+        dg.Definitions(assets=list(all_assets())),
+        *(dg.Definitions(sensors=domain.defs.sensors, schedules=domain.defs.schedules) for domain in DOMAINS),
+    )
 
 
 def build_definitions(

@@ -1,12 +1,15 @@
 """The domains that own assets, in the order of the graph; the sensors resolve their selections against them."""
 
+from functools import cache
+
 import dagster as dg
 
-from eval_pipeline.defs import agent, attribution, deid, gates, generation, ingestion, retrieval
+from eval_pipeline.defs.steps import ASSET_DOMAINS, step_assets
 
-ASSET_DOMAINS = (ingestion, deid, retrieval, generation, agent, attribution, gates)
+__all__ = ["ASSET_DOMAINS", "all_assets"]
 
 
-def all_assets() -> list[dg.AssetsDefinition]:
-    """Every asset of every domain."""
-    return [asset for domain in ASSET_DOMAINS for asset in (domain.defs.assets or [])]
+@cache
+def all_assets() -> tuple[dg.AssetsDefinition, ...]:
+    """Every asset of every domain, as the steps that compute them."""
+    return tuple(step_assets())

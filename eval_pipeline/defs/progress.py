@@ -6,6 +6,8 @@ import time
 
 import dagster as dg
 
+from eval_pipeline.defs.fused import member_of_message
+
 _DONE = {"STEP_SUCCESS": "done", "STEP_FAILURE": "FAILED", "STEP_SKIPPED": "skipped"}
 # The release check is a result, not an error: its failure reads "release blocked"
 # (docs/gates.md#exit-codes-and-checks).
@@ -43,6 +45,11 @@ class _StepProgress(logging.Handler):
         event = meta.get("dagster_event")
         if event is None:
             message = record.getMessage()
+            member = member_of_message(meta.get("orig_message") or message)
+            if member is not None:  # one table group of a fused step is done: progress inside a long step
+                self.stream.write(f"         {member[0]:<40} done     {member[1]:6.1f}s\n")
+                self.stream.flush()
+                return
             if record.levelno >= logging.WARNING and "Not executing" not in message:
                 self.stream.write(f"  ! {message.splitlines()[0][:300]}\n")
             return

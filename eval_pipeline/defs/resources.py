@@ -327,17 +327,23 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | TableBatches:
         upstream = context.upstream_output
-        table, within = table_of(context.asset_key)
         restricted = bool((upstream.definition_metadata or {}).get(RESTRICTED_METADATA_KEY)) if upstream else False
-        warehouse = self._warehouse()
-        batch_rows = (context.definition_metadata or {}).get(BATCHES_METADATA_KEY)
-        if batch_rows:
-            return TableBatches(warehouse, table, context.asset_partition_key, restricted, batch_rows=int(batch_rows))
-        skip = set((context.definition_metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
-        columns = [c for c in warehouse.columns(table, restricted) if c not in skip] if skip else None
-        frame = warehouse.read(
-            table, context.asset_partition_key, restricted=restricted, within=within or None, columns=columns
+        return self.load(
+            context.asset_key, context.asset_partition_key, restricted=restricted, metadata=context.definition_metadata
         )
+
+    def load(
+        self, asset_key: dg.AssetKey, run_id: str, *, restricted: bool, metadata: Mapping[str, Any] | None = None
+    ) -> pl.DataFrame | TableBatches:
+        """One run's rows of an asset's table, read as an input with `metadata` (batches, skipped columns) would be."""
+        table, within = table_of(asset_key)
+        warehouse = self._warehouse()
+        batch_rows = (metadata or {}).get(BATCHES_METADATA_KEY)
+        if batch_rows:
+            return TableBatches(warehouse, table, run_id, restricted, batch_rows=int(batch_rows))
+        skip = set((metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
+        columns = [c for c in warehouse.columns(table, restricted) if c not in skip] if skip else None
+        frame = warehouse.read(table, run_id, restricted=restricted, within=within or None, columns=columns)
         if frame is None:
-            raise dg.Failure(f"table {table} has not been materialized for run {context.asset_partition_key}")
+            raise dg.Failure(f"table {table} has not been materialized for run {run_id}")
         return frame

@@ -44,3 +44,15 @@ def test_without_a_console_the_logger_writes_to_stderr(capsys):
     handler = progress.progress_logger.logger_fn(SimpleNamespace(logger_config={"total_steps": 2})).handlers[0]
     handler.handle(_finished("run_manifest"))
     assert "[ 1/2] run_manifest" in capsys.readouterr().err
+
+
+def test_a_table_group_done_inside_a_fused_step_is_one_indented_line(capsys):
+    progress.use_console(None)
+    handler = progress.progress_logger.logger_fn(SimpleNamespace(logger_config={"total_steps": 6})).handlers[0]
+    record = logging.LogRecord("p", logging.INFO, __file__, 1, "ingest - computed parsed_traces in 3.25s", (), None)
+    record.dagster_meta = {"orig_message": "computed parsed_traces in 3.25s"}
+    handler.handle(record)
+    handler.handle(_finished("ingest"))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].split() == ["parsed_traces", "done", "3.2s"]
+    assert lines[1].startswith("  [ 1/6] ingest")

@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from eval_pipeline.defs.steps import STEPS
 from eval_pipeline.io.storage import storage_options_from_env
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import CELERY_CONFIG_SOURCE, celery_execution, run_pipeline
@@ -110,11 +111,11 @@ def test_the_sample_suite_runs_on_two_celery_workers_and_writes_the_in_process_t
             )
         }
         # every step of the run went through a worker, none ran in this process
-        assert set(placed) == ended and len(ended) > 25, run.tags["dagster/partition"]
+        assert set(placed) == ended == {step for step, _, _ in STEPS}, run.tags["dagster/partition"]
         assert set(placed.values()) <= hostnames
         load.update(placed.values())
     # both workers took steps: the work was divided, not just queued to one
-    assert set(load) == hostnames and min(load.values()) >= 5, load
+    assert set(load) == hostnames and min(load.values()) >= 2, load
 
     # Every table of both runs holds the rows of the in-process run of the same inputs, row for row. Not in the same
     # order: both lanes write their own rows of the shared tables (attribution, stage_results …), and a table lists

@@ -1,0 +1,242 @@
+"""Fewer, fatter steps: several asset definitions computed one after another in one Dagster step.
+
+A step costs Dagster a fixed amount of bookkeeping whatever its size (start and end events, the version information
+of every parent, a partition lookup per loaded input), and each step read its inputs from the warehouse again.
+`fused_step` keeps every table, `code_version`, blocking check and lineage edge of its members: it is one
+subsettable `multi_asset` with their specs and check specs, whose body calls each member's own compute function in
+order. Inputs are read once per step (one read serves every member, each taking its own columns); a member reads a
+table another member of the step wrote after that write, exactly as it would have loaded it as an input.
+
+What a run of separate steps guaranteed still holds: a member downstream of a member that failed, or whose blocking
+check failed, is not computed (its tables are not written); members that do not depend on it still are; and the
+step then fails with the first error, or with Dagster's blocking-check failure.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from eval_pipeline.defs.resources import (
+    BATCHES_METADATA_KEY,
+    RESTRICTED_METADATA_KEY,
+    SKIP_COLUMNS_METADATA_KEY,
+)
+
+__all__ = ["MEMBER_DONE", "current_member_key", "fused_step", "member_of_message", "restricted_keys"]
+
+WAREHOUSE_IO = "warehouse_io"
+# The log line each member ends with (the progress logger and the benchmark read it): op name, then seconds.
+MEMBER_DONE = "computed {name} in {seconds:.2f}s"
+# Columns that order a table's rows when it is read (io.warehouse.LINE_ORDER): never skipped by a shared read.
+_ORDER_COLUMNS = frozenset({"run_id", "source_file", "source_line", "line"})
+
+_member_key: ContextVar[dg.AssetKey | None] = ContextVar("eval_pipeline_member_key", default=None)
+
+
+def current_member_key() -> dg.AssetKey | None:
+    """The key of the single-table member being computed in a fused step (None elsewhere)."""
+    return _member_key.get()
+
+
+def member_of_message(message: str) -> tuple[str, float] | None:
+    """(op name, seconds) of a MEMBER_DONE log line, else None."""
+    head, _, tail = message.partition(" in ")
+    if not head.startswith("computed ") or not tail.endswith("s"):
+        return None
+    try:
+        return head.removeprefix("computed "), float(tail[:-1])
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class _Member:
+    """One asset definition inside a fused step."""
+
+    name: str
+    keys: frozenset[dg.AssetKey]
+    compute: Callable[..., Any]
+    takes_context: bool
+    inputs: Mapping[str, tuple[dg.AssetKey, Mapping[str, Any]]]  # parameter -> (upstream key, input metadata)
+    resources: tuple[str, ...]
+    upstream: frozenset[dg.AssetKey]
+    blocking_checks: frozenset[dg.AssetCheckKey]
+
+    @classmethod
+    def of(cls, assets_def: dg.AssetsDefinition) -> _Member:
+        compute = assets_def.op.compute_fn.decorated_fn  # the function the @asset decorator wrapped
+        signature = inspect.signature(compute).parameters
+        parameters = [n for n, p in signature.items() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        takes_context = bool(parameters) and parameters[0] == "context"
+        # every loaded input is passed by name, to a function taking **inputs too (deps are not loaded)
+        inputs = {
+            name: (key, dict(assets_def.op.input_def_named(name).metadata or {}))
+            for name, key in assets_def.keys_by_input_name.items()
+            if not assets_def.op.input_def_named(name).dagster_type.is_nothing
+        }
+        resources = tuple(p for p in parameters[int(takes_context) :] if p not in inputs)
+        unknown = [r for r in resources if r not in assets_def.required_resource_keys]
+        if unknown:
+            raise dg.DagsterInvariantViolationError(
+                f"{assets_def.op.name}: parameters {unknown} are no input or resource"
+            )
+        return cls(
+            name=assets_def.op.name,
+            keys=frozenset(assets_def.keys),
+            compute=compute,
+            takes_context=takes_context,
+            inputs=inputs,
+            resources=resources,
+            upstream=frozenset(assets_def.dependency_keys),
+            blocking_checks=frozenset(s.key for s in assets_def.check_specs if s.blocking),
+        )
+
+
+def _shared_skips(members: Sequence[_Member]) -> dict[dg.AssetKey, frozenset[str]]:
+    """Per table read as a frame, the columns no member reading it needs (one read then serves them all)."""
+    skips: dict[dg.AssetKey, frozenset[str]] = {}
+    for member in members:
+        for key, metadata in member.inputs.values():
+            if metadata.get(BATCHES_METADATA_KEY):
+                continue
+            skip = frozenset(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
+            if skip & _ORDER_COLUMNS:
+                raise dg.DagsterInvariantViolationError(f"{member.name} skips a column that orders {key}")
+            skips[key] = skips[key] & skip if key in skips else skip
+    return skips
+
+
+class _Reads:
+    """The step's reads: one per table, kept while a later member still needs it."""
+
+    def __init__(
+        self, context: dg.AssetExecutionContext, members: Sequence[_Member], restricted: frozenset[dg.AssetKey]
+    ):
+        self.io = getattr(context.resources, WAREHOUSE_IO)
+        self.run_id = context.partition_key
+        self.restricted = restricted
+        self.skips = _shared_skips(members)
+        self.last_use = {key: i for i, m in enumerate(members) for key, _ in m.inputs.values()}
+        self.frames: dict[dg.AssetKey, Any] = {}
+
+    def value(self, key: dg.AssetKey, metadata: Mapping[str, Any]) -> Any:
+        restricted = key in self.restricted
+        if metadata.get(BATCHES_METADATA_KEY):
+            return self.io.load(key, self.run_id, restricted=restricted, metadata=metadata)
+        if key not in self.frames:
+            shared = {SKIP_COLUMNS_METADATA_KEY: sorted(self.skips[key])} if self.skips[key] else None
+            self.frames[key] = self.io.load(key, self.run_id, restricted=restricted, metadata=shared)
+        frame = self.frames[key]
+        skip = set(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
+        return frame.select([c for c in frame.columns if c not in skip]) if skip else frame
+
+    def release(self, position: int) -> None:
+        """Drop the reads no member after `position` needs."""
+        for key in [k for k in self.frames if self.last_use[k] <= position]:
+            del self.frames[key]
+
+
+def _keyed(event: Any, key: dg.AssetKey | None) -> Any:
+    """A member's MaterializeResult with its asset key set (a single-table member may leave it to the context)."""
+    if isinstance(event, dg.MaterializeResult) and event.asset_key is None and key is not None:
+        return dg.MaterializeResult(
+            asset_key=key,
+            metadata=event.metadata,
+            check_results=event.check_results,
+            data_version=event.data_version,
+            tags=event.tags,
+            value=event.value,
+        )
+    return event
+
+
+def _failed_checks(event: Any) -> Iterator[dg.AssetCheckKey]:
+    results = event.check_results or [] if isinstance(event, dg.MaterializeResult) else [event]
+    for result in results:
+        if isinstance(result, dg.AssetCheckResult) and not result.passed:
+            if result.severity == dg.AssetCheckSeverity.ERROR and result.asset_key is not None:
+                yield dg.AssetCheckKey(dg.AssetKey.from_coercible(result.asset_key), result.check_name)
+
+
+def _events(produced: Any) -> Iterable[Any]:
+    if produced is None:
+        return ()
+    return produced if inspect.isgenerator(produced) else (produced,)
+
+
+def _run(
+    context: dg.AssetExecutionContext, members: Sequence[_Member], restricted: frozenset[dg.AssetKey]
+) -> Iterator[Any]:
+    selected = context.selected_asset_keys
+    reads = _Reads(context, members, restricted)
+    not_written: set[dg.AssetKey] = set()  # tables of members that failed, or were held back by a failure
+    error: BaseException | None = None
+    for position, member in enumerate(members):
+        if not member.keys & selected:
+            continue
+        if member.upstream & not_written:
+            context.log.warning(f"{member.name} not computed: a table it reads failed in this step")
+            not_written |= member.keys
+            continue
+        started = time.perf_counter()
+        token = _member_key.set(next(iter(member.keys)) if len(member.keys) == 1 else None)
+        try:
+            arguments = {name: getattr(context.resources, name) for name in member.resources}
+            arguments |= {name: reads.value(key, meta) for name, (key, meta) in member.inputs.items()}
+            produced = member.compute(context, **arguments) if member.takes_context else member.compute(**arguments)
+            for event in _events(produced):
+                event = _keyed(event, current_member_key())
+                if any(check in member.blocking_checks for check in _failed_checks(event)):
+                    not_written |= member.keys
+                yield event
+        except Exception as exc:  # the step fails with it once the members that do not need this one ran
+            error = error or exc
+            not_written |= member.keys
+            context.log.error(f"{member.name} failed: {exc}")
+        finally:
+            _member_key.reset(token)
+        reads.release(position)
+        if member.keys.isdisjoint(not_written):
+            context.log.info(MEMBER_DONE.format(name=member.name, seconds=time.perf_counter() - started))
+    if error is not None:
+        raise error
+
+
+def restricted_keys(assets_defs: Iterable[dg.AssetsDefinition]) -> frozenset[dg.AssetKey]:
+    """The keys whose tables are kept in the restricted area (read from there)."""
+    return frozenset(
+        key
+        for assets_def in assets_defs
+        for key in assets_def.keys
+        if (assets_def.metadata_by_key.get(key) or {}).get(RESTRICTED_METADATA_KEY)
+    )
+
+
+def fused_step(
+    name: str, members: Sequence[dg.AssetsDefinition], *, description: str, restricted: frozenset[dg.AssetKey]
+) -> dg.AssetsDefinition:
+    """One subsettable multi-asset computing `members` (in graph order) in one step, with their tables, code
+    versions, blocking checks and lineage; `restricted` names the tables it may read from the restricted area."""
+    parts = [_Member.of(assets_def) for assets_def in members]
+    specs = [spec.replace_attributes(skippable=True) for assets_def in members for spec in assets_def.specs]
+    resources = set().union(*(a.required_resource_keys for a in members)) | {WAREHOUSE_IO}
+
+    @dg.multi_asset(
+        name=name,
+        specs=[spec.with_io_manager_key(WAREHOUSE_IO) for spec in specs],
+        check_specs=[check for assets_def in members for check in assets_def.check_specs],
+        can_subset=True,
+        required_resource_keys=resources,
+        description=description,
+    )
+    def step(context):  # not annotated: the module's postponed annotations are strings Dagster cannot check
+        yield from _run(context, parts, restricted)
+
+    return step

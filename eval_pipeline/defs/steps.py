@@ -1,0 +1,74 @@
+"""The steps of a run: every domain's asset definitions, grouped into a few fatter Dagster steps (defs.fused).
+
+Tables, groups, checks and lineage are the domains' own; only where one step ends and the next begins is decided
+here. A step holds assets that always run together for one run, in graph order; the re-score sensors still select
+single tables, and a step computes only the selected ones.
+"""
+
+import dagster as dg
+
+from eval_pipeline.defs import agent, attribution, deid, gates, generation, ingestion, retrieval
+from eval_pipeline.defs.fused import fused_step, restricted_keys
+
+__all__ = ["STEPS", "step_assets"]
+
+ASSET_DOMAINS = (ingestion, deid, retrieval, generation, agent, attribution, gates)
+
+# (step, what it computes, its members by op name, in graph order)
+STEPS = (
+    (
+        "ingest",
+        "The run manifest, raw lines, cases, corpus, tools, validated traces, rejects and their de-identified copies.",
+        ("run_manifest", "raw_traces", "run_inputs", "parsed_traces", "deidentified"),
+    ),
+    (
+        "score_rag",
+        "Frozen qrels, retrieval, context, claims and their judge verdicts, citations, grounding, answers, the judge's "
+        "calibration and the review queue.",
+        (
+            "qrels_and_queue",
+            "retrieval_scores",
+            "context_scores",
+            "judged_claims",
+            "grounding_scores",
+            "answer_scores",
+            "judge_calibration",
+            "review_queue",
+        ),
+    ),
+    ("score_agent", "Tool calls and verified outcomes of the agent traces.", ("scored_tool_calls", "outcome_scores")),
+    *(
+        (
+            f"{lane}_lane",
+            f"The {lane} lane: stage results, first-failure attribution, reliability, slices and the lane report.",
+            (
+                f"{lane}__{lane}_stage_results",
+                f"{lane}_attribution",
+                f"{lane}_reliability",
+                f"{lane}_slices",
+                f"{lane}__{lane}_report",
+            ),
+        )
+        for lane in ("rag", "agent")
+    ),
+    (
+        "gates",
+        "Counterfactual pairs, gate results, the pairwise comparison, the gate report and the case pages.",
+        ("counterfactual_pairs", "gate_results", "pairwise_comparison", "gate_report", "case_pages"),
+    ),
+)
+
+
+def step_assets() -> list[dg.AssetsDefinition]:
+    """Every domain's assets as the fused steps of STEPS (each asset definition in exactly one step)."""
+    by_name = {a.op.name: a for domain in ASSET_DOMAINS for a in (domain.defs.assets or [])}
+    grouped = [name for _, _, members in STEPS for name in members]
+    if sorted(grouped) != sorted(by_name):
+        raise dg.DagsterInvariantViolationError(
+            f"steps and assets differ: {sorted(set(grouped) ^ set(by_name))} (each asset in exactly one step)"
+        )
+    restricted = restricted_keys(by_name.values())
+    return [
+        fused_step(step, [by_name[name] for name in members], description=description, restricted=restricted)
+        for step, description, members in STEPS
+    ]
