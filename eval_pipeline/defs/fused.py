@@ -157,12 +157,14 @@ def _keyed(event: Any, key: dg.AssetKey | None) -> Any:
     return event
 
 
-def _failed_checks(event: Any) -> Iterator[dg.AssetCheckKey]:
-    results = event.check_results or [] if isinstance(event, dg.MaterializeResult) else [event]
+def _failed_checks(event: Any, key: dg.AssetKey | None) -> Iterator[dg.AssetCheckKey]:
+    """The checks an event reports failed with ERROR severity (a result without a key is on the member's table)."""
+    results = (event.check_results or []) if isinstance(event, dg.MaterializeResult) else [event]
     for result in results:
         if isinstance(result, dg.AssetCheckResult) and not result.passed:
-            if result.severity == dg.AssetCheckSeverity.ERROR and result.asset_key is not None:
-                yield dg.AssetCheckKey(dg.AssetKey.from_coercible(result.asset_key), result.check_name)
+            target = dg.AssetKey.from_coercible(result.asset_key) if result.asset_key is not None else key
+            if result.severity == dg.AssetCheckSeverity.ERROR and target is not None:
+                yield dg.AssetCheckKey(target, result.check_name)
 
 
 def _events(produced: Any) -> Iterable[Any]:
@@ -193,7 +195,7 @@ def _run(
             produced = member.compute(context, **arguments) if member.takes_context else member.compute(**arguments)
             for event in _events(produced):
                 event = _keyed(event, current_member_key())
-                if any(check in member.blocking_checks for check in _failed_checks(event)):
+                if any(check in member.blocking_checks for check in _failed_checks(event, current_member_key())):
                     not_written |= member.keys
                 yield event
         except Exception as exc:  # the step fails with it once the members that do not need this one ran

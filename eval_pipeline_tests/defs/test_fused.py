@@ -1,0 +1,147 @@
+"""Fused steps (defs.fused): assets sharing one step keep the tables, reads, checks and failure semantics each had."""
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from eval_pipeline.defs.fused import MEMBER_DONE, fused_step, member_of_message
+from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY
+
+RUNS = dg.StaticPartitionsDefinition(["r1"])
+
+
+class MemoryIO(dg.ConfigurableIOManager):
+    """Tables in a dict; counts the reads a fused step makes through `load`."""
+
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
+        TABLES[context.asset_key] = obj
+
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+        return TABLES[context.asset_key]
+
+    def load(self, asset_key, run_id, *, restricted, metadata=None):
+        READS.append((asset_key.to_user_string(), run_id, sorted((metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, []))))
+        frame = TABLES[asset_key]
+        skip = set((metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
+        return frame.select([c for c in frame.columns if c not in skip])
+
+
+TABLES: dict[dg.AssetKey, pl.DataFrame] = {}
+READS: list[tuple] = []
+CALLED: list[str] = []
+
+
+def _assets(*, c_passes: bool = True, b_raises: bool = False):
+    common = {"partitions_def": RUNS, "io_manager_key": "warehouse_io"}
+
+    @dg.asset(**common)
+    def a(context: dg.AssetExecutionContext):
+        CALLED.append("a")
+        return dg.MaterializeResult(value=pl.DataFrame({"id": [1, 2], "big": ["x", "y"]}))
+
+    @dg.asset(**common, ins={"a": dg.AssetIn(metadata={SKIP_COLUMNS_METADATA_KEY: ["big"]})})
+    def b(a: pl.DataFrame):
+        CALLED.append("b")
+        if b_raises:
+            raise dg.Failure(description="b could not complete")
+        return dg.MaterializeResult(value=a.with_columns(double=pl.col("id") * 2))
+
+    @dg.asset(**common, check_specs=[dg.AssetCheckSpec("positive", asset="c", blocking=True)])
+    def c(context: dg.AssetExecutionContext, a: pl.DataFrame):
+        CALLED.append("c")
+        assert context.partition_key == "r1"
+        return dg.MaterializeResult(
+            value=a.select(pl.col("id").sum()),
+            check_results=[dg.AssetCheckResult(check_name="positive", passed=c_passes)],
+        )
+
+    @dg.asset(**common)
+    def d(c: pl.DataFrame, b: pl.DataFrame):
+        CALLED.append("d")
+        return dg.MaterializeResult(value=c.join(b, how="cross"))
+
+    return [a, b, c, d]
+
+
+INSTANCE = dg.DagsterInstance.ephemeral()
+
+
+def _run(step: dg.AssetsDefinition, selection=None) -> dg.ExecuteInProcessResult:
+    before = dict(TABLES)
+    READS.clear()
+    CALLED.clear()
+    result = dg.materialize(
+        [step],
+        instance=INSTANCE,
+        selection=selection,
+        partition_key="r1",
+        resources={"warehouse_io": MemoryIO()},
+        raise_on_error=False,
+    )
+    assert before.keys() <= TABLES.keys()
+    return result
+
+
+@pytest.fixture(autouse=True)
+def _empty():
+    TABLES.clear()
+    yield
+    TABLES.clear()
+
+
+def _step(**options) -> dg.AssetsDefinition:
+    return fused_step("abcd", _assets(**options), description="four tables", restricted=frozenset())
+
+
+def test_one_step_writes_every_table_with_its_own_spec_and_reads_a_once_for_both_readers():
+    step = _step()
+    assert {k.to_user_string() for k in step.keys} == {"a", "b", "c", "d"}
+    assert step.can_subset
+    # lineage: each table keeps its own upstream edges
+    assert step.asset_deps[dg.AssetKey("d")] == {dg.AssetKey("b"), dg.AssetKey("c")}
+    result = _run(step)
+    assert result.success
+    assert CALLED == ["a", "b", "c", "d"]
+    assert TABLES[dg.AssetKey("d")].to_dicts() == [
+        {"id": 3, "id_right": 1, "double": 2},
+        {"id": 3, "id_right": 2, "double": 4},
+    ]
+    # a is read once (b skips "big", c needs it: the shared read keeps it) and each of b and c once by d
+    assert sorted(READS) == [("a", "r1", []), ("b", "r1", []), ("c", "r1", [])]
+    assert len(result.get_step_success_events()) == 1
+    done = [member_of_message(r.user_message) for r in INSTANCE.all_logs(result.run_id) if not r.dagster_event]
+    assert [name for name, _ in filter(None, done)] == ["a", "b", "c", "d"]
+
+
+def test_a_failed_blocking_check_holds_back_its_readers_only_and_fails_the_step():
+    result = _run(_step(c_passes=False))
+    assert not result.success
+    assert CALLED == ["a", "b", "c"]  # d reads c: not computed
+    assert set(TABLES) == {dg.AssetKey("a"), dg.AssetKey("b"), dg.AssetKey("c")}
+    [failure] = result.get_step_failure_events()
+    assert "blocking asset check" in failure.event_specific_data.error.message
+
+
+def test_a_member_that_raises_lets_the_members_not_reading_it_run_then_fails_with_its_error():
+    result = _run(_step(b_raises=True))
+    assert not result.success
+    assert CALLED == ["a", "b", "c"]  # c does not read b and runs; d does
+    assert dg.AssetKey("c") in TABLES and dg.AssetKey("d") not in TABLES
+    [failure] = result.get_step_failure_events()
+    assert "b could not complete" in str(failure.event_specific_data.error.to_string())
+
+
+def test_a_selection_computes_only_its_members_and_reads_the_others_tables_from_the_store():
+    assert _run(_step()).success
+    stored_a = TABLES[dg.AssetKey("a")]
+    result = _run(_step(), selection=["c", "d"])
+    assert result.success
+    assert CALLED == ["c", "d"]
+    assert TABLES[dg.AssetKey("a")] is stored_a
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"c", "d"}
+
+
+def test_the_done_line_parses_back():
+    line = MEMBER_DONE.format(name="parsed_traces", seconds=3.25)
+    assert member_of_message(line) == ("parsed_traces", 3.25)
+    assert member_of_message("computed nothing useful") is None
