@@ -86,28 +86,34 @@ def _undisguise_round(
     return changes
 
 
-def _rounds(values: list[str], one_round: Callable[[list[str]], Changes]) -> Changes:
-    """Rounds of `one_round`, each over the values the last one changed: original value -> (last form, all types)."""
-    origins: dict[str, list[str]] = {value: [value] for value in values}
+def _rounds(values: pl.Series | list[str], one_round: Callable[[list[str]], Changes]) -> Changes:
+    """Rounds of `one_round`, each over the values the last one changed: original value -> (last form, all types).
+
+    Only changed values get an entry of origins (most values hold nothing): a form a round wrote that is itself one
+    of the values is also its own origin, found for the few forms written in one vectorised membership test."""
+    originals = values if isinstance(values, pl.Series) else pl.Series(values, dtype=pl.String)
+    origins: dict[str, list[str]] = {}
     changes: Changes = {}
     pending = values
     for _ in range(_ROUNDS):
         done = one_round(pending)
         if not done:
             break
+        written = pl.Series(list(dict.fromkeys(new for new, _ in done.values())), dtype=pl.String)
+        also_original = set(written.filter(written.is_in(originals.implode())).to_list())
         for now, (new, types) in done.items():
-            for original in origins[now]:
+            for original in origins.get(now, [now]):
                 changes[original] = (new, changes.get(original, (original, ()))[1] + types)
-            origins.setdefault(new, []).extend(origins[now])
-        pending = list(dict.fromkeys(new for new, _ in done.values()))
+            origins.setdefault(new, [new] if new in also_original else []).extend(origins.get(now, [now]))
+        pending = written.to_list()
     return changes
 
 
 def undisguise(
-    values: list[str], names: frozenset[str], regions: frozenset[str], pseudonymizer: Pseudonymizer
+    values: pl.Series | list[str], names: frozenset[str], regions: frozenset[str], pseudonymizer: Pseudonymizer
 ) -> Changes:
     """Disguised values holding personal data: original value -> (the value with each one tokenized, their types)."""
-    series = pl.Series(values, dtype=pl.String)
+    series = values if isinstance(values, pl.Series) else pl.Series(values, dtype=pl.String)
     # Besides disguised values, e-mails holding non-ASCII text: they may be written in any script, which only the
     # slower Unicode pattern reads whole (`josé.garcía@…`, where the ASCII one sees `a@…`).
     chosen = may_be_disguised(series) | series.str.contains(NON_ASCII_EMAIL)
@@ -119,9 +125,10 @@ def undisguise(
     return _rounds(disguised, lambda vs: _undisguise_round(vs, pattern, names, regions, pseudonymizer, memo))
 
 
-def _union_round(values: list[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
+def _union_round(values: pl.Series | list[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
     changes: Changes = {}
-    for value in values_with_findings(pl.Series(values, dtype=pl.String), regions).to_list():
+    series = values if isinstance(values, pl.Series) else pl.Series(values, dtype=pl.String)
+    for value in values_with_findings(series, regions).to_list():
         spans = residual_spans(value, regions)
         if spans:
             tokens = [(start, end, pseudonymizer.token(kind, found)) for kind, found, start, end in spans]
@@ -129,7 +136,7 @@ def _union_round(values: list[str], regions: frozenset[str], pseudonymizer: Pseu
     return changes
 
 
-def union(values: list[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
+def union(values: pl.Series | list[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
     """Values in which the independent scan still finds personal data: value -> (tokenized value, types)."""
     return _rounds(values, lambda vs: _union_round(vs, regions, pseudonymizer))
 
