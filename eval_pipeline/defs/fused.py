@@ -28,6 +28,7 @@ from eval_pipeline.defs.resources import (
     RESTRICTED_METADATA_KEY,
     SKIP_COLUMNS_METADATA_KEY,
 )
+from eval_pipeline.io.warehouse import FrameBatches
 
 __all__ = ["MEMBER_DONE", "current_member_key", "fused_step", "member_of_message", "restricted_keys"]
 
@@ -167,6 +168,35 @@ def _failed_checks(event: Any, key: dg.AssetKey | None) -> Iterator[dg.AssetChec
                 yield dg.AssetCheckKey(target, result.check_name)
 
 
+def _only_selected(event: Any, context: dg.AssetExecutionContext) -> Any | None:
+    """The event as far as the step's selection covers it: a member that computes several tables together (not
+    subsettable on its own) still computes them all, but only the selected ones are written and checked. A table
+    produced batch by batch is drained, since the member may count what its batches hold."""
+    checks = context.selected_asset_check_keys
+    if isinstance(event, dg.AssetCheckResult):
+        key = dg.AssetKey.from_coercible(event.asset_key) if event.asset_key is not None else current_member_key()
+        return event if key is None or dg.AssetCheckKey(key, event.check_name) in checks else None
+    if not isinstance(event, dg.MaterializeResult) or event.asset_key is None:
+        return event
+    key = dg.AssetKey.from_coercible(event.asset_key)
+    if key not in context.selected_asset_keys:
+        if isinstance(event.value, FrameBatches):
+            for _ in event.value:
+                pass
+        return None
+    kept = [r for r in event.check_results or [] if dg.AssetCheckKey(r.asset_key or key, r.check_name) in checks]
+    if len(kept) == len(event.check_results or []):
+        return event
+    return dg.MaterializeResult(
+        asset_key=key,
+        metadata=event.metadata,
+        check_results=kept,
+        data_version=event.data_version,
+        tags=event.tags,
+        value=event.value,
+    )
+
+
 def _events(produced: Any) -> Iterable[Any]:
     if produced is None:
         return ()
@@ -194,7 +224,9 @@ def _run(
             arguments |= {name: reads.value(key, meta) for name, (key, meta) in member.inputs.items()}
             produced = member.compute(context, **arguments) if member.takes_context else member.compute(**arguments)
             for event in _events(produced):
-                event = _keyed(event, current_member_key())
+                event = _only_selected(_keyed(event, current_member_key()), context)
+                if event is None:
+                    continue
                 if any(check in member.blocking_checks for check in _failed_checks(event, current_member_key())):
                     not_written |= member.keys
                 yield event

@@ -6,6 +6,7 @@ import pytest
 
 from eval_pipeline.defs.fused import MEMBER_DONE, fused_step, member_of_message
 from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY
+from eval_pipeline.io.warehouse import FrameBatches
 
 RUNS = dg.StaticPartitionsDefinition(["r1"])
 
@@ -145,3 +146,37 @@ def test_the_done_line_parses_back():
     line = MEMBER_DONE.format(name="parsed_traces", seconds=3.25)
     assert member_of_message(line) == ("parsed_traces", 3.25)
     assert member_of_message("computed nothing useful") is None
+
+
+def test_a_member_computing_two_tables_together_writes_only_the_selected_one_and_still_drains_its_batches():
+    drained = []
+
+    def batches():
+        for i in range(3):
+            drained.append(i)
+            yield pl.DataFrame({"id": [i]})
+
+    @dg.multi_asset(
+        partitions_def=RUNS,
+        outs={
+            "lines": dg.AssetOut(io_manager_key="warehouse_io"),
+            "rejects": dg.AssetOut(io_manager_key="warehouse_io"),
+        },
+        check_specs=[dg.AssetCheckSpec("counted", asset="rejects", blocking=True)],
+    )
+    def split(context: dg.AssetExecutionContext):
+        # what parsed_traces does: the second table is counted while the first one's batches are written
+        yield dg.MaterializeResult(asset_key="lines", value=FrameBatches(batches(), {"id": pl.Int64}))
+        yield dg.MaterializeResult(
+            asset_key="rejects",
+            value=pl.DataFrame({"seen": [len(drained)]}),
+            check_results=[dg.AssetCheckResult(check_name="counted", passed=len(drained) == 3)],
+        )
+
+    step = fused_step("split_step", [split], description="two tables", restricted=frozenset())
+    result = _run(step, selection=["rejects"])
+    assert result.success
+    assert set(TABLES) == {dg.AssetKey("rejects")}
+    assert TABLES[dg.AssetKey("rejects")]["seen"].to_list() == [3]
+    [check] = result.get_asset_check_evaluations()
+    assert (check.asset_key, check.passed) == (dg.AssetKey("rejects"), True)

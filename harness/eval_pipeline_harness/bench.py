@@ -305,6 +305,13 @@ def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instanc
         "steps": {
             k: round(end - start, 2) for k, (start, end) in sorted(windows.items(), key=lambda kv: kv[1][0] - kv[1][1])
         },
+        # what the re-score after the qrels bump computed, and for how long
+        "rescore_steps": {
+            k: round(end - start, 2)
+            for k, (start, end) in sorted(
+                member_windows(instance, rescore.run_id).items(), key=lambda kv: kv[1][0] - kv[1][1]
+            )
+        },
         "dagster_steps": {
             k: round(end - start, 2)
             for k, (start, end) in sorted(dagster_steps.items(), key=lambda kv: kv[1][0] - kv[1][1])
