@@ -144,17 +144,16 @@ class _Reads:
             del self.frames[key]
 
 
+def _replaced(event: dg.MaterializeResult, **changes: Any) -> dg.MaterializeResult:
+    """A copy of a MaterializeResult with some of its fields changed."""
+    fields = ("asset_key", "metadata", "check_results", "data_version", "tags", "value")
+    return dg.MaterializeResult(**{name: getattr(event, name) for name in fields} | changes)
+
+
 def _keyed(event: Any, key: dg.AssetKey | None) -> Any:
     """A member's MaterializeResult with its asset key set (a single-table member may leave it to the context)."""
     if isinstance(event, dg.MaterializeResult) and event.asset_key is None and key is not None:
-        return dg.MaterializeResult(
-            asset_key=key,
-            metadata=event.metadata,
-            check_results=event.check_results,
-            data_version=event.data_version,
-            tags=event.tags,
-            value=event.value,
-        )
+        return _replaced(event, asset_key=key)
     return event
 
 
@@ -187,14 +186,7 @@ def _only_selected(event: Any, context: dg.AssetExecutionContext) -> Any | None:
     kept = [r for r in event.check_results or [] if dg.AssetCheckKey(r.asset_key or key, r.check_name) in checks]
     if len(kept) == len(event.check_results or []):
         return event
-    return dg.MaterializeResult(
-        asset_key=key,
-        metadata=event.metadata,
-        check_results=kept,
-        data_version=event.data_version,
-        tags=event.tags,
-        value=event.value,
-    )
+    return _replaced(event, check_results=kept)
 
 
 def _events(produced: Any) -> Iterable[Any]:
