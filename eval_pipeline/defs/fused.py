@@ -251,6 +251,10 @@ def fused_step(
     """One subsettable multi-asset computing `members` (in graph order) in one step, with their tables, code
     versions, blocking checks and lineage; `restricted` names the tables it may read from the restricted area."""
     parts = [_Member.of(assets_def) for assets_def in members]
+    for position, member in enumerate(parts):
+        later = {key for other in parts[position + 1 :] for key in other.keys}
+        if member.upstream & later:
+            raise dg.DagsterInvariantViolationError(f"step {name}: {member.name} reads a table a later member writes")
     specs = [spec.replace_attributes(skippable=True) for assets_def in members for spec in assets_def.specs]
     resources = set().union(*(a.required_resource_keys for a in members)) | {WAREHOUSE_IO}
 

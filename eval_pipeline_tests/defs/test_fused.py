@@ -180,3 +180,9 @@ def test_a_member_computing_two_tables_together_writes_only_the_selected_one_and
     assert TABLES[dg.AssetKey("rejects")]["seen"].to_list() == [3]
     [check] = result.get_asset_check_evaluations()
     assert (check.asset_key, check.passed) == (dg.AssetKey("rejects"), True)
+
+
+def test_members_out_of_graph_order_are_refused_when_the_step_is_defined():
+    a, b, c, d = _assets()
+    with pytest.raises(dg.DagsterInvariantViolationError, match="d reads a table a later member writes"):
+        fused_step("wrong_order", [a, d, b, c], description="d before its inputs", restricted=frozenset())
