@@ -30,7 +30,14 @@ from eval_pipeline.defs.resources import (
 )
 from eval_pipeline.io.warehouse import FrameBatches
 
-__all__ = ["MEMBER_DONE", "current_member_key", "fused_step", "member_of_message", "restricted_keys"]
+__all__ = [
+    "MEMBER_DONE",
+    "current_member_key",
+    "fused_step",
+    "materializing_key",
+    "member_of_message",
+    "restricted_keys",
+]
 
 WAREHOUSE_IO = "warehouse_io"
 # The log line each member ends with (the progress logger and the benchmark read it): op name, then seconds.
@@ -44,6 +51,11 @@ _member_key: ContextVar[dg.AssetKey | None] = ContextVar("eval_pipeline_member_k
 def current_member_key() -> dg.AssetKey | None:
     """The key of the single-table member being computed in a fused step (None elsewhere)."""
     return _member_key.get()
+
+
+def materializing_key(context: dg.AssetExecutionContext) -> dg.AssetKey:
+    """The table being materialized: the fused step's current single-table member, else the context's asset."""
+    return current_member_key() or context.asset_key
 
 
 def member_of_message(message: str) -> tuple[str, float] | None:

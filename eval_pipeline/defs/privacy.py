@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.defs import checks
-from eval_pipeline.defs.fused import current_member_key
+from eval_pipeline.defs.fused import materializing_key
 from eval_pipeline.defs.resources import RESTRICTED_METADATA_KEY, EvalConfig, table_of
 from eval_pipeline.deid import Deidentifier, DeidKeyError, resolve_key
 from eval_pipeline.deid.inputs import id_deidentifier
@@ -96,7 +96,7 @@ def privacy_result(
         if asset_key is None and not any(r.check_name == NO_PERSONAL_DATA for r in given):
             return [*given, _checked(None, quality.check_no_personal_data("table", frame))]
         return given if check_results is not None else None
-    key = dg.AssetKey.from_coercible(asset_key) if asset_key is not None else current_member_key() or context.asset_key
+    key = dg.AssetKey.from_coercible(asset_key) if asset_key is not None else materializing_key(context)
     check_key = dg.AssetCheckKey(key, NO_PERSONAL_DATA)
     if check_key not in context.selected_asset_check_keys or any(
         r.check_name == NO_PERSONAL_DATA and (r.asset_key is None or r.asset_key == key) for r in given

@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 
 from eval_pipeline.contracts.column_docs import describe
-from eval_pipeline.defs.fused import current_member_key
+from eval_pipeline.defs.fused import materializing_key
 from eval_pipeline.defs.privacy import privacy_result
 from eval_pipeline.defs.resources import table_of
 from eval_pipeline.io.warehouse import FrameBatches
@@ -45,10 +45,8 @@ def table_schema(schema: dict, table: str | None = None) -> dg.TableSchema:
 def _table_name(asset_key: str | dg.AssetKey | None) -> str | None:
     """The warehouse table an asset writes: from its key, else from the asset being materialized."""
     if asset_key is None:
-        asset_key = current_member_key()
-    if asset_key is None:
         try:
-            asset_key = dg.AssetExecutionContext.get().asset_key
+            asset_key = materializing_key(dg.AssetExecutionContext.get())
         except dg.DagsterError:
             # Called outside a materialization (a scorer test): column meanings without per-table overrides.
             return None
