@@ -372,6 +372,18 @@ COLUMNS: dict[str, str] = {
     "min_cases": "Complete cases a segmented gate's slice needs, else the gate is insufficient; null: not segmented.",
 }
 
+# What the stored verdicts of judge_verdicts and judge_family_verdicts record of the call that made them.
+_VERDICT_CALL_COLUMNS = {
+    "input_tokens": "Input tokens of the call that made the verdict, "
+    "as recorded then (a reused verdict keeps them); null when the backend counts none.",
+    "output_tokens": "Output tokens of the call that made the verdict, as recorded then; "
+    "null when the backend counts none.",
+    "cost_usd": "Cost in USD of the call that made the verdict, as recorded then; "
+    "what a run spent is its claims materialization's judge_cost_usd.",
+    "latency_ms": "Latency of the call that made the verdict in milliseconds, as recorded then; "
+    "null when the backend measures none.",
+}
+
 # Where a name means something else in one table.
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "run_manifest": {
@@ -426,27 +438,13 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "run_id": "Run whose claims rest on the verdict (judged in it or reused from an earlier run).",
         "status": "Status of the stored verdict: ok (only completed verdicts are stored).",
         "reason": "Judge's reason for the verdict.",
-        "input_tokens": "Input tokens of the call that made the verdict, "
-        "as recorded then (a reused verdict keeps them); null when the backend counts none.",
-        "output_tokens": "Output tokens of the call that made the verdict, as recorded then; "
-        "null when the backend counts none.",
-        "cost_usd": "Cost in USD of the call that made the verdict, as recorded then; "
-        "what a run spent is its claims materialization's judge_cost_usd.",
-        "latency_ms": "Latency of the call that made the verdict in milliseconds, as recorded then; "
-        "null when the backend measures none.",
+        **_VERDICT_CALL_COLUMNS,
     },
     "judge_family_verdicts": {
         "run_id": "Run whose supporting_families rest on the verdict (judged in it or reused from an earlier run).",
         "status": "Status of the stored verdict: ok (only completed verdicts are stored).",
         "reason": "Judge's reason for the verdict of the claim against one family's context chunks.",
-        "input_tokens": "Input tokens of the call that made the verdict, "
-        "as recorded then (a reused verdict keeps them); null when the backend counts none.",
-        "output_tokens": "Output tokens of the call that made the verdict, as recorded then; "
-        "null when the backend counts none.",
-        "cost_usd": "Cost in USD of the call that made the verdict, as recorded then; "
-        "what a run spent is its claims materialization's judge_cost_usd.",
-        "latency_ms": "Latency of the call that made the verdict in milliseconds, as recorded then; "
-        "null when the backend measures none.",
+        **_VERDICT_CALL_COLUMNS,
     },
     "grounding_scores": {"judge_version": "Judge whose verdicts the grounding rate is computed from."},
     "citation_scores": {"citation_reason": "Why the citation stage failed, is incomplete or not applicable."},
