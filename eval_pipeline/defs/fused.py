@@ -28,10 +28,12 @@ from eval_pipeline.defs.resources import (
     RESTRICTED_METADATA_KEY,
     SKIP_COLUMNS_METADATA_KEY,
 )
+from eval_pipeline.defs.reuse import REUSE_TAG, inputs_fingerprint, recorded, replaced, replayed
 from eval_pipeline.io.warehouse import FrameBatches
 
 __all__ = [
     "MEMBER_DONE",
+    "MEMBER_REUSED",
     "current_member_key",
     "fused_step",
     "materializing_key",
@@ -42,6 +44,8 @@ __all__ = [
 WAREHOUSE_IO = "warehouse_io"
 # The log line each member ends with (the progress logger and the benchmark read it): op name, then seconds.
 MEMBER_DONE = "computed {name} in {seconds:.2f}s"
+# ... or, for a member whose inputs did not change (defs.reuse), the line that says it was not computed again.
+MEMBER_REUSED = "reused {name} in {seconds:.2f}s: its inputs are those of run {run}"
 # Columns that order a table's rows when it is read (io.warehouse.LINE_ORDER): never skipped by a shared read.
 _ORDER_COLUMNS = frozenset({"run_id", "source_file", "source_line", "line"})
 
@@ -59,12 +63,14 @@ def materializing_key(context: dg.AssetExecutionContext) -> dg.AssetKey:
 
 
 def member_of_message(message: str) -> tuple[str, float] | None:
-    """(op name, seconds) of a MEMBER_DONE log line, else None."""
+    """(op name, seconds) of a MEMBER_DONE or MEMBER_REUSED log line, else None."""
     head, _, tail = message.partition(" in ")
-    if not head.startswith("computed ") or not tail.endswith("s"):
+    verb, _, name = head.partition(" ")
+    seconds = tail.partition("s: ")[0] if verb == "reused" else tail.removesuffix("s")
+    if verb not in ("computed", "reused") or not name or not (tail.endswith("s") or verb == "reused"):
         return None
     try:
-        return head.removeprefix("computed "), float(tail[:-1])
+        return name, float(seconds)
     except ValueError:
         return None
 
@@ -81,6 +87,9 @@ class _Member:
     resources: tuple[str, ...]
     upstream: frozenset[dg.AssetKey]
     blocking_checks: frozenset[dg.AssetCheckKey]
+    checks: Mapping[dg.AssetKey, frozenset[str]]  # every check of each table, by name
+    code_versions: tuple[str | None, ...]
+    reusable: bool  # a pure function of its input tables (defs.reuse)
 
     @classmethod
     def of(cls, assets_def: dg.AssetsDefinition) -> _Member:
@@ -100,6 +109,14 @@ class _Member:
             raise dg.DagsterInvariantViolationError(
                 f"{assets_def.op.name}: parameters {unknown} are no input or resource"
             )
+        reusable = (assets_def.op.tags or {}).get(REUSE_TAG) == "inputs"
+        if reusable and resources:
+            raise dg.DagsterInvariantViolationError(
+                f"{assets_def.op.name}: tagged {REUSE_TAG} but reads resources {list(resources)}"
+            )
+        checks: dict[dg.AssetKey, set[str]] = {}
+        for spec in assets_def.check_specs:
+            checks.setdefault(spec.asset_key, set()).add(spec.name)
         return cls(
             name=assets_def.op.name,
             keys=frozenset(assets_def.keys),
@@ -109,6 +126,9 @@ class _Member:
             resources=resources,
             upstream=frozenset(assets_def.dependency_keys),
             blocking_checks=frozenset(s.key for s in assets_def.check_specs if s.blocking),
+            checks={key: frozenset(names) for key, names in checks.items()},
+            code_versions=tuple(assets_def.code_versions_by_key[key] for key in sorted(assets_def.keys, key=str)),
+            reusable=reusable,
         )
 
 
@@ -150,22 +170,29 @@ class _Reads:
         skip = set(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
         return frame.select([c for c in frame.columns if c not in skip]) if skip else frame
 
+    def stored(self, key: dg.AssetKey) -> Any:
+        """Every column of the run's rows of a table the step writes, None if there are none (kept for a later member
+        that reads them)."""
+        if key in self.frames and not self.skips.get(key):
+            return self.frames[key]
+        try:
+            frame = self.io.load(key, self.run_id, restricted=key in self.restricted)
+        except dg.Failure:  # not materialized for this run
+            return None
+        if key in self.last_use and not self.skips.get(key):
+            self.frames[key] = frame
+        return frame
+
     def release(self, position: int) -> None:
         """Drop the reads no member after `position` needs."""
         for key in [k for k in self.frames if self.last_use[k] <= position]:
             del self.frames[key]
 
 
-def _replaced(event: dg.MaterializeResult, **changes: Any) -> dg.MaterializeResult:
-    """A copy of a MaterializeResult with some of its fields changed."""
-    fields = ("asset_key", "metadata", "check_results", "data_version", "tags", "value")
-    return dg.MaterializeResult(**{name: getattr(event, name) for name in fields} | changes)
-
-
 def _keyed(event: Any, key: dg.AssetKey | None) -> Any:
     """A member's MaterializeResult with its asset key set (a single-table member may leave it to the context)."""
     if isinstance(event, dg.MaterializeResult) and event.asset_key is None and key is not None:
-        return _replaced(event, asset_key=key)
+        return replaced(event, asset_key=key)
     return event
 
 
@@ -198,13 +225,20 @@ def _only_selected(event: Any, context: dg.AssetExecutionContext) -> Any | None:
     kept = [r for r in event.check_results or [] if dg.AssetCheckKey(r.asset_key or key, r.check_name) in checks]
     if len(kept) == len(event.check_results or []):
         return event
-    return _replaced(event, check_results=kept)
+    return replaced(event, check_results=kept)
 
 
 def _events(produced: Any) -> Iterable[Any]:
     if produced is None:
         return ()
     return produced if inspect.isgenerator(produced) else (produced,)
+
+
+def _fingerprint(context: dg.AssetExecutionContext, member: _Member, arguments: Mapping[str, Any]) -> str | None:
+    """The fingerprint of a reusable member's inputs (defs.reuse), None for any other member."""
+    if not member.reusable:
+        return None
+    return inputs_fingerprint(member.name, member.code_versions, context.partition_key, arguments)
 
 
 def _run(
@@ -223,14 +257,27 @@ def _run(
             continue
         started = time.perf_counter()
         token = _member_key.set(next(iter(member.keys)) if len(member.keys) == 1 else None)
+        reused_from = None
         try:
             arguments = {name: getattr(context.resources, name) for name in member.resources}
             arguments |= {name: reads.value(key, meta) for name, (key, meta) in member.inputs.items()}
-            produced = member.compute(context, **arguments) if member.takes_context else member.compute(**arguments)
-            for event in _events(produced):
+            fingerprint = _fingerprint(context, member, arguments)
+            events = (
+                replayed(context, member.keys & selected, member.checks, fingerprint, reads.stored)
+                if fingerprint
+                else None
+            )
+            if events is not None:
+                reused_from = events[0].value.run_id if events else None
+            else:
+                produced = member.compute(context, **arguments) if member.takes_context else member.compute(**arguments)
+                events = _events(produced)
+            for event in events:
                 event = _only_selected(_keyed(event, current_member_key()), context)
                 if event is None:
                     continue
+                if fingerprint and reused_from is None and isinstance(event, dg.MaterializeResult):
+                    event = recorded(event, dg.AssetKey.from_coercible(event.asset_key), fingerprint)
                 if any(check in member.blocking_checks for check in _failed_checks(event, current_member_key())):
                     not_written |= member.keys
                 yield event
@@ -242,7 +289,12 @@ def _run(
             _member_key.reset(token)
         reads.release(position)
         if member.keys.isdisjoint(not_written):
-            context.log.info(MEMBER_DONE.format(name=member.name, seconds=time.perf_counter() - started))
+            seconds = time.perf_counter() - started
+            context.log.info(
+                MEMBER_DONE.format(name=member.name, seconds=seconds)
+                if reused_from is None
+                else MEMBER_REUSED.format(name=member.name, seconds=seconds, run=reused_from)
+            )
     if error is not None:
         raise error
 

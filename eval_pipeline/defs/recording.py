@@ -12,6 +12,7 @@ from eval_pipeline.contracts.column_docs import describe
 from eval_pipeline.defs.fused import materializing_key
 from eval_pipeline.defs.privacy import privacy_result
 from eval_pipeline.defs.resources import table_of
+from eval_pipeline.io.fingerprints import content_hash
 from eval_pipeline.io.warehouse import FrameBatches
 
 VERSION_COLUMNS = (
@@ -68,14 +69,6 @@ def markdown_preview(frame: pl.DataFrame, rows: int = 5, columns: int = 8) -> st
     if frame.width > columns:
         lines.append(f"\n{frame.width - columns} more columns")
     return "\n".join(lines)
-
-
-def content_hash(frame: pl.DataFrame) -> str:
-    """An order-independent content hash of a frame, for Dagster data versions."""
-    if frame.height == 0:
-        return f"empty:{len(frame.columns)}"
-    digest = frame.hash_rows(seed=0).sum()
-    return f"{frame.height}:{digest:x}" if isinstance(digest, int) else f"{frame.height}:{digest}"
 
 
 def _versions_and_headline(versions: Mapping[str, Any] | None, headline: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -300,6 +300,13 @@ def table_of(asset_key: dg.AssetKey) -> tuple[str, dict[str, str]]:
     return path[-1], {}
 
 
+@dataclass(frozen=True)
+class Reused:
+    """A table left as run `run_id` materialized it: its inputs did not change (defs.reuse); nothing is written."""
+
+    run_id: str
+
+
 class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
     """Stores each asset partition as the run's rows of a Delta table; restricted assets go to the restricted area."""
 
@@ -308,7 +315,9 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
     def _warehouse(self) -> Warehouse:
         return Warehouse.at(resolve_root(self.warehouse_root), object_store_options())
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | FrameBatches) -> None:
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | FrameBatches | Reused) -> None:
+        if isinstance(obj, Reused):
+            return
         table, within = table_of(context.asset_key)
         restricted = bool((context.definition_metadata or {}).get(RESTRICTED_METADATA_KEY))
         if within and isinstance(obj, pl.DataFrame):

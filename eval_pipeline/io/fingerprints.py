@@ -1,4 +1,5 @@
-"""Per-run fingerprints of what retrieval scoring depends on: the qrels judgments of its cases, its corpus version."""
+"""Fingerprints: content hashes of frames, and per run what retrieval scoring depends on (the qrels judgments of its
+cases, its corpus version)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,14 @@ import polars as pl
 
 from eval_pipeline.io import inputs, labels, loaders
 from eval_pipeline.io.storage import InputError, Location
+
+
+def content_hash(frame: pl.DataFrame) -> str:
+    """An order-independent content hash of a frame's values, for Dagster data versions."""
+    if frame.height == 0:
+        return f"empty:{len(frame.columns)}"
+    digest = frame.hash_rows(seed=0).sum()
+    return f"{frame.height}:{digest:x}" if isinstance(digest, int) else f"{frame.height}:{digest}"
 
 
 def judgments_digest(judgments: pl.DataFrame) -> str:

@@ -20,6 +20,7 @@ from eval_pipeline.runner import run_pipeline
 
 UNTOUCHED = ("answer_scores", "tool_scores", "outcome_scores", "claims", "deid_traces")
 RESCORED = ("qrels", "retrieval_scores", "context_scores", "stage_results", "gate_results")
+REUSED = ("stage_results", "attribution", "reliability", "slice_rollup")
 
 
 @pytest.mark.slow
@@ -84,6 +85,43 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     code = main(["compare", "retrieval_scores", "recall_at_10", "--run", "base-41", "--warehouse", str(warehouse_root)])
     out = capsys.readouterr().out
     assert code == 0 and "base-41:rag-001#1" in out and "1 changed" in out
+
+    # A bump that changes no score (a document no trace retrieved, judged not relevant): the scores are computed
+    # again with the new qrels version, and the tables that read only their scores are reused (defs.reuse).
+    scores_before = warehouse.read("retrieval_scores", "base-41").drop("qrels_version")
+    stages_before = {table: warehouse.version(table) for table in REUSED}
+    with (data / "labels" / "qrels" / "unretrieved.jsonl").open("w") as handle:
+        handle.write(
+            json.dumps({"query_id": "rag-002", "doc_id": "never-retrieved", "grade": 0, "source": "human"}) + "\n"
+        )
+    third = job.execute_in_process(
+        partition_key="base-41", instance=instance, asset_selection=request.asset_selection, raise_on_error=False
+    )
+    assert third.success
+    assert warehouse.version("retrieval_scores") > after["retrieval_scores"]
+    assert (
+        warehouse.read("retrieval_scores", "base-41")
+        .drop("qrels_version")
+        .sort("trace_id")
+        .equals(scores_before.sort("trace_id"))
+    )
+    assert {table: warehouse.version(table) for table in REUSED} == stages_before  # not written again
+    reused = {
+        event.asset_key.to_user_string(): event.materialization.metadata.get("reused_from_run")
+        for event in third.get_asset_materialization_events()
+    }
+    assert {key for key, run in reused.items() if run is not None} == {
+        "rag/rag_stage_results",
+        "rag/rag_attribution",
+        "rag/rag_attribution_rollup",
+        "rag/rag_reliability",
+        "rag/rag_quarantine",
+        "rag/rag_slice_rollup",
+        "rag/rag_slice_attribution_rollup",
+    }
+    assert reused["rag/rag_stage_results"].value == result.run_id
+    checks = [c for c in third.get_asset_check_evaluations() if c.asset_key.to_user_string().startswith("rag/")]
+    assert checks and all(c.passed for c in checks)
 
 
 def test_a_second_run_over_unchanged_inputs_makes_zero_judge_calls(scored, tmp_path):

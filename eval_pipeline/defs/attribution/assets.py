@@ -8,7 +8,8 @@ from eval_pipeline.defs.attribution.report_content import attach_baseline, lane_
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.privacy import published, report_spec
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import EvalConfig, corpus_families, lane_key
+from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY, EvalConfig, corpus_families, lane_key
+from eval_pipeline.defs.reuse import REUSE_TAG
 from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
 from eval_pipeline.quality import tables
 from eval_pipeline.reporting.lane_data import LaneData
@@ -26,6 +27,11 @@ LANE_TABLES = {
     "rag": ("retrieval_scores", "context_scores", "grounding_scores", "citation_scores", "answer_scores"),
     "agent": ("tool_scores", "outcome_scores"),
 }
+# Columns stage results never read: a qrels bump that changes no score changes only these, so the stage results (and
+# what reads only them) are reused, not computed again (defs.reuse).
+STAGE_SKIPS = {"retrieval_scores": ["qrels_version"], "context_scores": ["qrels_version"]}
+# Stage results, attribution, reliability and slices depend on nothing but their input tables.
+PURE = {REUSE_TAG: "inputs"}
 REPORT_EXTRAS = {"rag": ("judge_calibration", "review_queue", "qrels"), "agent": ()}
 
 
@@ -43,8 +49,9 @@ def lane_stage_results(lane: str) -> dg.AssetsDefinition:
         GROUP,
         CODE_VERSION,
         key=stage_key,
-        ins={"run_manifest": dg.AssetIn(), **lane_inputs(lane)},
+        ins={"run_manifest": dg.AssetIn(), **lane_inputs(lane, skips=STAGE_SKIPS)},
         check_specs=checks.specs(stage_key, tables.STAGE_RESULTS),
+        op_tags=PURE,
         description=f"One row per ({lane} trace, stage): pass, fail, incomplete or not applicable, with the reason.",
     )
     def stage_results(run_manifest: pl.DataFrame, **lane_tables: pl.DataFrame):
@@ -81,6 +88,7 @@ def lane_attribution(lane: str) -> dg.AssetsDefinition:
             ),
         },
         check_specs=[*checks.specs(attribution_key, tables.ATTRIBUTION), *checks.specs(rollup_key, tables.ROLLUP)],
+        op_tags=PURE,
     )
     def attribute(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, stage_results: pl.DataFrame):
         manifest = manifest_of(run_manifest)
@@ -140,6 +148,7 @@ def lane_reliability(lane: str) -> dg.AssetsDefinition:
             ),
         },
         check_specs=checks.specs(reliability_key, tables.RELIABILITY),
+        op_tags=PURE,
     )
     def reliability(run_manifest: pl.DataFrame, stage_results: pl.DataFrame, deid_cases: pl.DataFrame, **agent_tables):
         # only the agent lane has outcome_scores: a named parameter would make the RAG lane depend on it
@@ -200,6 +209,7 @@ def lane_slices(lane: str) -> dg.AssetsDefinition:
             *checks.specs(rollup_key, tables.SLICE_ROLLUP),
             *checks.specs(stages_key, tables.SLICE_ATTRIBUTION_ROLLUP),
         ],
+        op_tags=PURE,
     )
     def slices(
         context: dg.AssetExecutionContext,
@@ -352,9 +362,13 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
     return report
 
 
-def lane_inputs(lane: str) -> dict[str, dg.AssetIn]:
-    """The scorer tables a lane's stage results and report read."""
-    return {name: dg.AssetIn(key=name) for name in LANE_TABLES[lane]}
+def lane_inputs(lane: str, skips: dict[str, list[str]] | None = None) -> dict[str, dg.AssetIn]:
+    """The scorer tables a lane's stage results and report read (without the `skips` columns of a table)."""
+    skips = skips or {}
+    return {
+        name: dg.AssetIn(key=name, metadata={SKIP_COLUMNS_METADATA_KEY: skips[name]} if name in skips else None)
+        for name in LANE_TABLES[lane]
+    }
 
 
 def build_lane(lane: str) -> list[dg.AssetsDefinition]:
