@@ -133,7 +133,8 @@ def run_pipeline(
     preflight(config, ordered)
     if executor == "celery":
         celery_execution()
-    warm_up_in_background()
+    # steps in processes of their own (multiprocess, Celery) import Great Expectations there, not here
+    warm_up_in_background(own_process=executor == "in_process")
     if instance is None:
         home = ensure_dagster_home()
         instance = dg.DagsterInstance.get()

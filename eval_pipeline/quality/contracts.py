@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
 
+from eval_pipeline.quality import validator
 from eval_pipeline.scoring.common import ROW_STATUSES, STAGE_STATUSES
 
 SCHEMA, RANGES, COMPLETE, NO_PERSONAL_DATA = "schema", "value_ranges", "complete", "no_personal_data"
@@ -53,9 +55,18 @@ _GE_LOCK = threading.RLock()
 NO_FAILURE = "no failed expectation"
 
 
-def warm_up_in_background() -> None:
-    """Import Great Expectations on a daemon thread: the first check needs it, and the import takes seconds."""
+def warm_up_in_background(*, own_process: bool = True) -> None:
+    """Get Great Expectations ready off the critical path: with `own_process`, a validator process imports it on
+    another core and validates there (quality.validator); else, or where that process cannot start, this process
+    imports it on a daemon thread. The first check needs it, and the import takes seconds."""
+    if own_process and "great_expectations" not in sys.modules and validator.start(__name__) is not None:
+        return
     threading.Thread(target=_ge_context, name="great-expectations-import", daemon=True).start()
+
+
+def prepare() -> None:
+    """Import Great Expectations and build its context now (a validator process, before its first request)."""
+    _ge_context()
 
 
 _GE_CONTEXT: list = []
@@ -175,11 +186,23 @@ def check_schema_and_ranges(name: str, contract: TableContract, frame: pl.DataFr
     A table is first validated with the compact suites (one expectation per kind of check over the stacked columns,
     the same conditions as the per-column suites); only a table that fails them is validated column by column, for
     the messages. Great Expectations spends about 30 ms on each expectation whatever the table's size, so the
-    per-column suites of a run's tables would cost seconds on every run."""
-    present = set(frame.columns)
+    per-column suites of a run's tables would cost seconds on every run. The validator process, when one was
+    started, validates (quality.validator)."""
+    request = (name, contract, frame.head(0), frame.select(_ge_columns(contract, set(frame.columns))))
+    remote = validator.current()
+    verdicts = remote.validate(*request) if remote is not None else None
+    return verdicts if verdicts is not None else validated(*request)
+
+
+def validated(
+    name: str, contract: TableContract, empty: pl.DataFrame, checked: pl.DataFrame
+) -> tuple[Verdict, Verdict]:
+    """check_schema_and_ranges of a table given as its columns (`empty`, no rows) and the values of its checked
+    columns (`checked`)."""
+    present = set(empty.columns)
     schema, ranges = _suites(name, contract, present)
     compact_schema, compact_ranges = _compact_suites(name, contract, present)
-    schema_frame = frame.head(0).select(sorted(present)) if frame.width else pl.DataFrame()
+    schema_frame = empty.select(sorted(present)) if empty.width else pl.DataFrame()
     if _passes(compact_schema, schema_frame):
         schema_verdict = _all_met(schema)
     else:
@@ -188,10 +211,10 @@ def check_schema_and_ranges(name: str, contract: TableContract, frame: pl.DataFr
     columns = _ge_columns(contract, present)
     if not columns or not len(ranges.expectations):
         return schema_verdict, Verdict(True, "no range expectation applies", {"suite": ranges.name, "expectations": 0})
-    stacked = _stacked(contract, frame, present) if compact_ranges is not None else None
+    stacked = _stacked(contract, checked, present) if compact_ranges is not None else None
     if stacked is not None and _passes(compact_ranges, stacked):
-        return schema_verdict, _with_not_a_number(_all_met(ranges), contract, frame)
-    return schema_verdict, _with_not_a_number(_run_suite(ranges, frame.select(columns)), contract, frame)
+        return schema_verdict, _with_not_a_number(_all_met(ranges), contract, checked)
+    return schema_verdict, _with_not_a_number(_run_suite(ranges, checked.select(columns)), contract, checked)
 
 
 def _all_met(suite) -> Verdict:

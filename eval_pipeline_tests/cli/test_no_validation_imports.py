@@ -1,5 +1,5 @@
 """Commands that do not validate a table never import Great Expectations (seconds of start-up, on the hot path of
-`gate`, `show`, `compare` and `export`); only `run` does, on a background thread, for its checks."""
+`gate`, `show`, `compare` and `export`); `run` validates in a process of its own (quality/test_validator.py)."""
 
 import subprocess
 import sys

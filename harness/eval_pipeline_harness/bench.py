@@ -253,7 +253,7 @@ def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instanc
         for _ in open(data / "traces" / run_id / name, "rb")
     )
 
-    warm_up_in_background()
+    warm_up_in_background(own_process=executor == "in_process")
     memory = MemorySampler()
     full, full_seconds = _execute(instance, run_id, **options)
     dagster_steps = step_windows(instance, full.run_id)

@@ -1,0 +1,84 @@
+"""Great Expectations in a validator process (quality.validator): the same verdicts, and the run's own process never
+imports it."""
+
+import os
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from eval_pipeline.quality import contracts, validator
+from eval_pipeline.quality.tables import STAGE_RESULTS
+
+PASSING = pl.DataFrame(
+    {
+        "run_id": ["r"] * 3,
+        "trace_id": ["a", "b", "c"],
+        "case_id": ["x"] * 3,
+        "attempt": [1, 1, 2],
+        "status": ["pass", "fail", "incomplete"],
+        "reason": [None, "wrong tool", "judge unavailable"],
+        "lane": ["rag"] * 3,
+        "stage": ["retrieval"] * 3,
+    }
+)
+
+
+def _request(frame: pl.DataFrame) -> tuple:
+    return ("rag/rag_stage_results", STAGE_RESULTS, frame.head(0), frame)
+
+
+def test_the_validator_process_gives_the_verdicts_this_process_gives():
+    failing = PASSING.drop("lane").with_columns(status=pl.Series(["pass", "bogus", "fail"]))
+    own = validator.Validator(contracts.__name__)
+    try:
+        for frame in (PASSING, failing):
+            there = own.validate(*_request(frame))
+            assert there == contracts.validated(*_request(frame))
+        schema, ranges = own.validate(*_request(failing))
+        assert not schema.passed and "expect_column_to_exist(lane)" in schema.metadata["failures"]
+        assert not ranges.passed and "['bogus']" in ranges.metadata["failures"]
+        # validation that raises there is validated again here, where it raises with its own traceback
+        assert own.validate("t", "not a contract", PASSING.head(0), PASSING) is None and not own.broken
+    finally:
+        own.close()
+    # a stopped validator answers nothing: the caller validates in its own process
+    assert own.broken and own.validate(*_request(PASSING)) is None
+
+
+PROBE = """
+import sys
+from eval_pipeline.cli import main
+from eval_pipeline.quality import validator
+code = main(sys.argv[1:])
+print("exit", code, "great_expectations" in sys.modules, validator.current() is not None, file=sys.stderr)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_in_process_validates_in_the_validator_and_never_imports_great_expectations(sample_data, tmp_path):
+    argv = [
+        "run",
+        "--data",
+        str(sample_data),
+        "--run",
+        "base-41",
+        "--warehouse",
+        str(tmp_path / "warehouse"),
+        "--reports",
+        str(tmp_path / "reports"),
+        "--deid-demo",
+        "--quiet",
+    ]
+    (tmp_path / "dagster").mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")},
+    )
+    last = result.stderr.strip().splitlines()[-1]
+    # every check ran (exit 0: the evaluation completed), in the validator, which was still up at the end
+    assert last == "exit 0 False True", result.stderr[-3000:]
