@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -38,6 +39,20 @@ def normalize(value: Any) -> Any:
 
 
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+# A run of 19 digits may be an integer beyond 64 bits, which orjson reads as a float and json as an int.
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
+
+
+def parse_json(text: str) -> Any:
+    """json.loads(text), read by orjson (several times faster) wherever orjson gives the same value."""
+    if _LONG_DIGITS.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:  # NaN, Infinity, a lone surrogate: json reads them
+            pass
+    return json.loads(text)
 
 
 def json_bytes(value: Any) -> bytes:

@@ -21,14 +21,13 @@ recovery stages and success, and the fault and efficiency rollups read the outco
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
 
-from eval_pipeline.contracts.frames import canonical_json
+from eval_pipeline.contracts.frames import canonical_json, parse_json
 from eval_pipeline.scoring.common import harness_reason, lane_traces
 
 SUCCESS_CLAIM_PHRASES: tuple[str, ...] = (
@@ -176,13 +175,13 @@ def _milestone_frame(base: pl.DataFrame) -> pl.DataFrame:
     declared = wanted.select("case_id", "declared").unique("case_id")
     # operands and split paths parsed once per case, not once per trace
     specs = {
-        case_id: [(m["op"], json.loads(m["value_json"]), m["path"].split(".")) for m in milestones]
+        case_id: [(m["op"], parse_json(m["value_json"]), m["path"].split(".")) for m in milestones]
         for case_id, milestones in declared.iter_rows()
     }
     pairs = wanted.select("case_id", "final_state_json").unique()
     passed = []
     for case_id, state_json in pairs.iter_rows():
-        state = json.loads(state_json)
+        state = parse_json(state_json)
         passed.append(
             [milestone_passes(op, operand, resolve_path(state, path)) for op, operand, path in specs[case_id]]
         )

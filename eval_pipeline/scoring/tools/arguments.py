@@ -10,6 +10,7 @@ import polars as pl
 from jsonschema import exceptions as schema_exceptions
 from jsonschema import validators as schema_validators
 
+from eval_pipeline.contracts.frames import parse_json
 from eval_pipeline.scoring.tools.diffs import with_argument_diffs
 from eval_pipeline.scoring.tools.frames import T, tool_registry
 from eval_pipeline.scoring.values import resolve_rules, strict_type_error
@@ -74,7 +75,7 @@ def _schema_error(
     validator, fast = checkers[tool]
     if isinstance(validator, str):
         return validator
-    instance = json.loads(args_json)
+    instance = parse_json(args_json)
     # The fast check only ever says "valid"; anything it cannot vouch for goes to jsonschema, which has the last word.
     if (fast is not None and fast(instance)) or validator.is_valid(instance):
         return None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import polars as pl
 
-from eval_pipeline.contracts.frames import canonical_json
+from eval_pipeline.contracts.frames import canonical_json, parse_json
 from eval_pipeline.scoring.tools.frames import T
 
 TOOL_CALL_DIFFS_SCHEMA: dict[str, pl.DataType] = {
@@ -67,8 +66,8 @@ def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
 def _closest_diff(args_json: str, reference_jsons: list[str]) -> str | None:
     """`: amount 89, expected 79; reason missing` against the reference call with the fewest differing fields."""
     try:
-        actual = _leaves(json.loads(args_json))
-        references = [_leaves(json.loads(r)) for r in reference_jsons]
+        actual = _leaves(parse_json(args_json))
+        references = [_leaves(parse_json(r)) for r in reference_jsons]
     except (TypeError, ValueError):
         return None
     best: list[str] | None = None

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import operator
 from functools import reduce
 
 import polars as pl
 
+from eval_pipeline.contracts.frames import parse_json
 from eval_pipeline.scoring.tools.frames import STR_LIST, T, call_key_expr
 from eval_pipeline.scoring.values import call_matches, resolve_rules
 
@@ -75,9 +75,9 @@ def _match_flags(pairs: pl.DataFrame) -> pl.Series:
         return pairs.select(same.alias("match")).to_series()
     verdicts = [
         call_matches(
-            json.loads(args_json),
-            json.loads(ref_args_json),
-            json.loads(accepted_json) if accepted_json else None,
+            parse_json(args_json),
+            parse_json(ref_args_json),
+            parse_json(accepted_json) if accepted_json else None,
             optional,
             resolve_rules(case_rules, tool_rules, tool),
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from eval_pipeline.contracts.frames import canonical_json
+from eval_pipeline.contracts.frames import canonical_json, parse_json
 from eval_pipeline.scoring.tools.frames import STR_LIST, T
 
 
@@ -36,7 +36,7 @@ def _scoped_entries(args_json: str, names: frozenset[str]) -> list[tuple[int, st
             for inner in value:
                 walk(inner)
 
-    walk(json.loads(args_json))
+    walk(parse_json(args_json))
     return found
 
 
