@@ -17,9 +17,9 @@ import polars as pl
 from eval_pipeline.deid.candidates import Finding, classify
 from eval_pipeline.deid.columns import COUNT, LeafPath, leaf_name
 from eval_pipeline.deid.detectors import combined_pattern
-from eval_pipeline.deid.folding import NON_ASCII_EMAIL, fold, may_be_disguised
+from eval_pipeline.deid.folding import fold, holds_non_ascii_email, may_be_disguised
 from eval_pipeline.deid.pseudonymize import Pseudonymizer
-from eval_pipeline.deid.residual import residual_spans, values_with_findings
+from eval_pipeline.deid.residual import CandidateMemo, residual_spans, values_with_findings
 
 # Unicode noncharacters: valid in strings, never meant for interchange, so real text does not hold them.
 SENTINELS = tuple(chr(c) for c in range(0xFDD0, 0xFDF0))
@@ -116,8 +116,8 @@ def undisguise(
     series = values if isinstance(values, pl.Series) else pl.Series(values, dtype=pl.String)
     # Besides disguised values, e-mails holding non-ASCII text: they may be written in any script, which only the
     # slower Unicode pattern reads whole (`josé.garcía@…`, where the ASCII one sees `a@…`).
-    chosen = may_be_disguised(series) | series.str.contains(NON_ASCII_EMAIL)
-    disguised = series.filter(chosen).to_list()
+    chosen = may_be_disguised(series) | holds_non_ascii_email(series)
+    disguised = series.filter(chosen).unique(maintain_order=True).to_list()
     if not disguised:
         return {}
     pattern = combined_pattern(person_words=bool(names), regions=regions, unicode=True)
@@ -125,10 +125,12 @@ def undisguise(
     return _rounds(disguised, lambda vs: _undisguise_round(vs, pattern, names, regions, pseudonymizer, memo))
 
 
-def _union_round(values: pl.Series | list[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
+def _union_round(
+    values: pl.Series | list[str], regions: frozenset[str], pseudonymizer: Pseudonymizer, memo: CandidateMemo | None
+) -> Changes:
     changes: Changes = {}
     series = values if isinstance(values, pl.Series) else pl.Series(values, dtype=pl.String)
-    for value in values_with_findings(series, regions).to_list():
+    for value in values_with_findings(series, regions, memo).to_list():
         spans = residual_spans(value, regions)
         if spans:
             tokens = [(start, end, pseudonymizer.token(kind, found)) for kind, found, start, end in spans]
@@ -136,9 +138,15 @@ def _union_round(values: pl.Series | list[str], regions: frozenset[str], pseudon
     return changes
 
 
-def union(values: pl.Series | list[str], regions: frozenset[str], pseudonymizer: Pseudonymizer) -> Changes:
-    """Values in which the independent scan still finds personal data: value -> (tokenized value, types)."""
-    return _rounds(values, lambda vs: _union_round(vs, regions, pseudonymizer))
+def union(
+    values: pl.Series | list[str],
+    regions: frozenset[str],
+    pseudonymizer: Pseudonymizer,
+    memo: CandidateMemo | None = None,
+) -> Changes:
+    """Values in which the independent scan still finds personal data: value -> (tokenized value, types); `memo`
+    keeps the candidates of every value scanned (residual.CandidateMemo)."""
+    return _rounds(values, lambda vs: _union_round(vs, regions, pseudonymizer, memo))
 
 
 def apply_changes(

@@ -30,7 +30,6 @@ _PERCENT_CHAR = re.compile(
 )
 # In polars: a value worth folding holds a percent escape, or non-ASCII text that folding may change.
 _PERCENT = r"%[0-9A-Fa-f]{2}"
-_NON_ASCII = r"[^\x00-\x7f]"
 _FOLDED_CLASSES = (
     r"[\p{Cf}\x{34F}\x{115F}\x{1160}\x{17B4}\x{17B5}\x{3164}\x{FFA0}\x{180B}-\x{180F}\x{FE00}-\x{FE0F}]|[\p{Nd}--0-9]"
 )
@@ -136,16 +135,30 @@ def fold_text(text: str) -> str:
     return fold(text).text
 
 
+def non_ascii(values: pl.Series) -> pl.Series:
+    """For each value, whether it holds a non-ASCII character (null for null)."""
+    # More UTF-8 bytes than characters: what `[^\x00-\x7f]` tells, without a regex reading every character.
+    return values.str.len_bytes() != values.str.len_chars()
+
+
+def holds_non_ascii_email(values: pl.Series) -> pl.Series:
+    """For each value, whether it matches NON_ASCII_EMAIL (False for null); only non-ASCII values are searched."""
+    wide = non_ascii(values).fill_null(False)
+    if not wide.any():
+        return wide
+    return wide.scatter(wide.arg_true(), values.filter(wide).str.contains(NON_ASCII_EMAIL))
+
+
 def may_be_disguised(values: pl.Series) -> pl.Series:
     """For each value, whether folding may change it: a percent escape, or non-ASCII text holding a format character,
     a non-ASCII digit, or anything NFKC changes. ASCII values cost one regex test."""
     percent = values.str.contains(_PERCENT)
-    non_ascii = values.str.contains(_NON_ASCII)
-    if not non_ascii.any():
+    outside = non_ascii(values)
+    if not outside.any():
         return percent.fill_null(False)
-    wide = values.filter(non_ascii)
+    wide = values.filter(outside)
     changes = wide.str.contains(_FOLDED_CLASSES) | (wide.str.normalize("NFKC") != wide)
-    disguised = non_ascii.fill_null(False).scatter(non_ascii.arg_true(), changes)
+    disguised = outside.fill_null(False).scatter(outside.arg_true(), changes)
     return (percent | disguised).fill_null(False)
 
 

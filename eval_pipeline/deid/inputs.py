@@ -20,6 +20,7 @@ import polars as pl
 
 from eval_pipeline.deid.columns import COUNT, VALUE, LeafPath, distinct_values, leaf_name, rewrite_each_leaf
 from eval_pipeline.deid.detectors import TOKEN_PATTERN
+from eval_pipeline.deid.residual import CandidateMemo
 from eval_pipeline.deid.scan import scan_frame
 from eval_pipeline.deid.tables import REPORT_SCHEMA, Deidentifier
 
@@ -63,11 +64,11 @@ def id_deidentifier(key: bytes, locale: str | None = None) -> Deidentifier:
     return Deidentifier(key, (), locale=locale)
 
 
-def _replacements(deid: Deidentifier, values: pl.Series) -> pl.DataFrame:
+def _replacements(deid: Deidentifier, values: pl.Series, memo: CandidateMemo | None = None) -> pl.DataFrame:
     """(`old`, `new`) for each distinct value that de-identification changes."""
     frame = pl.DataFrame({"text": values.unique().drop_nulls()}, schema={"text": pl.String})
     # The corpus pass de-identifies one text column; any frame of distinct strings is such a column.
-    out, _ = deid.corpus(frame)
+    out, _ = deid.corpus(frame, memo)
     return pl.DataFrame({"old": frame["text"], "new": out["text"]}).filter(pl.col("old") != pl.col("new"))
 
 
@@ -77,17 +78,22 @@ def _needs_key(values: pl.Series, table: str) -> bool:
 
 
 def deidentify_leaves(
-    frame: pl.DataFrame, paths: Iterable[LeafPath], table: str, deid: Deidentifier | Callable[[], Deidentifier]
+    frame: pl.DataFrame,
+    paths: Iterable[LeafPath],
+    table: str,
+    deid: Deidentifier | Callable[[], Deidentifier],
+    memo: CandidateMemo | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The frame with the given string leaves de-identified (the same token for a value in any of them) and the
     replacement counts by field, each value weighted by its occurrences (REPORT_SCHEMA). `deid` may be a callable
-    giving the Deidentifier: it is called only when some value holds personal data, so a clean input needs no key."""
+    giving the Deidentifier: it is called only when some value holds personal data, so a clean input needs no key.
+    `memo` keeps what the independent scan read (Deidentifier.traces)."""
     leaves = {path: distinct_values(frame, path) for path in paths if path[0] in frame.columns}
     values = pl.concat([leaf[VALUE] for leaf in leaves.values()]) if leaves else pl.Series(dtype=pl.String)
     unchanged = frame, pl.DataFrame(schema=REPORT_SCHEMA)
     if values.len() == 0 or (not isinstance(deid, Deidentifier) and not _needs_key(values, table)):
         return unchanged
-    changed = _replacements(deid if isinstance(deid, Deidentifier) else deid(), values)
+    changed = _replacements(deid if isinstance(deid, Deidentifier) else deid(), values, memo)
     if changed.height == 0:
         return unchanged
     fns, counts = {}, []

@@ -221,20 +221,48 @@ def _candidate_lists(distinct: pl.DataFrame, folded: pl.Series | None = None) ->
     )
 
 
-def scan_leaves(
-    leaves: StringLeaves, table: str, regions: frozenset[str] = frozenset(), folded: pl.Series | None = None
-) -> pl.DataFrame:
-    """`independent_scan` over the string leaves of a frame already read (`folded`: their distinct values folded, when
-    the caller has them already)."""
-    if not leaves.paths:
-        return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
-    # Normalizing, cutting candidates and judging them runs once per distinct value or candidate; the candidates
-    # holding a finding are then spread back over the rows holding their value, in the order of the rows.
-    matched = _candidate_lists(leaves.distinct, folded)
+class CandidateMemo:
+    """The independent scan's candidates (`_candidate_lists`) of the values scanned so far, looked up by value.
+
+    The residual check over a de-identified batch reads again the values that the union passes (disguise.union) of
+    its text and id leaves have just scanned; a value's candidates depend on the value alone, so a value looked up
+    here gets what scanning it again would give. Cleared by its owner after each batch, so memory stays bounded.
+    """
+
+    def __init__(self) -> None:
+        # Every value scanned (`VALUE`) with its candidates (`match`), null where it cannot hold a finding.
+        self._known = pl.DataFrame(schema={VALUE: pl.String, "match": pl.List(pl.String)})
+
+    def clear(self) -> None:
+        """Forget every value."""
+        self._known = self._known.clear()
+
+    def candidate_lists(self, distinct: pl.DataFrame, folded: pl.Series | None = None) -> pl.DataFrame:
+        """`_candidate_lists(distinct, folded)`, scanning only the values not seen before and remembering them."""
+        values = distinct.select(VALUE)
+        if folded is not None:
+            values = values.with_columns(folded.alias("folded"))
+        # One join tells the values seen before (with their candidates) from the rest.
+        known = self._known.with_columns(pl.lit(True).alias("seen"))
+        looked = values.join(known, on=VALUE, how="left")
+        seen = looked.filter(pl.col("seen") & pl.col("match").is_not_null()).select(VALUE, "match")
+        fresh = looked.filter(pl.col("seen").is_null())
+        scanned = _candidate_lists(fresh.select(VALUE), fresh["folded"] if folded is not None else None)
+        self._known = pl.concat([self._known, fresh.select(VALUE).join(scanned, on=VALUE, how="left")])
+        return pl.concat([seen, scanned])
+
+
+def _verdicts(matched: pl.DataFrame, regions: frozenset[str]) -> pl.DataFrame:
+    """Entity type and masked excerpt of each distinct candidate of `matched` (from _candidate_lists) that holds a
+    finding (`match`, `entity_type`, `masked_excerpt`)."""
     # every value judged below holds six digits or more (the shortest: a UK NINO, a 6-digit phone); an
-    # e-mail needs its `@`. Filtering here keeps ordinary words and codes out of the per-candidate Python.
+    # e-mail needs its `@`. Filtering here keeps ordinary words and codes out of the per-candidate Python. Either
+    # takes six characters at least (the shortest e-mail `a@b.cc`; `_CANDIDATE` holds no `@`), a test that drops
+    # the most candidates for the least work, before they are made unique.
     candidates = (
-        matched.select(pl.col("match").explode().drop_nulls().unique())
+        matched.select(pl.col("match").explode().drop_nulls())
+        .filter(pl.col("match").str.len_bytes() >= 6)
+        .unique()
         .filter(pl.col("match").str.contains("@") | (pl.col("match").str.count_matches("[0-9]") >= 6))
         .filter(~judged_elsewhere(regions))
     )
@@ -245,9 +273,29 @@ def scan_leaves(
                 rows.append((match, EMAIL, mask(match.replace(" ", ""))))
             continue
         rows += [(match, kind, mask(value)) for kind, value in judge(match, regions)]
-    verdicts = pl.DataFrame(
+    return pl.DataFrame(
         rows, schema={"match": pl.String, "entity_type": pl.String, "masked_excerpt": pl.String}, orient="row"
     )
+
+
+def scan_leaves(
+    leaves: StringLeaves,
+    table: str,
+    regions: frozenset[str] = frozenset(),
+    folded: pl.Series | None = None,
+    memo: CandidateMemo | None = None,
+) -> pl.DataFrame:
+    """`independent_scan` over the string leaves of a frame already read (`folded`: their distinct values folded, when
+    the caller has them already; `memo`: candidates of values scanned before)."""
+    if not leaves.paths:
+        return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
+    # Normalizing, cutting candidates and judging them runs once per distinct value or candidate; the candidates
+    # holding a finding are then spread back over the rows holding their value, in the order of the rows.
+    if memo is None:
+        matched = _candidate_lists(leaves.distinct, folded)
+    else:
+        matched = memo.candidate_lists(leaves.distinct, folded)
+    verdicts = _verdicts(matched, regions)
     if verdicts.height == 0:
         return pl.DataFrame(schema=_SCHEMA)  # type: ignore[arg-type]
     matched = keep_matches(matched, verdicts["match"].unique())
@@ -295,8 +343,15 @@ def residual_spans(value: str, regions: frozenset[str] = frozenset()) -> list[tu
     return spans
 
 
-def values_with_findings(values: pl.Series, regions: frozenset[str] = frozenset()) -> pl.Series:
-    """The distinct values among `values` in which the independent scan finds something (columnar, see scan_leaves)."""
-    frame = pl.DataFrame({"text": values.unique().drop_nulls()}, schema={"text": pl.String})
-    rows = independent_scan(frame, "values", regions)["row"].unique()
-    return frame["text"].gather(rows.sort())
+def values_with_findings(
+    values: pl.Series, regions: frozenset[str] = frozenset(), memo: CandidateMemo | None = None
+) -> pl.Series:
+    """The distinct values among `values` in which the independent scan finds something (columnar, see scan_leaves);
+    `memo`: candidates of values scanned before, to look up and add to."""
+    # What independent_scan reports rows of, told per distinct value: one holding a candidate with a verdict.
+    distinct = pl.DataFrame({VALUE: values.unique().drop_nulls()}, schema={VALUE: pl.String})
+    matched = _candidate_lists(distinct) if memo is None else memo.candidate_lists(distinct)
+    verdicts = _verdicts(matched, regions)
+    if verdicts.height == 0:
+        return pl.Series("text", [], dtype=pl.String)
+    return keep_matches(matched, verdicts["match"].unique())[VALUE].alias("text")

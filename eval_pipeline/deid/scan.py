@@ -15,7 +15,7 @@ import polars as pl
 from eval_pipeline.deid.candidates import classify
 from eval_pipeline.deid.columns import ROW, VALUE, StringLeaves, keep_matches, leaf_name
 from eval_pipeline.deid.detectors import PERSON, combined_pattern, mask
-from eval_pipeline.deid.folding import NON_ASCII_EMAIL, folded_values
+from eval_pipeline.deid.folding import folded_values, holds_non_ascii_email
 from eval_pipeline.deid.identifiers import locale_regions
 from eval_pipeline.deid.names import (
     NAME_FIELD_PATTERN,
@@ -23,7 +23,7 @@ from eval_pipeline.deid.names import (
     learned_field_pattern,
     names_from_field_match,
 )
-from eval_pipeline.deid.residual import scan_leaves
+from eval_pipeline.deid.residual import CandidateMemo, scan_leaves
 
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
     "table": pl.String,
@@ -58,11 +58,13 @@ def scan_frame(
     name_keys: Iterable[str] = (),
     locale: str | None = None,
     independent: bool = True,
+    memo: CandidateMemo | None = None,
 ) -> pl.DataFrame:
     """One row per residual finding in any string column (inside lists and structs too): table, column (dotted
     leaf path), row (0-based), entity_type, masked_excerpt. `names` (from collect_names) adds known name words,
     `name_keys` (NameCollector.name_keys) keys learned to hold names, `locale` the run's regions; `independent`
-    adds the independent scan (residual.py) to the replacement's detectors."""
+    adds the independent scan (residual.py) to the replacement's detectors, which looks up in `memo` the candidates
+    of values it has scanned before (the union passes that made this frame)."""
     name_set = frozenset(names)
     regions = locale_regions(locale)
     pattern = combined_pattern(person_words=bool(name_set), regions=regions)
@@ -77,7 +79,7 @@ def scan_frame(
     # Unicode disguises are undone first (folding.py): the detectors read what a reader sees. Non-ASCII text with an
     # `@` is read with the Unicode pattern, whose e-mails may be written in any script (disguise.undisguise).
     distinct = leaves.distinct.with_columns(folded_values(leaves.distinct[VALUE]).alias("folded"))
-    wide = pl.col("folded").str.contains(NON_ASCII_EMAIL)
+    wide = holds_non_ascii_email(distinct["folded"])
     unicode_pattern = combined_pattern(person_words=bool(name_set), regions=regions, unicode=True)
     for by_field, regex in ((False, pattern), (True, by_key)):
         extract = [(pl.lit(True), regex)] if by_field else [(~wide, regex), (wide, unicode_pattern)]
@@ -112,7 +114,7 @@ def scan_frame(
     if not independent:
         return detected.sort("column", "row", "entity_type", maintain_order=True)
     # The independent scan adds what the replacement's detectors did not see in that cell as that type.
-    second = scan_leaves(leaves, table, regions, folded=distinct["folded"])
+    second = scan_leaves(leaves, table, regions, folded=distinct["folded"], memo=memo)
     cell = ["table", "column", "row", "entity_type"]
     detected = pl.concat([detected, second.join(detected, on=cell, how="anti").unique(maintain_order=True)])
     return detected.sort("column", "row", "entity_type", maintain_order=True)

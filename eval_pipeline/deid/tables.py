@@ -30,6 +30,7 @@ from eval_pipeline.deid.disguise import apply_changes, pick_sentinels, undisguis
 from eval_pipeline.deid.identifiers import locale_regions
 from eval_pipeline.deid.name_learning import collect_names
 from eval_pipeline.deid.pseudonymize import Pseudonymizer
+from eval_pipeline.deid.residual import CandidateMemo
 
 # Free-text and JSON-text leaves that are de-identified; identifiers the pipeline joins on are not among them.
 TRACE_TEXT_PATHS: tuple[LeafPath, ...] = (
@@ -208,6 +209,7 @@ def _deidentify_until_stable(
     pseudonymizer: Pseudonymizer,
     regions: frozenset[str] = frozenset(),
     verdicts: dict[str, Verdict] | None = None,
+    memo: CandidateMemo | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One table with its text leaves de-identified and its replacement counts: values in Unicode disguise first
     (disguise.undisguise), passes over the distinct values of each leaf, repeated while a pass may have left a value
@@ -224,12 +226,14 @@ def _deidentify_until_stable(
         for path in paths
     ]
 
-    def distinct_current() -> pl.Series:
-        # a Series, not a list: the scans are vectorised, and a list of every distinct value costs seconds at 1M
-        return pl.concat([leaf[_CURRENT] for leaf in leaves]).unique() if leaves else pl.Series([], dtype=pl.String)
+    def every_current() -> pl.Series:
+        # a Series, not a list: the scans are vectorised, and a list of every distinct value costs seconds at 1M. Not
+        # made unique here: a value may stand in several leaves, and both undisguise and union take distinct values
+        # themselves (once, of what they keep).
+        return pl.concat([leaf[_CURRENT] for leaf in leaves]) if leaves else pl.Series([], dtype=pl.String)
 
     leaves, report = apply_changes(
-        leaves, table, paths, undisguise(distinct_current(), names, regions, pseudonymizer), _CURRENT, _ACTIVE
+        leaves, table, paths, undisguise(every_current(), names, regions, pseudonymizer), _CURRENT, _ACTIVE
     )
     reports = [report]
     for _ in range(MAX_PASSES):
@@ -239,7 +243,7 @@ def _deidentify_until_stable(
         if report.height == 0 or not (ran_on or glued):
             break
     leaves, report = apply_changes(
-        leaves, table, paths, union(distinct_current(), regions, pseudonymizer), _CURRENT, _ACTIVE
+        leaves, table, paths, union(every_current(), regions, pseudonymizer, memo), _CURRENT, _ACTIVE
     )
     reports.append(report)
     replacements = {}
@@ -263,22 +267,27 @@ class Deidentifier:
         self.regions = locale_regions(locale)
         self._verdicts: dict[str, Verdict] = {}
 
-    def _run(self, frame: pl.DataFrame, table: str, paths: tuple[LeafPath, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def _run(
+        self, frame: pl.DataFrame, table: str, paths: tuple[LeafPath, ...], memo: CandidateMemo | None
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         return _deidentify_until_stable(
-            frame, table, paths, self.names, self.pseudonymizer, self.regions, self._verdicts
+            frame, table, paths, self.names, self.pseudonymizer, self.regions, self._verdicts, memo
         )
 
-    def traces(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    # `memo` (residual.CandidateMemo) keeps what the independent scan of the union pass read, for the residual check
+    # of the same output (scan.scan_frame) to look up instead of scanning those values again.
+
+    def traces(self, frame: pl.DataFrame, memo: CandidateMemo | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
         """A traces frame (or one batch of it) de-identified, with its replacement counts."""
-        return self._run(frame, "traces", TRACE_TEXT_PATHS)
+        return self._run(frame, "traces", TRACE_TEXT_PATHS, memo)
 
-    def cases(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def cases(self, frame: pl.DataFrame, memo: CandidateMemo | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The cases de-identified, with their replacement counts."""
-        return self._run(frame, "cases", CASE_TEXT_PATHS)
+        return self._run(frame, "cases", CASE_TEXT_PATHS, memo)
 
-    def corpus(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def corpus(self, frame: pl.DataFrame, memo: CandidateMemo | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The corpus de-identified, with its replacement counts."""
-        return self._run(frame, "corpus", CORPUS_TEXT_PATHS)
+        return self._run(frame, "corpus", CORPUS_TEXT_PATHS, memo)
 
 
 def merge_reports(reports: Iterable[pl.DataFrame]) -> pl.DataFrame:

@@ -12,6 +12,7 @@ from eval_pipeline.defs.resources import EvalConfig, in_batches
 from eval_pipeline.defs.run_assets import manifest_of, run_tables, table_out
 from eval_pipeline.deid import Deidentifier, NameCollector, leak_summary, merge_reports, name_words, scan_frame
 from eval_pipeline.deid.inputs import CASE_ID_PATHS, CORPUS_ID_PATHS, TRACE_ID_PATHS, deidentify_leaves, id_deidentifier
+from eval_pipeline.deid.residual import CandidateMemo
 from eval_pipeline.io.warehouse import FrameBatches, TableBatches
 
 GROUP = "deidentification"
@@ -68,14 +69,17 @@ arguments survive).
     # The trace ids of the batches so far in one column: a quarter of the memory a Python set of them takes.
     seen = [pl.Series(dtype=pl.String)]
     missing_columns: set[str] = set()
+    # What the independent scan of the union passes read in a batch, looked up by the blocking check of its output.
+    memo = CandidateMemo()
 
     def deid_batches():
         for batch in traces:
-            out, report = deid.traces(batch.select(list(frames.TRACES_SCHEMA)))
-            out, id_report = deidentify_leaves(out, TRACE_ID_PATHS, "traces", id_deid)
+            out, report = deid.traces(batch.select(list(frames.TRACES_SCHEMA)), memo)
+            out, id_report = deidentify_leaves(out, TRACE_ID_PATHS, "traces", id_deid, memo)
             reports.extend([report, id_report])
             # The blocking check: both scans (the replacement's detectors and the independent one) over the output.
-            findings = scan_frame(out, "deid_traces", name_keys=name_keys, locale=locale)
+            findings = scan_frame(out, "deid_traces", name_keys=name_keys, locale=locale, memo=memo)
+            memo.clear()
             tally["findings"] += findings.height
             for where, n in leak_summary(findings).items():
                 sample[where] = sample.get(where, 0) + n
