@@ -14,7 +14,7 @@ from eval_pipeline.io.inputs import load_cases, load_tool_registry, require_corp
 from eval_pipeline.io.loaders import check_input_paths, list_runs, load_manifest
 from eval_pipeline.io.policy import load_gate_policy
 from eval_pipeline.io.storage import InputError, inside_root, is_url, open_location
-from eval_pipeline.quality.contracts import warm_up_in_background
+from eval_pipeline.quality.remote import warm_up_in_background
 from eval_pipeline.run_records import fail_abandoned_runs, runner_tags
 
 # `eval-pipeline run`'s exit status (docs/gates.md#exit-codes-and-checks): a blocked release is a completed evaluation.

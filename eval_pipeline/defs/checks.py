@@ -1,9 +1,14 @@
 """Blocking ERROR checks attached to every table that feeds a report (the logic lives in eval_pipeline.quality)."""
 
+import functools
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
+from eval_pipeline.defs import deferred
 from eval_pipeline.quality import contracts as quality
+from eval_pipeline.quality import remote
 from eval_pipeline.quality.contracts import COMPLETE, NO_PERSONAL_DATA, RANGES, SCHEMA, TableContract, Verdict
 
 CHECK_DESCRIPTIONS = {
@@ -46,11 +51,17 @@ def _result(asset_key: dg.AssetKey, name: str, verdict: Verdict) -> dg.AssetChec
 def results(
     asset: str | dg.AssetKey, contract: TableContract, frame: pl.DataFrame, expected_traces: pl.DataFrame | None = None
 ) -> list[dg.AssetCheckResult]:
-    """Evaluate every check of a table's contract."""
+    """Evaluate every check of a table's contract; in a fused step with a validator process, the Great Expectations
+    checks are answered later (defs.deferred) and are not among the results returned."""
     key = dg.AssetKey.from_coercible(asset)
     table = key.path[-1]
-    schema, ranges = quality.check_schema_and_ranges(key.to_user_string(), contract, frame)
-    out = [_result(key, SCHEMA, schema), _result(key, RANGES, ranges)]
+    both = functools.cache(remote.schema_and_ranges_later(key.to_user_string(), contract, frame))
+    answers: dict[str, Callable[[], Verdict]] = {SCHEMA: lambda: both()[0], RANGES: lambda: both()[1]}
+    later = deferred.current()
+    if later is not None:
+        for name in (SCHEMA, RANGES):
+            later.add(key, name, functools.partial(_answered, key, name, answers.pop(name)))
+    out = [_result(key, name, answer()) for name, answer in answers.items()]
     if contract.per_trace:
         out.append(_result(key, COMPLETE, quality.check_complete(frame, expected_traces)))
     if contract.scan_personal_data:
@@ -58,3 +69,7 @@ def results(
             _result(key, NO_PERSONAL_DATA, quality.check_no_personal_data(table, frame, contract.independent_scan))
         )
     return out
+
+
+def _answered(key: dg.AssetKey, name: str, answer: Callable[[], Verdict]) -> dg.AssetCheckResult:
+    return _result(key, name, answer())

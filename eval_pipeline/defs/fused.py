@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
+from eval_pipeline.defs.deferred import Deferred, deferring
 from eval_pipeline.defs.resources import (
     BATCHES_METADATA_KEY,
     RESTRICTED_METADATA_KEY,
@@ -241,16 +242,54 @@ def _fingerprint(context: dg.AssetExecutionContext, member: _Member, arguments: 
     return inputs_fingerprint(member.name, member.code_versions, context.partition_key, arguments)
 
 
+def _member_events(
+    context: dg.AssetExecutionContext, member: _Member, reads: _Reads, selected: Collection[dg.AssetKey]
+) -> tuple[Iterable[Any], str | None, str | None]:
+    """(the member's events, its inputs' fingerprint when reusable, the run it is reused from when it is)."""
+    arguments = {name: getattr(context.resources, name) for name in member.resources}
+    arguments |= {name: reads.value(key, meta) for name, (key, meta) in member.inputs.items()}
+    fingerprint = _fingerprint(context, member, arguments)
+    if fingerprint:
+        events = replayed(context, member.keys & set(selected), member.checks, fingerprint, reads.stored)
+        if events is not None:
+            return events, fingerprint, events[0].value.run_id if events else None
+    produced = member.compute(context, **arguments) if member.takes_context else member.compute(**arguments)
+    return _events(produced), fingerprint, None
+
+
+def _answers(
+    context: dg.AssetExecutionContext,
+    results: Iterable[dg.AssetCheckResult],
+    owners: Mapping[dg.AssetKey, _Member],
+    not_written: set[dg.AssetKey],
+) -> Iterator[dg.AssetCheckResult]:
+    """Check results answered later (defs.deferred), as selected; a failed blocking one marks its member's tables
+    as not written (`not_written` is updated)."""
+    for result in results:
+        event = _only_selected(result, context)
+        if event is None:
+            continue
+        for check in _failed_checks(event, None):
+            owner = owners[check.asset_key]
+            if check in owner.blocking_checks:
+                not_written |= owner.keys
+        yield event
+
+
 def _run(
     context: dg.AssetExecutionContext, members: Sequence[_Member], restricted: frozenset[dg.AssetKey]
 ) -> Iterator[Any]:
     selected = context.selected_asset_keys
     reads = _Reads(context, members, restricted)
+    owners = {key: member for member in members for key in member.keys}
+    deferred = Deferred()  # checks answered while the step goes on (defs.deferred)
     not_written: set[dg.AssetKey] = set()  # tables of members that failed, or were held back by a failure
     error: BaseException | None = None
     for position, member in enumerate(members):
         if not member.keys & selected:
             continue
+        # a member reads a table only once its checks are in: a failed blocking one holds it back
+        yield from _answers(context, deferred.take(member.upstream), owners, not_written)
         if member.upstream & not_written:
             context.log.warning(f"{member.name} not computed: a table it reads failed in this step")
             not_written |= member.keys
@@ -259,31 +298,22 @@ def _run(
         token = _member_key.set(next(iter(member.keys)) if len(member.keys) == 1 else None)
         reused_from = None
         try:
-            arguments = {name: getattr(context.resources, name) for name in member.resources}
-            arguments |= {name: reads.value(key, meta) for name, (key, meta) in member.inputs.items()}
-            fingerprint = _fingerprint(context, member, arguments)
-            events = (
-                replayed(context, member.keys & selected, member.checks, fingerprint, reads.stored)
-                if fingerprint
-                else None
-            )
-            if events is not None:
-                reused_from = events[0].value.run_id if events else None
-            else:
-                produced = member.compute(context, **arguments) if member.takes_context else member.compute(**arguments)
-                events = _events(produced)
-            for event in events:
-                event = _only_selected(_keyed(event, current_member_key()), context)
-                if event is None:
-                    continue
-                if fingerprint and reused_from is None and isinstance(event, dg.MaterializeResult):
-                    event = recorded(event, dg.AssetKey.from_coercible(event.asset_key), fingerprint)
-                if any(check in member.blocking_checks for check in _failed_checks(event, current_member_key())):
-                    not_written |= member.keys
-                yield event
+            # a reused table's record holds its check results: a reusable member's checks are answered at once
+            with deferring(None if member.reusable else deferred):
+                events, fingerprint, reused_from = _member_events(context, member, reads, selected)
+                for event in events:
+                    event = _only_selected(_keyed(event, current_member_key()), context)
+                    if event is None:
+                        continue
+                    if fingerprint and reused_from is None and isinstance(event, dg.MaterializeResult):
+                        event = recorded(event, dg.AssetKey.from_coercible(event.asset_key), fingerprint)
+                    if any(check in member.blocking_checks for check in _failed_checks(event, current_member_key())):
+                        not_written |= member.keys
+                    yield event
         except Exception as exc:  # the step fails with it once the members that do not need this one ran
             error = error or exc
             not_written |= member.keys
+            deferred.drop(member.keys)
             context.log.error(f"{member.name} failed: {exc}")
         finally:
             _member_key.reset(token)
@@ -295,6 +325,7 @@ def _run(
                 if reused_from is None
                 else MEMBER_REUSED.format(name=member.name, seconds=seconds, run=reused_from)
             )
+    yield from _answers(context, deferred.take(), owners, not_written)
     if error is not None:
         raise error
 

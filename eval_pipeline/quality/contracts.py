@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,15 +52,6 @@ def lane_table(
 _GE_LOCK = threading.RLock()
 # What a passing check's `failures` metadata says (words, not a placeholder: the UI shows it as is).
 NO_FAILURE = "no failed expectation"
-
-
-def warm_up_in_background(*, own_process: bool = True) -> None:
-    """Get Great Expectations ready off the critical path: with `own_process`, a validator process imports it on
-    another core and validates there (quality.validator); else, or where that process cannot start, this process
-    imports it on a daemon thread. The first check needs it, and the import takes seconds."""
-    if own_process and "great_expectations" not in sys.modules and validator.start(__name__) is not None:
-        return
-    threading.Thread(target=_ge_context, name="great-expectations-import", daemon=True).start()
 
 
 def prepare() -> None:
@@ -188,10 +178,15 @@ def check_schema_and_ranges(name: str, contract: TableContract, frame: pl.DataFr
     the messages. Great Expectations spends about 30 ms on each expectation whatever the table's size, so the
     per-column suites of a run's tables would cost seconds on every run. The validator process, when one was
     started, validates (quality.validator)."""
-    request = (name, contract, frame.head(0), frame.select(_ge_columns(contract, set(frame.columns))))
+    request = schema_and_ranges_request(name, contract, frame)
     remote = validator.current()
-    verdicts = remote.validate(*request) if remote is not None else None
+    verdicts = remote.call("validated", *request) if remote is not None else None
     return verdicts if verdicts is not None else validated(*request)
+
+
+def schema_and_ranges_request(name: str, contract: TableContract, frame: pl.DataFrame) -> tuple:
+    """The arguments of validated() for a table: its name, contract, columns (no rows) and checked columns."""
+    return name, contract, frame.head(0), frame.select(_ge_columns(contract, set(frame.columns)))
 
 
 def validated(

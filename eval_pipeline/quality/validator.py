@@ -3,8 +3,8 @@
 `import great_expectations` takes about two seconds of one core (every expectation module, scipy, altair), and a run
 in one process would pay it on its critical path: on a background thread it still holds the interpreter lock the
 run's own Python needs. Started at the beginning of a run, the validator process imports it on the other core while
-the run reads its inputs; each contract validation is then sent to it (the checked columns only) and its verdicts
-come back. The suites and the verdicts are the ones the handler (quality.contracts) gives in this process.
+the run reads its inputs. Each contract validation is then sent to it (the checked columns only) and its verdicts
+come back while the run goes on (defs.deferred): the same suites and verdicts quality.contracts gives in this process.
 
 A validator that cannot start, or stops, leaves validation to this process, as it was. The process ends when this
 one closes its pipe (at exit, or when this process dies).
@@ -18,18 +18,38 @@ import os
 import subprocess
 import sys
 import threading
+from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
-__all__ = ["Validator", "current", "start"]
+__all__ = ["Pending", "Validator", "current", "start"]
 
 _CURRENT: list[Validator] = []
 _START_LOCK = threading.Lock()
 
 
+class Pending:
+    """The answer to one request, once the validator gives it (None when it could not)."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._value: Any = None
+
+    def _set(self, value: Any) -> None:
+        self._value = value
+        self._done.set()
+
+    def result(self) -> Any | None:
+        """What the handler's function returned there; None when the validator stopped or the function raised (the
+        caller computes it, and raises, itself)."""
+        self._done.wait()
+        return self._value
+
+
 class Validator:
-    """A Great Expectations process: validate() sends it a request for `handler` (a module with prepare() and
-    validated()) and returns what validated() gives there."""
+    """A Great Expectations process: submit() sends it a call of one of the functions `handler` (a module with
+    prepare() and a REMOTE tuple of function names) lists, and returns its Pending answer at once; answers come back
+    in order and are read on a thread, so the caller works meanwhile."""
 
     def __init__(self, handler: str) -> None:
         down_read, down_write = os.pipe()
@@ -48,34 +68,55 @@ class Validator:
         os.close(up_write)
         self._requests = Connection(down_write, readable=False)
         self._replies = Connection(up_read, writable=False)
-        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._waiting: deque[Pending] = deque()
         self.broken = False
+        threading.Thread(target=self._read, name="validator-replies", daemon=True).start()
 
-    def validate(self, *request: Any) -> Any | None:
-        """What the handler's validated(*request) gives in the validator process; None when it could not give it (it
-        stopped, or validation raised there: this process validates, and raises, itself)."""
-        with self._lock:
+    def submit(self, function: str, *args: Any) -> Pending:
+        """Send `function(*args)` to the validator; its answer comes as the Pending's result."""
+        pending = Pending()
+        with self._send_lock:
             if self.broken:
-                return None
+                pending._set(None)
+                return pending
+            self._waiting.append(pending)
             try:
-                self._requests.send(request)
+                self._requests.send((function, args))
+            except (OSError, ValueError):  # the pipe is closed: the process stopped, or close() ran
+                self._stop()
+        return pending
+
+    def call(self, function: str, *args: Any) -> Any | None:
+        """submit() and wait for the answer."""
+        return self.submit(function, *args).result()
+
+    def _read(self) -> None:
+        while True:
+            try:
                 done, value = self._replies.recv()
-            except (OSError, EOFError):
-                self.broken = True
-                return None
-        return value if done else None
+            except (EOFError, OSError):
+                self._stop()
+                return
+            self._waiting.popleft()._set(value if done else None)
+
+    def _stop(self) -> None:
+        self.broken = True
+        while self._waiting:
+            self._waiting.popleft()._set(None)
 
     def close(self) -> None:
-        """End the process (it leaves when its pipe closes)."""
-        with self._lock:
+        """End the process (it leaves when its pipe closes); requests still waiting get no answer."""
+        with self._send_lock:
             self.broken = True
-            for connection in (self._requests, self._replies):
-                connection.close()
+            self._requests.close()
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._stop()
+        self._replies.close()
 
 
 def start(handler: str) -> Validator | None:
@@ -102,12 +143,14 @@ def _serve(handler: str, read_fd: int, write_fd: int) -> None:
     requests, replies = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     while True:
         try:
-            request = requests.recv()
+            function, args = requests.recv()
         except (EOFError, OSError):
             return
         try:
-            reply = (True, module.validated(*request))
-        except Exception as exc:  # the caller validates again in its own process, and raises it there
+            if function not in module.REMOTE:
+                raise ValueError(f"{handler}.{function} is not served")
+            reply = (True, getattr(module, function)(*args))
+        except Exception as exc:  # the caller computes it again in its own process, and raises it there
             reply = (False, f"{type(exc).__name__}: {exc}")
         replies.send(reply)
 

@@ -7,28 +7,11 @@ import pytest
 from eval_pipeline.defs.fused import MEMBER_DONE, fused_step, member_of_message
 from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY
 from eval_pipeline.io.warehouse import FrameBatches
+from eval_pipeline_tests.defs.memory_io import READS, TABLES, MemoryIO
 
 RUNS = dg.StaticPartitionsDefinition(["r1"])
 
 
-class MemoryIO(dg.ConfigurableIOManager):
-    """Tables in a dict; counts the reads a fused step makes through `load`."""
-
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
-        TABLES[context.asset_key] = obj
-
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
-        return TABLES[context.asset_key]
-
-    def load(self, asset_key, run_id, *, restricted, metadata=None):
-        READS.append((asset_key.to_user_string(), run_id, sorted((metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, []))))
-        frame = TABLES[asset_key]
-        skip = set((metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
-        return frame.select([c for c in frame.columns if c not in skip])
-
-
-TABLES: dict[dg.AssetKey, pl.DataFrame] = {}
-READS: list[tuple] = []
 CALLED: list[str] = []
 
 

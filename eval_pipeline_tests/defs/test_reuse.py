@@ -5,36 +5,15 @@ import polars as pl
 import pytest
 
 from eval_pipeline.defs.fused import fused_step, member_of_message
-from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY, Reused
+from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY
 from eval_pipeline.defs.reuse import REUSE_METADATA_KEY, REUSE_TAG
+from eval_pipeline_tests.defs.memory_io import TABLES, WRITES, MemoryIO, forget
 
 RUNS = dg.StaticPartitionsDefinition(["r1"])
 PURE = {REUSE_TAG: "inputs"}
 
-TABLES: dict[dg.AssetKey, pl.DataFrame] = {}
-WRITES: list[str] = []
 CALLED: list[str] = []
 SOURCE: dict[str, pl.DataFrame] = {}
-
-
-class MemoryIO(dg.ConfigurableIOManager):
-    """Tables in a dict, as the warehouse IO manager keeps them: a reused table is not written."""
-
-    def handle_output(self, context: dg.OutputContext, obj) -> None:
-        if isinstance(obj, Reused):
-            return
-        WRITES.append(context.asset_key.to_user_string())
-        TABLES[context.asset_key] = obj
-
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
-        return TABLES[context.asset_key]
-
-    def load(self, asset_key, run_id, *, restricted, metadata=None):
-        if asset_key not in TABLES:
-            raise dg.Failure(f"table {asset_key.to_user_string()} has not been materialized for run {run_id}")
-        skip = set((metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
-        frame = TABLES[asset_key]
-        return frame.select([c for c in frame.columns if c not in skip])
 
 
 def _assets(*, b_passes: bool = True):
@@ -87,11 +66,11 @@ def _b(result: dg.ExecuteInProcessResult) -> dg.AssetMaterialization:
 
 @pytest.fixture
 def instance():
-    TABLES.clear()
+    forget()
     SOURCE["a"] = pl.DataFrame({"id": [1, 2, 3], "noise": ["x", "y", "z"]})
     with dg.DagsterInstance.ephemeral() as fresh:
         yield fresh
-    TABLES.clear()
+    forget()
 
 
 def test_a_pure_member_over_unchanged_inputs_is_materialized_again_without_compute_or_write(instance):

@@ -8,7 +8,7 @@ import sys
 import polars as pl
 import pytest
 
-from eval_pipeline.quality import contracts, validator
+from eval_pipeline.quality import contracts, remote, validator
 from eval_pipeline.quality.tables import STAGE_RESULTS
 
 PASSING = pl.DataFrame(
@@ -31,20 +31,25 @@ def _request(frame: pl.DataFrame) -> tuple:
 
 def test_the_validator_process_gives_the_verdicts_this_process_gives():
     failing = PASSING.drop("lane").with_columns(status=pl.Series(["pass", "bogus", "fail"]))
-    own = validator.Validator(contracts.__name__)
+    own = validator.Validator(remote.__name__)
     try:
         for frame in (PASSING, failing):
-            there = own.validate(*_request(frame))
+            there = own.call("validated", *_request(frame))
             assert there == contracts.validated(*_request(frame))
-        schema, ranges = own.validate(*_request(failing))
+        schema, ranges = own.call("validated", *_request(failing))
         assert not schema.passed and "expect_column_to_exist(lane)" in schema.metadata["failures"]
         assert not ranges.passed and "['bogus']" in ranges.metadata["failures"]
-        # validation that raises there is validated again here, where it raises with its own traceback
-        assert own.validate("t", "not a contract", PASSING.head(0), PASSING) is None and not own.broken
+        # several requests in flight are answered in order, while this process goes on
+        pending = [own.submit("validated", *_request(f)) for f in (failing, PASSING, failing)]
+        assert [p.result()[1].passed for p in pending] == [False, True, False]
+        # a call that raises there, or a function it does not serve, is answered None: the caller computes it here
+        assert own.call("validated", "t", "not a contract", PASSING.head(0), PASSING) is None and not own.broken
+        assert own.call("prepare") is None and own.call("check_no_personal_data", "t", PASSING) is None
+        assert not own.broken
     finally:
         own.close()
     # a stopped validator answers nothing: the caller validates in its own process
-    assert own.broken and own.validate(*_request(PASSING)) is None
+    assert own.broken and own.call("validated", *_request(PASSING)) is None
 
 
 PROBE = """

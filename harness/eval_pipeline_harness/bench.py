@@ -217,7 +217,7 @@ def _measure(data: Path, work: Path, executor: str, max_concurrent: int, instanc
     from eval_pipeline.defs.resources import EvalConfig, judge_config_from_env
     from eval_pipeline.io.loaders import list_runs
     from eval_pipeline.io.storage import open_location
-    from eval_pipeline.quality.contracts import warm_up_in_background
+    from eval_pipeline.quality.remote import warm_up_in_background
     from eval_pipeline.runner import (
         IN_PROCESS_EXECUTION,
         celery_execution,
