@@ -6,8 +6,9 @@ run's own Python needs. Started at the beginning of a run, the validator process
 the run reads its inputs. Each contract validation is then sent to it (the checked columns only) and its verdicts
 come back while the run goes on (defs.deferred): the same suites and verdicts quality.contracts gives in this process.
 
-A validator that cannot start, or stops, leaves validation to this process, as it was. The process ends when this
-one closes its pipe (at exit, or when this process dies).
+A validator that cannot start, or stops, leaves validation to this process, as it was. A table too large to send
+(SEND_LIMIT_BYTES) stops it: a run that large validates in its own process, where the import is a small part of it.
+The process ends when this one closes its pipe (at exit, or when this process dies).
 """
 
 from __future__ import annotations
@@ -22,9 +23,15 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
+import polars as pl
+
 __all__ = ["Pending", "Validator", "current", "start"]
 
 _CURRENT: list[Validator] = []
+# A request is pickled whole in this process and unpickled whole in the validator: past this size the copies cost
+# more memory than the import saves time. At a million traces the run's largest tables are over it (sending them took
+# the run from 7.7 to 9.0 GiB, over its 8 GiB budget), and by then the import is a small part of the run.
+SEND_LIMIT_BYTES = 64 << 20
 _START_LOCK = threading.Lock()
 
 
@@ -74,8 +81,13 @@ class Validator:
         threading.Thread(target=self._read, name="validator-replies", daemon=True).start()
 
     def submit(self, function: str, *args: Any) -> Pending:
-        """Send `function(*args)` to the validator; its answer comes as the Pending's result."""
+        """Send `function(*args)` to the validator; its answer comes as the Pending's result. Frames larger than
+        SEND_LIMIT_BYTES are not sent: the validator stops, and the caller computes it, and the rest, itself."""
         pending = Pending()
+        if sum(a.estimated_size() for a in args if isinstance(a, pl.DataFrame)) > SEND_LIMIT_BYTES:
+            self.close()
+            pending._set(None)
+            return pending
         with self._send_lock:
             if self.broken:
                 pending._set(None)

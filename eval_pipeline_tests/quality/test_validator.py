@@ -87,3 +87,19 @@ def test_a_run_in_process_validates_in_the_validator_and_never_imports_great_exp
     last = result.stderr.strip().splitlines()[-1]
     # every check ran (exit 0: the evaluation completed), in the validator, which was still up at the end
     assert last == "exit 0 False True", result.stderr[-3000:]
+
+
+def test_a_table_too_large_to_send_stops_the_validator_and_is_validated_here(monkeypatch):
+    own = validator.Validator(remote.__name__)
+    monkeypatch.setattr(validator, "_CURRENT", [own])
+    try:
+        assert own.call("validated", *_request(PASSING))[1].passed  # small: answered there
+        monkeypatch.setattr(validator, "SEND_LIMIT_BYTES", PASSING.estimated_size() - 1)
+        # too large to send: no answer, the validator stops, and the check gives the same verdicts here
+        assert own.call("validated", *_request(PASSING)) is None
+        assert own.broken and validator.current() is None
+        assert contracts.check_schema_and_ranges(*_request(PASSING)[:2], PASSING) == contracts.validated(
+            *_request(PASSING)
+        )
+    finally:
+        own.close()
