@@ -297,6 +297,7 @@ def _run(
         started = time.perf_counter()
         token = _member_key.set(next(iter(member.keys)) if len(member.keys) == 1 else None)
         reused_from = None
+        yielded: set[dg.AssetKey] = set()
         try:
             # a reused table's record holds its check results: a reusable member's checks are answered at once
             with deferring(None if member.reusable else deferred):
@@ -309,11 +310,14 @@ def _run(
                         event = recorded(event, dg.AssetKey.from_coercible(event.asset_key), fingerprint)
                     if any(check in member.blocking_checks for check in _failed_checks(event, current_member_key())):
                         not_written |= member.keys
+                    if isinstance(event, dg.MaterializeResult):
+                        yielded.add(dg.AssetKey.from_coercible(event.asset_key))
                     yield event
         except Exception as exc:  # the step fails with it once the members that do not need this one ran
             error = error or exc
             not_written |= member.keys
-            deferred.drop(member.keys)
+            # the checks of a table it did write are still answered; those of the tables it did not are forgotten
+            deferred.drop(member.keys - yielded)
             context.log.error(f"{member.name} failed: {exc}")
         finally:
             _member_key.reset(token)

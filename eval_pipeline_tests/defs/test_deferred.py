@@ -122,3 +122,32 @@ def test_without_a_validator_every_check_comes_with_the_materialization(monkeypa
         "ASSET_MATERIALIZATION", types.index("ASSET_MATERIALIZATION") + 1
     )
     assert materialization is not None
+
+
+def test_a_member_that_fails_after_writing_a_table_still_answers_that_tables_checks(served):
+    @dg.multi_asset(
+        partitions_def=RUNS,
+        specs=[dg.AssetSpec("scores").with_io_manager_key("warehouse_io"), dg.AssetSpec("rollup")],
+        check_specs=[*checks.specs("scores", CONTRACT), *checks.specs("rollup", CONTRACT)],
+    )
+    def scores_then_rollup():
+        frame = pl.DataFrame({"trace_id": ["t1"], "status": ["pass"], "note": ["ok"]})
+        yield materialized(frame, asset_key="scores", check_results=checks.results("scores", CONTRACT, frame))
+        checks.results("rollup", CONTRACT, frame)  # asked, but the rollup is never written
+        raise dg.Failure("the rollup does not add up")
+
+    step = fused_step("one", [scores_then_rollup], description="two tables", restricted=frozenset())
+    result = dg.materialize(
+        [step],
+        instance=dg.DagsterInstance.ephemeral(),
+        partition_key="r1",
+        resources={"warehouse_io": MemoryIO()},
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert {(e.asset_key.to_user_string(), e.check_name) for e in result.get_asset_check_evaluations()} == {
+        ("scores", SCHEMA),
+        ("scores", RANGES),
+        ("scores", NO_PERSONAL_DATA),
+    }
+    assert dg.AssetKey("rollup") not in TABLES
