@@ -39,10 +39,6 @@ class Deferred:
         """A check of table `key` whose result answer() gives."""
         self._entries.append(_Entry(key, check_name, answer))
 
-    def has(self, key: dg.AssetKey, check_name: str) -> bool:
-        """Whether that check of that table is already asked."""
-        return any(e.key == key and e.check_name == check_name for e in self._entries)
-
     def take(self, keys: Collection[dg.AssetKey] | None = None) -> list[dg.AssetCheckResult]:
         """The results of the checks of `keys` (of every table when None), waiting for them; they leave the list."""
         taken = [e for e in self._entries if keys is None or e.key in keys]

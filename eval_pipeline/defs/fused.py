@@ -15,6 +15,7 @@ step then fails with the first error, or with Dagster's blocking-check failure.
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -47,6 +48,7 @@ WAREHOUSE_IO = "warehouse_io"
 MEMBER_DONE = "computed {name} in {seconds:.2f}s"
 # ... or, for a member whose inputs did not change (defs.reuse), the line that says it was not computed again.
 MEMBER_REUSED = "reused {name} in {seconds:.2f}s: its inputs are those of run {run}"
+_MEMBER_LINE = re.compile(r"(?:computed|reused) (?P<name>\S+) in (?P<seconds>[0-9]+(?:\.[0-9]+)?)s(?:: .*)?", re.S)
 # Columns that order a table's rows when it is read (io.warehouse.LINE_ORDER): never skipped by a shared read.
 _ORDER_COLUMNS = frozenset({"run_id", "source_file", "source_line", "line"})
 
@@ -65,15 +67,8 @@ def materializing_key(context: dg.AssetExecutionContext) -> dg.AssetKey:
 
 def member_of_message(message: str) -> tuple[str, float] | None:
     """(op name, seconds) of a MEMBER_DONE or MEMBER_REUSED log line, else None."""
-    head, _, tail = message.partition(" in ")
-    verb, _, name = head.partition(" ")
-    seconds = tail.partition("s: ")[0] if verb == "reused" else tail.removesuffix("s")
-    if verb not in ("computed", "reused") or not name or not (tail.endswith("s") or verb == "reused"):
-        return None
-    try:
-        return name, float(seconds)
-    except ValueError:
-        return None
+    found = _MEMBER_LINE.fullmatch(message)
+    return (found["name"], float(found["seconds"])) if found else None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from eval_pipeline.quality import validator
 from eval_pipeline.scoring.common import ROW_STATUSES, STAGE_STATUSES
 
 SCHEMA, RANGES, COMPLETE, NO_PERSONAL_DATA = "schema", "value_ranges", "complete", "no_personal_data"
@@ -176,12 +175,9 @@ def check_schema_and_ranges(name: str, contract: TableContract, frame: pl.DataFr
     A table is first validated with the compact suites (one expectation per kind of check over the stacked columns,
     the same conditions as the per-column suites); only a table that fails them is validated column by column, for
     the messages. Great Expectations spends about 30 ms on each expectation whatever the table's size, so the
-    per-column suites of a run's tables would cost seconds on every run. The validator process, when one was
-    started, validates (quality.validator)."""
-    request = schema_and_ranges_request(name, contract, frame)
-    remote = validator.current()
-    verdicts = remote.call("validated", *request) if remote is not None else None
-    return verdicts if verdicts is not None else validated(*request)
+    per-column suites of a run's tables would cost seconds on every run. In this process; quality.remote sends it
+    to the validator process when one runs."""
+    return validated(*schema_and_ranges_request(name, contract, frame))
 
 
 def schema_and_ranges_request(name: str, contract: TableContract, frame: pl.DataFrame) -> tuple:
