@@ -12,6 +12,11 @@ from eval_pipeline.defs.resources import (
     JudgeConfig,
     judge_config_from_env,
 )
+from eval_pipeline.io.arrow_memory import choose_pool
+
+# Every process that runs steps (in process, forked, a Celery worker, the webserver's) builds its definitions from
+# here, before any step allocates: Arrow's pool is chosen once for it.
+choose_pool(dg.EnvVar("ARROW_DEFAULT_MEMORY_POOL").get_value())
 
 __all__ = ["DOMAINS", "EVALUATE_RUN_JOB", "all_assets_definitions", "build_definitions", "config_from_env"]
 DOMAINS = (*ASSET_DOMAINS, automation)

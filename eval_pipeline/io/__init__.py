@@ -6,6 +6,7 @@ trace_columnar (the two paths of the trace ingestion), forked (work on forked wo
 """
 
 __all__ = [
+    "arrow_memory",
     "fingerprints",
     "ingest",
     "inputs",
