@@ -1,4 +1,4 @@
-"""Arrow's memory pool for this process: the system allocator, unless the environment named another."""
+"""Arrow's memory pool for this process: jemalloc (else the system allocator), unless the environment named one."""
 
 from __future__ import annotations
 
@@ -8,9 +8,16 @@ __all__ = ["choose_pool"]
 
 
 def choose_pool(named_in_environment: str | None) -> None:
-    """Make the system allocator Arrow's default pool, unless ARROW_DEFAULT_MEMORY_POOL (passed in) named one."""
+    """Make jemalloc, or the system allocator where pyarrow was built without it, Arrow's default pool, unless
+    ARROW_DEFAULT_MEMORY_POOL (passed in) named one."""
     # pyarrow's default, mimalloc, advises its 1 GiB arenas for transparent huge pages: the JSON reads of trace
-    # ingestion then fault in fresh 2 MiB pages that the kernel zeroes whole. On the 2-core reference VM that was
-    # most of `raw_traces` and `parsed_traces` at 100k (docs/benchmarks/pipeline.md).
-    if not named_in_environment:
-        pa.set_memory_pool(pa.system_memory_pool())
+    # ingestion then fault in fresh 2 MiB pages that the kernel zeroes whole (13 % of a 100k run's CPU samples on the
+    # 2-core reference VM). The system allocator avoids that but keeps freed memory: 8.6 GiB at 1M, over the 8 GiB
+    # budget. jemalloc returns it: 7.35 GiB and the fastest 1M run (docs/benchmarks/pipeline.md).
+    if named_in_environment:
+        return
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:  # wheels built without jemalloc (Windows)
+        pool = pa.system_memory_pool()
+    pa.set_memory_pool(pool)
