@@ -88,24 +88,61 @@ def _fold_chars(chars: str) -> str:
     return "".join(out)
 
 
-def _fold_unicode(text: str) -> Folded:
-    """NFKC, format characters dropped, digits of every script read as ASCII, with spans."""
-    out, starts, ends = [], [], []
-    i, n = 0, len(text)
+# Text outside ASCII, with the ASCII character before it when a combining mark opens it (`e` + U+0301 folds as one).
+_NON_ASCII_RUN = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]+")
+
+
+def _is_mark(ch: str) -> bool:
+    """A combining mark that folds with the character before it (not a default-ignorable one, which is dropped)."""
+    return ch >= "\u0300" and unicodedata.category(ch)[0] == "M" and ord(ch) not in _IGNORABLE
+
+
+def _fold_run(run: str, offset: int, out: list[str], starts: list[int] | None, ends: list[int] | None) -> None:
+    """One run of text (no combining mark right after it) folded chunk by chunk into `out`, with spans if asked."""
+    i, n = 0, len(run)
     while i < n:
         j = i + 1
         # A base character and its combining marks fold together (NFKC composes `e` + U+0301 into `é`).
-        while (
-            j < n and text[j] >= "\u0300" and unicodedata.category(text[j])[0] == "M" and ord(text[j]) not in _IGNORABLE
-        ):
+        while j < n and _is_mark(run[j]):
             j += 1
-        chunk = text[i:j] if j - i > 1 or text[i] >= "\x80" else None
-        folded = text[i] if chunk is None else _fold_chars(chunk)
+        folded = run[i] if j - i == 1 and run[i] < "\x80" else _fold_chars(run[i:j])
         out.append(folded)
-        starts += [i] * len(folded)
-        ends += [j] * len(folded)
+        if starts is not None and ends is not None:
+            starts += [offset + i] * len(folded)
+            ends += [offset + j] * len(folded)
         i = j
-    return Folded("".join(out), tuple(starts), tuple(ends))
+
+
+def _fold_runs(text: str, spans: bool) -> tuple[str, list[int] | None, list[int] | None]:
+    """NFKC, format characters dropped, digits of every script read as ASCII; ASCII between non-ASCII runs is copied
+    as it is (it folds to itself), so the per-character work is only over the non-ASCII text."""
+    out: list[str] = []
+    starts: list[int] | None = [] if spans else None
+    ends: list[int] | None = [] if spans else None
+    pos = 0
+    for found in _NON_ASCII_RUN.finditer(text):
+        start = found.start()
+        # an ASCII character before the run joins it only when a combining mark follows it
+        if text[start] < "\x80" and not _is_mark(text[start + 1]):
+            start += 1
+        if start > pos:
+            out.append(text[pos:start])
+            if starts is not None and ends is not None:
+                starts += range(pos, start)
+                ends += range(pos + 1, start + 1)
+        _fold_run(text[start : found.end()], start, out, starts, ends)
+        pos = found.end()
+    out.append(text[pos:])
+    if starts is not None and ends is not None:
+        starts += range(pos, len(text))
+        ends += range(pos + 1, len(text) + 1)
+    return "".join(out), starts, ends
+
+
+def _fold_unicode(text: str) -> Folded:
+    """NFKC, format characters dropped, digits of every script read as ASCII, with spans."""
+    folded, starts, ends = _fold_runs(text, spans=True)
+    return Folded(folded, tuple(starts or ()), tuple(ends or ()))
 
 
 def _decoded(match: re.Match[str]) -> str | None:
@@ -129,10 +166,14 @@ def fold(text: str) -> Folded:
 
 
 def fold_text(text: str) -> str:
-    """The folded text alone (ASCII without a percent sign is returned as it is)."""
-    if text.isascii() and "%" not in text:
-        return text
-    return fold(text).text
+    """The folded text alone (ASCII without a percent sign is returned as it is), without the spans `fold` keeps."""
+    if text.isascii():
+        folded = text
+    else:
+        folded = _fold_runs(text, spans=False)[0]
+    if "%" not in folded:
+        return folded
+    return _PERCENT_CHAR.sub(lambda match: match.group() if (new := _decoded(match)) is None else new, folded)
 
 
 def non_ascii(values: pl.Series) -> pl.Series:
