@@ -4,4 +4,9 @@ The public entry points are the command line (`eval_pipeline.cli.main`, installe
 code location (`eval_pipeline.definitions.defs`) and the runner that materializes a run (`eval_pipeline.runner`).
 """
 
+from eval_pipeline.allocator import configure_polars_allocator
+
+# Before any module of the package loads polars: its allocator reads its options once (see allocator.py).
+configure_polars_allocator()
+
 __all__ = ["cli", "definitions", "runner"]
