@@ -97,7 +97,11 @@ def _is_mark(ch: str) -> bool:
     return ch >= "\u0300" and unicodedata.category(ch)[0] == "M" and ord(ch) not in _IGNORABLE
 
 
-def _fold_run(run: str, offset: int, out: list[str], starts: list[int] | None, ends: list[int] | None) -> None:
+# The original span of each folded character: its starts and its ends, side by side.
+Spans = tuple[list[int], list[int]]
+
+
+def _fold_run(run: str, offset: int, out: list[str], spans: Spans | None) -> None:
     """One run of text (no combining mark right after it) folded chunk by chunk into `out`, with spans if asked."""
     i, n = 0, len(run)
     while i < n:
@@ -107,42 +111,42 @@ def _fold_run(run: str, offset: int, out: list[str], starts: list[int] | None, e
             j += 1
         folded = run[i] if j - i == 1 and run[i] < "\x80" else _fold_chars(run[i:j])
         out.append(folded)
-        if starts is not None and ends is not None:
-            starts += [offset + i] * len(folded)
-            ends += [offset + j] * len(folded)
+        if spans is not None:
+            spans[0].extend([offset + i] * len(folded))
+            spans[1].extend([offset + j] * len(folded))
         i = j
 
 
-def _fold_runs(text: str, spans: bool) -> tuple[str, list[int] | None, list[int] | None]:
-    """NFKC, format characters dropped, digits of every script read as ASCII; ASCII between non-ASCII runs is copied
-    as it is (it folds to itself), so the per-character work is only over the non-ASCII text."""
+def _fold_runs(text: str, spans: Spans | None) -> str:
+    """NFKC, format characters dropped, digits of every script read as ASCII, with spans into `spans` if given;
+    ASCII between non-ASCII runs is copied as it is (it folds to itself), so the per-character work is only over the
+    non-ASCII text."""
     out: list[str] = []
-    starts: list[int] | None = [] if spans else None
-    ends: list[int] | None = [] if spans else None
+
+    def copied(start: int, stop: int) -> None:
+        out.append(text[start:stop])
+        if spans is not None:
+            spans[0].extend(range(start, stop))
+            spans[1].extend(range(start + 1, stop + 1))
+
     pos = 0
     for found in _NON_ASCII_RUN.finditer(text):
         start = found.start()
         # an ASCII character before the run joins it only when a combining mark follows it
         if text[start] < "\x80" and not _is_mark(text[start + 1]):
             start += 1
-        if start > pos:
-            out.append(text[pos:start])
-            if starts is not None and ends is not None:
-                starts += range(pos, start)
-                ends += range(pos + 1, start + 1)
-        _fold_run(text[start : found.end()], start, out, starts, ends)
+        copied(pos, start)
+        _fold_run(text[start : found.end()], start, out, spans)
         pos = found.end()
-    out.append(text[pos:])
-    if starts is not None and ends is not None:
-        starts += range(pos, len(text))
-        ends += range(pos + 1, len(text) + 1)
-    return "".join(out), starts, ends
+    copied(pos, len(text))
+    return "".join(out)
 
 
 def _fold_unicode(text: str) -> Folded:
     """NFKC, format characters dropped, digits of every script read as ASCII, with spans."""
-    folded, starts, ends = _fold_runs(text, spans=True)
-    return Folded(folded, tuple(starts or ()), tuple(ends or ()))
+    spans: Spans = ([], [])
+    folded = _fold_runs(text, spans)
+    return Folded(folded, tuple(spans[0]), tuple(spans[1]))
 
 
 def _decoded(match: re.Match[str]) -> str | None:
@@ -170,7 +174,7 @@ def fold_text(text: str) -> str:
     if text.isascii():
         folded = text
     else:
-        folded = _fold_runs(text, spans=False)[0]
+        folded = _fold_runs(text, None)
     if "%" not in folded:
         return folded
     return _PERCENT_CHAR.sub(lambda match: match.group() if (new := _decoded(match)) is None else new, folded)
