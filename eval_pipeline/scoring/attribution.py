@@ -84,34 +84,25 @@ def stage_results(lane: str, tables: Sequence[pl.DataFrame]) -> pl.DataFrame:
 
 def lane_outcomes(stages: pl.DataFrame) -> pl.DataFrame:
     """One row per (trace, lane): pass, fail (first failing stage wins) or incomplete (a stage before any failure could
-    not be scored)."""
+    not be scored).
+
+    One group-by over the rows: the deciding stage is the fail or incomplete row of lowest stage order, picked by its
+    position in the group, so a lane of 300k stage rows is decided in one pass rather than a sort and three joins.
+    """
     if stages.height == 0:
         return pl.DataFrame(schema=OUTCOME_SCHEMA)
     keys = ["run_id", "trace_id", "case_id", "attempt", "lane"]
-    deciding = (
-        stages.filter(pl.col("status").is_in(["fail", "incomplete"]))
-        .sort("stage_order")
-        .group_by(keys, maintain_order=True)
-        .first()
-        .select(*keys, pl.col("status").alias("deciding_status"), pl.col("stage").alias("deciding_stage"), "reason")
-    )
-    applicable = stages.group_by(keys).agg((pl.col("status") != "not_applicable").any().alias("any_applicable"))
-    hazards = (
-        stages.filter(pl.col("lane") == "rag")
-        .group_by(keys)
-        .agg(
-            (
-                ((pl.col("stage") == "retrieval") & (pl.col("status") == "fail")).any()
-                & ((pl.col("stage") == "answer") & (pl.col("status") == "pass")).any()
-            ).alias("unsupported_correct")
-        )
-    )
-    out = (
-        stages.select(keys)
-        .unique(maintain_order=True)
-        .join(deciding, on=keys, how="left", maintain_order="left")
-        .join(applicable, on=keys, how="left", maintain_order="left")
-        .join(hazards, on=keys, how="left", maintain_order="left")
+    deciding_row = pl.when(pl.col("status").is_in(["fail", "incomplete"])).then(pl.col("stage_order")).arg_min()
+
+    def any_row(stage: str, status: str) -> pl.Expr:
+        return ((pl.col("stage") == stage) & (pl.col("status") == status) & (pl.col("lane") == "rag")).any()
+
+    out = stages.group_by(keys, maintain_order=True).agg(
+        pl.col("status").get(deciding_row).alias("deciding_status"),
+        pl.col("stage").get(deciding_row).alias("deciding_stage"),
+        pl.col("reason").get(deciding_row).alias("reason"),
+        (pl.col("status") != "not_applicable").any().alias("any_applicable"),
+        (any_row("retrieval", "fail") & any_row("answer", "pass")).alias("unsupported_correct"),
     )
     return out.select(
         *keys,
@@ -133,7 +124,7 @@ def lane_outcomes(stages: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("deciding_status") == "incomplete")
         .then(pl.lit(HARNESS_OWNER))
         .alias("owner"),
-        pl.when(pl.col("unsupported_correct").fill_null(False)).then(pl.lit(UNSUPPORTED_CORRECT)).alias("hazard"),
+        pl.when(pl.col("unsupported_correct")).then(pl.lit(UNSUPPORTED_CORRECT)).alias("hazard"),
     )
 
 
