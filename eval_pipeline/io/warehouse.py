@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
+from eval_pipeline.io.read_cache import READS
 from eval_pipeline.io.storage import is_url, within
 
 RESTRICTED_AREA = "_restricted"
@@ -46,6 +47,14 @@ def _writable(frame: pl.DataFrame) -> pl.DataFrame:
 
     casts = {name: fix(dtype) for name, dtype in frame.schema.items() if fix(dtype) != dtype}
     return frame.cast(casts) if casts else frame
+
+
+def _hashable(wanted: Mapping[str, object]) -> tuple:
+    """A read's row filters as a key: each column with its value, or its set of values."""
+    return tuple(
+        (column, frozenset(value) if isinstance(value, list | tuple | set) else value)
+        for column, value in sorted(wanted.items())
+    )
 
 
 def _retry_conflicts(write: Callable[[], object], tries: int = 5) -> None:
@@ -314,10 +323,17 @@ class Warehouse:
         """Rows of a table (one run, or all), at the latest or a given version; None when the table does not exist.
 
         `within` keeps the rows whose column equals a value, or is one of a list of values (filtered in the scan)."""
-        if self._table(table, restricted, version) is None:
+        delta = self._table(table, restricted, version)
+        if delta is None:
             return None
-        scan = pl.scan_delta(self.uri(table, restricted), version=version, storage_options=self.storage_options or None)
-        for column, value in {**({PARTITION_COLUMN: run_id} if run_id is not None else {}), **(within or {})}.items():
+        uri, at = self.uri(table, restricted), delta.version()
+        wanted = {**({PARTITION_COLUMN: run_id} if run_id is not None else {}), **(within or {})}
+        key = (uri, delta.metadata().id, at, _hashable(wanted), None if columns is None else tuple(columns))
+        if (kept := READS.get(key)) is not None:
+            return kept
+        # the version just resolved, not the latest at scan time: the frame kept is the one its key names
+        scan = pl.scan_delta(uri, version=at, storage_options=self.storage_options or None)
+        for column, value in wanted.items():
             scan = scan.filter(
                 pl.col(column).is_in(list(value)) if isinstance(value, list | tuple | set) else pl.col(column) == value
             )
@@ -326,7 +342,9 @@ class Warehouse:
         frame = scan.collect()
         order = next((key for key in LINE_ORDER if set(key) <= set(frame.columns)), None)
         # tables of input lines are streamed in batches that deltalake may store in any order: read in file order
-        return frame if order is None else frame.sort(order, maintain_order=True)
+        frame = frame if order is None else frame.sort(order, maintain_order=True)
+        READS.put(key, frame)
+        return frame
 
     def columns(self, table: str, restricted: bool = False) -> list[str]:
         """Column names of a table ([] when it does not exist)."""
