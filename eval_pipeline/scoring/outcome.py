@@ -179,16 +179,15 @@ def _milestone_frame(base: pl.DataFrame) -> pl.DataFrame:
         for case_id, milestones in declared.iter_rows()
     }
     pairs = wanted.select("case_id", "final_state_json").unique()
-    passed = []
+    # one flat verdict per (pair, milestone), in the order the pairs joined to their milestones explode into
+    passed: list[bool] = []
     for case_id, state_json in pairs.iter_rows():
         state = parse_json(state_json)
-        passed.append(
-            [milestone_passes(op, operand, resolve_path(state, path)) for op, operand, path in specs[case_id]]
-        )
+        passed += [milestone_passes(op, operand, resolve_path(state, path)) for op, operand, path in specs[case_id]]
     return (
-        pairs.with_columns(passed=pl.Series(passed, dtype=pl.List(pl.Boolean)))
-        .join(declared, on="case_id")
-        .explode("declared", "passed")
+        pairs.join(declared, on="case_id", maintain_order="left")
+        .explode("declared")
+        .with_columns(passed=pl.Series(passed, dtype=pl.Boolean))
         .unnest("declared")
         .group_by("case_id", "final_state_json", maintain_order=True)
         .agg(milestones=pl.struct("name", "path", "op", "passed"))
