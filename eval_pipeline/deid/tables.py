@@ -115,6 +115,9 @@ _ORIGINAL, _CURRENT, _ACTIVE = "__deid_original", "__deid_current", "__deid_acti
 _WRAPPED, _MARKED, _HIT = "__deid_wrapped", "__deid_marked", "__deid_hit"
 
 
+_UNSEEN = object()
+
+
 def _deidentify_pass(
     leaves: list[pl.DataFrame],
     table: str,
@@ -157,9 +160,10 @@ def _deidentify_pass(
         verdicts.clear()
     for marked in occurrences_frame["marked"].unique().to_list():
         candidate = marked[1:]
-        if candidate not in verdicts:
-            verdicts[candidate] = _verdict(candidate, names, pseudonymizer, regions)
-        verdict = verdicts[candidate]
+        # one lookup, then one store: another table's pass may clear the shared memo between two lookups
+        verdict = verdicts.get(candidate, _UNSEEN)
+        if verdict is _UNSEEN:
+            verdict = verdicts[candidate] = _verdict(candidate, names, pseudonymizer, regions)
         if verdict is not None:
             replacement, entity_types, runs_on = verdict
             mapping_rows.append((marked, replacement))
@@ -259,7 +263,8 @@ def _deidentify_until_stable(
 
 class Deidentifier:
     """One key, one set of names and one locale for a whole run, so traces de-identified batch by batch share every
-    pseudonym. The locale (`de-DE`) sets the region of national phone numbers and turns on bare digit ids."""
+    pseudonym. The locale (`de-DE`) sets the region of national phone numbers and turns on bare digit ids. Two tables
+    may be de-identified on two threads at once: what they share (verdicts, tokens) is memoized per value."""
 
     def __init__(self, key: bytes, names: Iterable[str], hex_chars: int = 16, locale: str | None = None) -> None:
         self.pseudonymizer = Pseudonymizer(key, hex_chars)

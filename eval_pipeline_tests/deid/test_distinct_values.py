@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 import pyarrow as pa
@@ -15,7 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.contracts.frames import TRACES_SCHEMA
-from eval_pipeline.deid import DEMO_KEY, Deidentifier, NameCollector, collect_names, deidentify, scan_frame
+from eval_pipeline.deid import (
+    DEMO_KEY,
+    Deidentifier,
+    NameCollector,
+    collect_names,
+    deidentify,
+    merge_reports,
+    scan_frame,
+    tables,
+)
 from eval_pipeline.deid.columns import distinct_values, leaf_values
 from eval_pipeline.deid.detectors import ESCAPED_TOKEN_PATTERN, TOKEN_PATTERN
 from eval_pipeline.deid.name_learning import MAY_START_NAME, NOT_IN_NAMES
@@ -202,3 +213,26 @@ def test_sentinels_are_chosen_among_all_distinct_values(planted_frames, pii):
     assert pii.EMAIL not in out["input"][0]
     with pytest.raises(ValueError, match="noncharacters"):
         Deidentifier(DEMO_KEY, []).traces(traces.with_columns(pl.Series("error", [taken, "\ufdee\ufdef"])))
+
+
+def test_two_tables_on_two_threads_give_what_each_gives_alone(planted_frames, monkeypatch):
+    # the run de-identifies cases and corpus on a thread while the traces stream; a memo kept this small is cleared
+    # on nearly every pass, while the other threads read it
+    monkeypatch.setattr(tables, "_VERDICTS_KEPT", 2)
+    traces, cases, corpus = planted_frames
+    names = collect_names(traces, cases)
+    alone = Deidentifier(DEMO_KEY, names)
+    expected = [alone.traces(traces), alone.cases(cases), alone.corpus(corpus)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as they can
+    try:
+        for _ in range(10):
+            deid = Deidentifier(DEMO_KEY, names)
+            with ThreadPoolExecutor(3) as pool:
+                futures = [pool.submit(deid.traces, traces), pool.submit(deid.cases, cases)]
+                futures.append(pool.submit(deid.corpus, corpus))
+                got = [f.result() for f in futures]
+            for (out, report), (want, want_report) in zip(got, expected, strict=True):
+                assert out.equals(want) and merge_reports([report]).equals(merge_reports([want_report]))
+    finally:
+        sys.setswitchinterval(switch)

@@ -1,5 +1,7 @@
 """De-identification: every scorer and the judge read only these assets; raw data stays in the restricted area."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import dagster as dg
 import polars as pl
 
@@ -72,6 +74,20 @@ arguments survive).
     # What the independent scan of the union passes read in a batch, looked up by the blocking check of its output.
     memo = CandidateMemo()
 
+    def inputs() -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
+        deid_cases, cases_report = deid.cases(cases)
+        deid_cases, case_ids_report = deidentify_leaves(deid_cases, CASE_ID_PATHS, "cases", id_deid)
+        deid_corpus, corpus_report = deid.corpus(corpus)
+        deid_corpus, corpus_ids_report = deidentify_leaves(deid_corpus, CORPUS_ID_PATHS, "corpus", id_deid)
+        return deid_cases, deid_corpus, [cases_report, case_ids_report, corpus_report, corpus_ids_report]
+
+    # The cases and corpus are de-identified on a thread of their own while the traces stream: the stream's batches
+    # are computed on the writer's producer thread and this one would only wait. Every token depends on the key and
+    # the value alone, so what each computes is what it computes alone.
+    pending = ThreadPoolExecutor(1, thread_name_prefix="deid-inputs")
+    inputs_done = pending.submit(inputs)
+    pending.shutdown(wait=False)
+
     def deid_batches():
         for batch in traces:
             out, report = deid.traces(batch.select(list(frames.TRACES_SCHEMA)), memo)
@@ -98,11 +114,8 @@ arguments survive).
     elif "deid_report" in selected:
         for _ in deid_batches():
             pass
-    deid_cases, cases_report = deid.cases(cases)
-    deid_cases, case_ids_report = deidentify_leaves(deid_cases, CASE_ID_PATHS, "cases", id_deid)
-    deid_corpus, corpus_report = deid.corpus(corpus)
-    deid_corpus, corpus_ids_report = deidentify_leaves(deid_corpus, CORPUS_ID_PATHS, "corpus", id_deid)
-    report = merge_reports([*reports, cases_report, case_ids_report, corpus_report, corpus_ids_report])
+    deid_cases, deid_corpus, input_reports = inputs_done.result()
+    report = merge_reports([*reports, *input_reports])
     by_type = report.group_by("entity_type").agg(pl.col("replacements").sum()).sort("entity_type")
     context.log.info("replacements by type: " + ", ".join(f"{t}={n}" for t, n in by_type.iter_rows()))
     if "deid_cases" in selected:
