@@ -52,22 +52,26 @@ def results(
     asset: str | dg.AssetKey, contract: TableContract, frame: pl.DataFrame, expected_traces: pl.DataFrame | None = None
 ) -> list[dg.AssetCheckResult]:
     """Evaluate every check of a table's contract; in a fused step with a validator process, the Great Expectations
-    checks are answered later (defs.deferred) and are not among the results returned."""
+    checks and the personal data scan are answered later (defs.deferred) and are not among the results returned."""
     key = dg.AssetKey.from_coercible(asset)
     table = key.path[-1]
     both = functools.cache(remote.schema_and_ranges_later(key.to_user_string(), contract, frame))
     answers: dict[str, Callable[[], Verdict]] = {SCHEMA: lambda: both()[0], RANGES: lambda: both()[1]}
+    if contract.scan_personal_data:
+        scan = functools.partial(quality.check_no_personal_data, table, frame, contract.independent_scan)
+        answers[NO_PERSONAL_DATA] = scan
     later = deferred.current()
     if later is not None:
         for name in (SCHEMA, RANGES):
             later.add(key, name, functools.partial(_answered, key, name, answers.pop(name)))
-    out = [_result(key, name, answer()) for name, answer in answers.items()]
+        if NO_PERSONAL_DATA in answers:
+            scanned = later.run(answers.pop(NO_PERSONAL_DATA))
+            later.add(key, NO_PERSONAL_DATA, functools.partial(_answered, key, NO_PERSONAL_DATA, scanned))
+    out = [_result(key, name, answer()) for name, answer in answers.items() if name != NO_PERSONAL_DATA]
     if contract.per_trace:
         out.append(_result(key, COMPLETE, quality.check_complete(frame, expected_traces)))
-    if contract.scan_personal_data:
-        out.append(
-            _result(key, NO_PERSONAL_DATA, quality.check_no_personal_data(table, frame, contract.independent_scan))
-        )
+    if NO_PERSONAL_DATA in answers:
+        out.append(_result(key, NO_PERSONAL_DATA, answers[NO_PERSONAL_DATA]()))
     return out
 
 

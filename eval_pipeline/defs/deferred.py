@@ -6,14 +6,20 @@ and registers them here instead of waiting. The step yields their results (as se
 step) before the first member that reads the table, and at its end; so a failed blocking check still holds back
 every reader, exactly as when the result came with the materialization. Elsewhere (an asset called directly, no
 validator) they are evaluated at once, as before.
+
+The personal data scan of such a table is deferred the same way, to a thread of the step (Deferred.run): it stays in
+this process, where the detectors' patterns are compiled, and its regexes run in polars, which releases the
+interpreter, while the step writes the table and computes the next member.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -34,10 +40,28 @@ class Deferred:
 
     def __init__(self) -> None:
         self._entries: list[_Entry] = []
+        self._worker: ThreadPoolExecutor | None = None
+
+    def run(self, function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+        """function(*args) started on the step's check thread, one after another in the order asked: a function that
+        waits for its value (and raises what it raised). The thread is the step's own, made when first needed."""
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="deferred-checks")
+        return self._worker.submit(function, *args).result
+
+    def close(self) -> None:
+        """End the check thread once what it was given is done (the step is over)."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True, cancel_futures=True)
+            self._worker = None
 
     def add(self, key: dg.AssetKey, check_name: str, answer: Callable[[], dg.AssetCheckResult]) -> None:
         """A check of table `key` whose result answer() gives."""
         self._entries.append(_Entry(key, check_name, answer))
+
+    def has(self, key: dg.AssetKey, check_name: str) -> bool:
+        """Whether a check of table `key` is registered and not yet taken."""
+        return any(e.key == key and e.check_name == check_name for e in self._entries)
 
     def take(self, keys: Collection[dg.AssetKey] | None = None) -> list[dg.AssetCheckResult]:
         """The results of the checks of `keys` (of every table when None), waiting for them; they leave the list."""

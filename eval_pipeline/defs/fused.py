@@ -274,10 +274,22 @@ def _answers(
 def _run(
     context: dg.AssetExecutionContext, members: Sequence[_Member], restricted: frozenset[dg.AssetKey]
 ) -> Iterator[Any]:
+    deferred = Deferred()  # checks answered while the step goes on (defs.deferred)
+    try:
+        yield from _run_members(context, members, restricted, deferred)
+    finally:
+        deferred.close()
+
+
+def _run_members(
+    context: dg.AssetExecutionContext,
+    members: Sequence[_Member],
+    restricted: frozenset[dg.AssetKey],
+    deferred: Deferred,
+) -> Iterator[Any]:
     selected = context.selected_asset_keys
     reads = _Reads(context, members, restricted)
     owners = {key: member for member in members for key in member.keys}
-    deferred = Deferred()  # checks answered while the step goes on (defs.deferred)
     not_written: set[dg.AssetKey] = set()  # tables of members that failed, or were held back by a failure
     error: BaseException | None = None
     for position, member in enumerate(members):

@@ -1,11 +1,14 @@
 """Checks answered while a fused step goes on (defs.deferred): with a validator process, a table's Great Expectations
 checks come after its materialization, and still hold back its readers when they fail."""
 
+import threading
+
 import dagster as dg
 import polars as pl
 import pytest
 
 from eval_pipeline.defs import checks
+from eval_pipeline.defs.deferred import Deferred
 from eval_pipeline.defs.fused import fused_step
 from eval_pipeline.defs.recording import materialized
 from eval_pipeline.quality import remote, validator
@@ -89,9 +92,9 @@ def test_checks_answered_later_come_as_check_results_of_the_step(served):
     result = _run("fail")
     assert result.success and CALLED == ["scores", "other", "report"]
     assert _evaluations(result) == {SCHEMA: True, RANGES: True, NO_PERSONAL_DATA: True}
-    # the personal data scan comes with the materialization; the two Great Expectations checks were answered while
-    # `other` was computed and written: they come after it, before `report`
-    assert _order(result) == ["scores", "check scores", "other", "check scores", "check scores", "report"]
+    # the two Great Expectations checks and the personal data scan were answered while `other` was computed and
+    # written: they come after it, before `report`, which reads `scores`
+    assert _order(result) == ["scores", "other", "check scores", "check scores", "check scores", "report"]
 
 
 def test_a_failed_check_answered_later_still_holds_back_its_readers(served):
@@ -151,3 +154,16 @@ def test_a_member_that_fails_after_writing_a_table_still_answers_that_tables_che
         ("scores", NO_PERSONAL_DATA),
     }
     assert dg.AssetKey("rollup") not in TABLES
+
+
+def test_work_given_to_the_check_thread_runs_there_in_order_and_the_thread_ends_with_the_step():
+    later = Deferred()
+    threads: list[str] = []
+    first = later.run(lambda: threads.append(threading.current_thread().name) or 1)
+    second = later.run(lambda x: x * 2, 21)
+    failing = later.run(lambda: 1 / 0)
+    assert (first(), second()) == (1, 42) and threads[0].startswith("deferred-checks")
+    with pytest.raises(ZeroDivisionError):
+        failing()
+    later.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("deferred-checks")]
