@@ -27,11 +27,12 @@ import dagster as dg
 from eval_pipeline.defs.deferred import Deferred, deferring
 from eval_pipeline.defs.resources import (
     BATCHES_METADATA_KEY,
+    ONLY_COLUMNS_METADATA_KEY,
     RESTRICTED_METADATA_KEY,
     SKIP_COLUMNS_METADATA_KEY,
 )
 from eval_pipeline.defs.reuse import REUSE_TAG, inputs_fingerprint, recorded, replaced, replayed
-from eval_pipeline.io.warehouse import FrameBatches
+from eval_pipeline.io.warehouse import ORDER_COLUMNS, FrameBatches
 
 __all__ = [
     "MEMBER_DONE",
@@ -50,7 +51,6 @@ MEMBER_DONE = "computed {name} in {seconds:.2f}s"
 MEMBER_REUSED = "reused {name} in {seconds:.2f}s: its inputs are those of run {run}"
 _MEMBER_LINE = re.compile(r"(?:computed|reused) (?P<name>\S+) in (?P<seconds>[0-9]+(?:\.[0-9]+)?)s(?:: .*)?", re.S)
 # Columns that order a table's rows when it is read (io.warehouse.LINE_ORDER): never skipped by a shared read.
-_ORDER_COLUMNS = frozenset({"run_id", "source_file", "source_line", "line"})
 
 _member_key: ContextVar[dg.AssetKey | None] = ContextVar("eval_pipeline_member_key", default=None)
 
@@ -135,8 +135,13 @@ def _shared_skips(members: Sequence[_Member]) -> dict[dg.AssetKey, frozenset[str
         for key, metadata in member.inputs.values():
             if metadata.get(BATCHES_METADATA_KEY):
                 continue
-            skip = frozenset(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
-            if skip & _ORDER_COLUMNS:
+            # a member that names the columns it reads skips none here: the one read holds every column
+            skip = (
+                frozenset()
+                if ONLY_COLUMNS_METADATA_KEY in metadata
+                else frozenset(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
+            )
+            if skip & ORDER_COLUMNS:
                 raise dg.DagsterInvariantViolationError(f"{member.name} skips a column that orders {key}")
             skips[key] = skips[key] & skip if key in skips else skip
     return skips
@@ -164,7 +169,9 @@ class _Reads:
             self.frames[key] = self.io.load(key, self.run_id, restricted=restricted, metadata=shared)
         frame = self.frames[key]
         skip = set(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
-        return frame.select([c for c in frame.columns if c not in skip]) if skip else frame
+        only = metadata.get(ONLY_COLUMNS_METADATA_KEY)
+        kept = [c for c in frame.columns if c not in skip and (only is None or c in only)]
+        return frame.select(kept) if len(kept) < frame.width else frame
 
     def stored(self, key: dg.AssetKey) -> Any:
         """Every column of the run's rows of a table the step writes, None if there are none (kept for a later member

@@ -23,7 +23,7 @@ from eval_pipeline.io.storage import (
     open_location,
     storage_options_from_env,
 )
-from eval_pipeline.io.warehouse import FrameBatches, TableBatches, Warehouse
+from eval_pipeline.io.warehouse import LINE_ORDER, FrameBatches, TableBatches, Warehouse
 from eval_pipeline.judge import ENV_VARS as JUDGE_ENV_VARS
 from eval_pipeline.judge import JudgeSettings, make_judge
 from eval_pipeline.judge.base import JudgeConfigError
@@ -32,6 +32,8 @@ from eval_pipeline.settings import ScoringSettings
 
 RESTRICTED_METADATA_KEY = "eval_pipeline/restricted"
 SKIP_COLUMNS_METADATA_KEY = "eval_pipeline/skip_columns"
+# The columns an input reads, those of them a table has (the columns that order a table of input lines come along)
+ONLY_COLUMNS_METADATA_KEY = "eval_pipeline/only_columns"
 BATCHES_METADATA_KEY = "eval_pipeline/batch_rows"
 LANE_PREFIXES = ("rag", "agent")
 
@@ -351,7 +353,13 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
         if batch_rows:
             return TableBatches(warehouse, table, run_id, restricted, batch_rows=int(batch_rows))
         skip = set((metadata or {}).get(SKIP_COLUMNS_METADATA_KEY, ()))
-        columns = [c for c in warehouse.columns(table, restricted) if c not in skip] if skip else None
+        only = (metadata or {}).get(ONLY_COLUMNS_METADATA_KEY)
+        columns = None
+        if skip or only is not None:
+            names = warehouse.columns(table, restricted)
+            # a table of input lines keeps the columns of its order, whatever the input names
+            order = next((key for key in LINE_ORDER if set(key) <= set(names)), ())
+            columns = [c for c in names if c not in skip and (only is None or c in only or c in order)]
         frame = warehouse.read(table, run_id, restricted=restricted, within=within or None, columns=columns)
         if frame is None:
             raise dg.Failure(f"table {table} has not been materialized for run {run_id}")

@@ -24,6 +24,7 @@ PARTITION_COLUMN = "run_id"
 
 # Columns that give the rows of an input-line table (raw lines, traces, rejects) their order: run, file, line.
 LINE_ORDER = ((PARTITION_COLUMN, "source_file", "source_line"), (PARTITION_COLUMN, "source_file", "line"))
+ORDER_COLUMNS = frozenset(column for order in LINE_ORDER for column in order)
 
 
 def sql_literal(value: str) -> str:

@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from eval_pipeline.defs.fused import MEMBER_DONE, fused_step, member_of_message
-from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY
+from eval_pipeline.defs.resources import ONLY_COLUMNS_METADATA_KEY, SKIP_COLUMNS_METADATA_KEY
 from eval_pipeline.io.warehouse import FrameBatches
 from eval_pipeline_tests.defs.memory_io import READS, TABLES, MemoryIO
 
@@ -169,3 +169,27 @@ def test_members_out_of_graph_order_are_refused_when_the_step_is_defined():
     a, b, c, d = _assets()
     with pytest.raises(dg.DagsterInvariantViolationError, match="d reads a table a later member writes"):
         fused_step("wrong_order", [a, d, b, c], description="d before its inputs", restricted=frozenset())
+
+
+def test_a_member_that_names_its_columns_gets_only_those_from_the_one_read_the_step_makes():
+    common = {"partitions_def": RUNS, "io_manager_key": "warehouse_io"}
+    seen: dict[str, list[str]] = {}
+
+    @dg.asset(**common)
+    def wide(context: dg.AssetExecutionContext):
+        return dg.MaterializeResult(value=pl.DataFrame({"id": [1], "score": [0.5], "verdict": ["pass"]}))
+
+    @dg.asset(**common, ins={"wide": dg.AssetIn(metadata={ONLY_COLUMNS_METADATA_KEY: ["id", "verdict", "absent"]})})
+    def narrow(wide: pl.DataFrame):
+        seen["narrow"] = wide.columns
+        return dg.MaterializeResult(value=wide)
+
+    @dg.asset(**common)
+    def whole(wide: pl.DataFrame):
+        seen["whole"] = wide.columns
+        return dg.MaterializeResult(value=wide)
+
+    result = _run(fused_step("cols", [wide, narrow, whole], description="three tables", restricted=frozenset()))
+    assert result.success
+    assert seen == {"narrow": ["id", "verdict"], "whole": ["id", "score", "verdict"]}
+    assert [r for r in READS if r[0] == "wide"] == [("wide", "r1", [])]  # one read, every column

@@ -2,10 +2,12 @@
 
 import shutil
 
+import dagster as dg
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from eval_pipeline.defs.resources import ONLY_COLUMNS_METADATA_KEY, SKIP_COLUMNS_METADATA_KEY, DeltaWarehouseIOManager
 from eval_pipeline.io.read_cache import READS, ReadCache
 from eval_pipeline.io.warehouse import Warehouse
 
@@ -59,3 +61,19 @@ def test_the_budget_drops_the_least_recently_used_and_large_frames_are_not_kept(
     assert cache.held_bytes() == 16_000
     cache.put("big", pl.DataFrame({"x": list(range(2000))}))
     assert cache.get("big") is None and cache.held_bytes() == 16_000
+
+
+def test_the_io_manager_reads_only_the_named_columns_a_table_has(tmp_path):
+    warehouse = Warehouse.at(tmp_path)
+    frame = pl.DataFrame({"trace_id": ["a"], "recall": [1.0], "retrieval_stage": ["pass"]})
+    warehouse.write_partition("scores", frame, "r1")
+    io = DeltaWarehouseIOManager(warehouse_root=str(tmp_path))
+    only = {ONLY_COLUMNS_METADATA_KEY: ["trace_id", "retrieval_stage", "answer_stage"]}
+    loaded = io.load(dg.AssetKey("scores"), "r1", restricted=False, metadata=only)
+    assert loaded.columns == ["trace_id", "retrieval_stage"]
+    skipped = io.load(dg.AssetKey("scores"), "r1", restricted=False, metadata={SKIP_COLUMNS_METADATA_KEY: ["recall"]})
+    assert skipped.columns == ["trace_id", "retrieval_stage", "run_id"]
+    lines = pl.DataFrame({"source_file": ["t.jsonl"], "line": [1], "raw": [b"{}"]})
+    warehouse.write_partition("lines", lines, "r1")
+    ordered = io.load(dg.AssetKey("lines"), "r1", restricted=False, metadata={ONLY_COLUMNS_METADATA_KEY: ["raw"]})
+    assert sorted(ordered.columns) == ["line", "raw", "run_id", "source_file"]  # the columns of its order come along

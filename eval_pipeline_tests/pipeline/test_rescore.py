@@ -123,6 +123,30 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     checks = [c for c in third.get_asset_check_evaluations() if c.asset_key.to_user_string().startswith("rag/")]
     assert checks and all(c.passed for c in checks)
 
+    # A bump that changes scores but no stage's verdict (a second relevant document rag-003's traces never retrieved):
+    # its recall falls and its retrieval still passes. Stage results read only the verdicts: they are reused again.
+    def rag_003() -> pl.DataFrame:
+        scores = warehouse.read("retrieval_scores", "base-41").filter(pl.col("case_id") == "rag-003")
+        return scores.sort("trace_id").select("recall_at_10", "retrieval_stage")
+
+    before_fourth = rag_003()
+    with (data / "labels" / "qrels" / "more-relevant.jsonl").open("w") as handle:
+        handle.write(json.dumps({"query_id": "rag-003", "doc_id": "never-retrieved-2", "grade": 2}) + "\n")
+    fourth = job.execute_in_process(
+        partition_key="base-41", instance=instance, asset_selection=request.asset_selection, raise_on_error=False
+    )
+    assert fourth.success
+    after_fourth = rag_003()
+    assert set(before_fourth["retrieval_stage"]) == {"pass"} and after_fourth["retrieval_stage"].equals(
+        before_fourth["retrieval_stage"]
+    )
+    assert (after_fourth["recall_at_10"] < before_fourth["recall_at_10"]).all()
+    reused = {
+        event.asset_key.to_user_string(): event.materialization.metadata.get("reused_from_run")
+        for event in fourth.get_asset_materialization_events()
+    }
+    assert reused["rag/rag_stage_results"] is not None and reused["rag/rag_attribution"] is not None
+
 
 def test_a_second_run_over_unchanged_inputs_makes_zero_judge_calls(scored, tmp_path):
     warehouse_root = tmp_path / "warehouse"

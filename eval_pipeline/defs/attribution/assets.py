@@ -8,7 +8,7 @@ from eval_pipeline.defs.attribution.report_content import attach_baseline, lane_
 from eval_pipeline.defs.partitions import runs_partitions
 from eval_pipeline.defs.privacy import published, report_spec
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import SKIP_COLUMNS_METADATA_KEY, EvalConfig, corpus_families, lane_key
+from eval_pipeline.defs.resources import ONLY_COLUMNS_METADATA_KEY, EvalConfig, corpus_families, lane_key
 from eval_pipeline.defs.reuse import REUSE_TAG
 from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
 from eval_pipeline.quality import tables
@@ -17,6 +17,7 @@ from eval_pipeline.reporting.publish import ReportFile
 from eval_pipeline.scoring import attribution as attribution_scoring
 from eval_pipeline.scoring import reliability as reliability_scoring
 from eval_pipeline.scoring import slices as slice_scoring
+from eval_pipeline.scoring.common import LANE_STAGES
 
 GROUP = "attribution"
 CODE_VERSION = "attribution-1"
@@ -27,9 +28,13 @@ LANE_TABLES = {
     "rag": ("retrieval_scores", "context_scores", "grounding_scores", "citation_scores", "answer_scores"),
     "agent": ("tool_scores", "outcome_scores"),
 }
-# Columns stage results never read: a qrels bump that changes no score changes only these, so the stage results (and
-# what reads only them) are reused, not computed again (defs.reuse).
-STAGE_SKIPS = {"retrieval_scores": ["qrels_version"], "context_scores": ["qrels_version"]}
+# Stage results read the keys and the stage and reason columns of the lane's tables, nothing else: a qrels bump that
+# changes scores but no stage's verdict leaves what they read as it was, so the stage results (and what reads only
+# them) are reused, not computed again (defs.reuse).
+STAGE_COLUMNS = {
+    lane: ["run_id", "trace_id", "case_id", "attempt", *(f"{s}_{part}" for s in stages for part in ("stage", "reason"))]
+    for lane, stages in LANE_STAGES.items()
+}
 # Stage results, attribution, reliability and slices depend on nothing but their input tables.
 PURE = {REUSE_TAG: "inputs"}
 REPORT_EXTRAS = {"rag": ("judge_calibration", "review_queue", "qrels"), "agent": ()}
@@ -49,7 +54,7 @@ def lane_stage_results(lane: str) -> dg.AssetsDefinition:
         GROUP,
         CODE_VERSION,
         key=stage_key,
-        ins={"run_manifest": dg.AssetIn(), **lane_inputs(lane, skips=STAGE_SKIPS)},
+        ins={"run_manifest": dg.AssetIn(), **lane_inputs(lane, only=STAGE_COLUMNS[lane])},
         check_specs=checks.specs(stage_key, tables.STAGE_RESULTS),
         op_tags=PURE,
         description=f"One row per ({lane} trace, stage): pass, fail, incomplete or not applicable, with the reason.",
@@ -362,11 +367,10 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
     return report
 
 
-def lane_inputs(lane: str, skips: dict[str, list[str]] | None = None) -> dict[str, dg.AssetIn]:
-    """The scorer tables a lane's stage results and report read (without the `skips` columns of a table)."""
-    skips = skips or {}
+def lane_inputs(lane: str, only: list[str] | None = None) -> dict[str, dg.AssetIn]:
+    """The scorer tables a lane's stage results and report read (with `only`, just those of their columns)."""
     return {
-        name: dg.AssetIn(key=name, metadata={SKIP_COLUMNS_METADATA_KEY: skips[name]} if name in skips else None)
+        name: dg.AssetIn(key=name, metadata={ONLY_COLUMNS_METADATA_KEY: only} if only is not None else None)
         for name in LANE_TABLES[lane]
     }
 
