@@ -11,6 +11,7 @@ from eval_pipeline.defs.recording import materialized, with_versions
 from eval_pipeline.defs.resources import ONLY_COLUMNS_METADATA_KEY, EvalConfig, corpus_families, lane_key
 from eval_pipeline.defs.reuse import REUSE_TAG
 from eval_pipeline.defs.run_assets import manifest_of, run_table, run_tables, table_out
+from eval_pipeline.defs.same_frames import lane_outcomes, slice_membership
 from eval_pipeline.quality import tables
 from eval_pipeline.reporting.lane_data import LaneData
 from eval_pipeline.reporting.publish import ReportFile
@@ -97,7 +98,7 @@ def lane_attribution(lane: str) -> dg.AssetsDefinition:
     )
     def attribute(context: dg.AssetExecutionContext, run_manifest: pl.DataFrame, stage_results: pl.DataFrame):
         manifest = manifest_of(run_manifest)
-        outcomes = attribution_scoring.lane_outcomes(stage_results)
+        outcomes = lane_outcomes(stage_results)
         failed = with_versions(attribution_scoring.attribution(outcomes), manifest, CODE_VERSION)
         rollup = with_versions(attribution_scoring.rollup(outcomes, lane), manifest, CODE_VERSION)
         total, lane_failures = int(rollup["failures"].sum()), int(rollup["lane_failures"].max() or 0)
@@ -158,7 +159,7 @@ def lane_reliability(lane: str) -> dg.AssetsDefinition:
     def reliability(run_manifest: pl.DataFrame, stage_results: pl.DataFrame, deid_cases: pl.DataFrame, **agent_tables):
         # only the agent lane has outcome_scores: a named parameter would make the RAG lane depend on it
         manifest = manifest_of(run_manifest)
-        outcomes = attribution_scoring.lane_outcomes(stage_results)
+        outcomes = lane_outcomes(stage_results)
         success = attribution_scoring.attempt_success(
             outcomes, _lane_cases(deid_cases, lane), agent_tables.get("outcome_scores")
         )
@@ -227,10 +228,8 @@ def lane_slices(lane: str) -> dg.AssetsDefinition:
     ):
         # only the rag lane has deid_corpus: a named parameter would make the agent lane depend on it
         manifest = manifest_of(run_manifest)
-        membership = slice_scoring.slice_membership(deid_cases, corpus.get("deid_corpus"), tools)
-        table, stages = slice_scoring.slice_rollups(
-            attribution_scoring.lane_outcomes(stage_results), membership, reliability, lane
-        )
+        membership = slice_membership(deid_cases, corpus.get("deid_corpus"), tools)
+        table, stages = slice_scoring.slice_rollups(lane_outcomes(stage_results), membership, reliability, lane)
         table = with_versions(table, manifest, SLICES_CODE_VERSION)
         stages = with_versions(stages, manifest, SLICES_CODE_VERSION)
         # as for the lane's rollup: a slice's stage counts must sum to its failed traces
@@ -319,7 +318,7 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
             run_id=run_id,
             manifest=manifest_of(run_manifest),
             stage_results=stage_results,
-            outcomes=attribution_scoring.lane_outcomes(stage_results),
+            outcomes=lane_outcomes(stage_results),
             rollup=attribution_rollup,
             rejects=trace_rejects,
             reliability=reliability,
@@ -335,7 +334,7 @@ def lane_report(lane: str) -> dg.AssetsDefinition:
             data,
             deid_cases,
             other_runs,
-            slices=slice_scoring.slice_membership(deid_cases, corpus, tools),
+            slices=slice_membership(deid_cases, corpus, tools),
         )
         markdown, html = render_lane_report(data, lane_tables)
         reports = eval_config.reports()

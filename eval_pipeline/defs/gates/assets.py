@@ -19,6 +19,7 @@ from eval_pipeline.defs.resources import (
     traces_without,
 )
 from eval_pipeline.defs.run_assets import manifest_of, run_table
+from eval_pipeline.defs.same_frames import slice_membership
 from eval_pipeline.gating import comparable_baseline, compare
 from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, case_page_files
 from eval_pipeline.reporting.case_story import CASE_TABLES, RUN_TABLES
@@ -31,7 +32,6 @@ from eval_pipeline.scoring.common import lane_traces
 from eval_pipeline.scoring.gate_facts import RunFacts, baseline_of
 from eval_pipeline.scoring.gate_table import exit_code
 from eval_pipeline.scoring.pairwise import PAIRWISE_SCHEMA, pairwise_compare
-from eval_pipeline.scoring.slices import slice_membership
 
 GROUP = "gates"
 CODE_VERSION = "gates-3"
