@@ -57,21 +57,21 @@ def results(
     table = key.path[-1]
     both = functools.cache(remote.schema_and_ranges_later(key.to_user_string(), contract, frame))
     answers: dict[str, Callable[[], Verdict]] = {SCHEMA: lambda: both()[0], RANGES: lambda: both()[1]}
+    scan = None
     if contract.scan_personal_data:
         scan = functools.partial(quality.check_no_personal_data, table, frame, contract.independent_scan)
-        answers[NO_PERSONAL_DATA] = scan
     later = deferred.current()
     if later is not None:
         for name in (SCHEMA, RANGES):
             later.add(key, name, functools.partial(_answered, key, name, answers.pop(name)))
-        if NO_PERSONAL_DATA in answers:
-            scanned = later.run(answers.pop(NO_PERSONAL_DATA))
-            later.add(key, NO_PERSONAL_DATA, functools.partial(_answered, key, NO_PERSONAL_DATA, scanned))
-    out = [_result(key, name, answer()) for name, answer in answers.items() if name != NO_PERSONAL_DATA]
+        if scan is not None:
+            later.add_running(key, NO_PERSONAL_DATA, functools.partial(_answered, key, NO_PERSONAL_DATA, scan))
+            scan = None
+    out = [_result(key, name, answer()) for name, answer in answers.items()]
     if contract.per_trace:
         out.append(_result(key, COMPLETE, quality.check_complete(frame, expected_traces)))
-    if NO_PERSONAL_DATA in answers:
-        out.append(_result(key, NO_PERSONAL_DATA, answers[NO_PERSONAL_DATA]()))
+    if scan is not None:
+        out.append(_result(key, NO_PERSONAL_DATA, scan()))
     return out
 
 

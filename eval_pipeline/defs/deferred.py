@@ -59,6 +59,10 @@ class Deferred:
         """A check of table `key` whose result answer() gives."""
         self._entries.append(_Entry(key, check_name, answer))
 
+    def add_running(self, key: dg.AssetKey, check_name: str, check: Callable[[], dg.AssetCheckResult]) -> None:
+        """A check of table `key` evaluated by check() on the step's check thread, started now (see run)."""
+        self.add(key, check_name, self.run(check))
+
     def has(self, key: dg.AssetKey, check_name: str) -> bool:
         """Whether a check of table `key` is registered and not yet taken."""
         return any(e.key == key and e.check_name == check_name for e in self._entries)

@@ -50,7 +50,6 @@ MEMBER_DONE = "computed {name} in {seconds:.2f}s"
 # ... or, for a member whose inputs did not change (defs.reuse), the line that says it was not computed again.
 MEMBER_REUSED = "reused {name} in {seconds:.2f}s: its inputs are those of run {run}"
 _MEMBER_LINE = re.compile(r"(?:computed|reused) (?P<name>\S+) in (?P<seconds>[0-9]+(?:\.[0-9]+)?)s(?:: .*)?", re.S)
-# Columns that order a table's rows when it is read (io.warehouse.LINE_ORDER): never skipped by a shared read.
 
 _member_key: ContextVar[dg.AssetKey | None] = ContextVar("eval_pipeline_member_key", default=None)
 
@@ -141,6 +140,7 @@ def _shared_skips(members: Sequence[_Member]) -> dict[dg.AssetKey, frozenset[str
                 if ONLY_COLUMNS_METADATA_KEY in metadata
                 else frozenset(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
             )
+            # the columns that order a table of input lines when it is read are never skipped by a shared read
             if skip & ORDER_COLUMNS:
                 raise dg.DagsterInvariantViolationError(f"{member.name} skips a column that orders {key}")
             skips[key] = skips[key] & skip if key in skips else skip

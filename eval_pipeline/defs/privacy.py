@@ -105,11 +105,14 @@ def privacy_result(
         or (later is not None and later.has(key, NO_PERSONAL_DATA))  # checks.results deferred it
     ):
         return given if check_results is not None else None
+
+    def check() -> dg.AssetCheckResult:
+        return _checked(key, quality.check_no_personal_data(table_of(key)[0], frame))
+
     if later is not None:  # answered before any member reads the table (defs.deferred)
-        scanned = later.run(quality.check_no_personal_data, table_of(key)[0], frame)
-        later.add(key, NO_PERSONAL_DATA, lambda: _checked(key, scanned()))
+        later.add_running(key, NO_PERSONAL_DATA, check)
         return given if check_results is not None else None
-    return [*given, _checked(key, quality.check_no_personal_data(table_of(key)[0], frame))]
+    return [*given, check()]
 
 
 def report_spec(key: str | dg.AssetKey, what: str = "the report text") -> dg.AssetCheckSpec:
