@@ -71,3 +71,26 @@ def test_metric_side_by_side_across_versions(tmp_path):
         pl.DataFrame({"run_id": ["r"], "trace_id": ["x"], "m": [1.0]}),
         "m",
     )["changed"].to_list() == [True]
+
+
+def test_lanes_committing_in_either_order_leave_the_same_columns_and_rows(tmp_path):
+    from eval_pipeline_tests.fixtures.warehouse_compare import local_tables, table_differences
+
+    rag = pl.DataFrame({"run_id": ["r"], "case_id": ["c"], "pass_hat_1": [1.0], "pass_hat_2": [0.5], "lane": ["rag"]})
+    agent = pl.DataFrame(
+        {"run_id": ["r"], "case_id": ["d"], "pass_hat_1": [1.0], "pass_hat_2": [1.0], "pass_hat_3": [1.0]}
+    ).with_columns(lane=pl.lit("agent"))
+    first, second = Warehouse.at(tmp_path / "rag_first"), Warehouse.at(tmp_path / "agent_first")
+    for warehouse, lanes in ((first, (rag, agent)), (second, (agent, rag))):
+        for frame in lanes:
+            warehouse.write_partition("reliability", frame, "r", within={"lane": frame["lane"][0]})
+    # the agent lane's new column is appended and the partition column moved last by the merge: positions differ
+    assert first.columns("reliability") == ["case_id", "pass_hat_1", "pass_hat_2", "lane", "run_id", "pass_hat_3"]
+    assert second.columns("reliability") == ["run_id", "case_id", "pass_hat_1", "pass_hat_2", "pass_hat_3", "lane"]
+    # names and rows agree, which is what the unordered comparison (the Celery test's) asks
+    tables = local_tables(first)
+    assert table_differences(first, second, tables, ["r"], ordered=False) == []
+    assert table_differences(first, second, tables, ["r"]) != []
+    # a missing column is still a difference
+    second.write_partition("reliability", agent.drop("pass_hat_3"), "r", within={"lane": "agent"})
+    assert table_differences(first, second, tables, ["r"], ordered=False) != []
