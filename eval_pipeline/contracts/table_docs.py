@@ -74,6 +74,8 @@ eval_pipeline/contracts/column_docs.py; do not edit by hand (a test compares thi
 Every table of the Delta warehouse (`<warehouse>/<table>`, partitioned by `run_id`), with the meaning of each column.
 The same descriptions appear in the Dagster UI on each asset's column schema. Tables under `{restricted}/` hold
 personal data before de-identification: no report, export or judge request reads them (docs/privacy.md).
+Columns are named, not numbered: read them by name. A later write may add a column (a run with more attempts adds
+`pass_hat_4`), and a table both lanes write lists its columns in the order the lanes first committed.
 """
 
 
