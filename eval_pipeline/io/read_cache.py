@@ -62,6 +62,7 @@ class ReadCache:
         return self._held
 
     def clear(self) -> None:
+        """Drop every frame kept."""
         with self._lock:
             self._frames.clear()
             self._held = 0
