@@ -141,15 +141,17 @@ def columnar_cases(raw: pl.Series, dataset_version: str, source: str) -> tuple[n
     free_form = np.flatnonzero(holds & given)
     # each line with free-form values has them written, or goes per line
     at = np.searchsorted(written, positions[free_form]).tolist()
-    decoded = []
+    decoded_rows: list[int] = []
+    decoded: list[bytes] = []
     for row, index in zip(free_form.tolist(), at, strict=True):
         written_row = written_rows[index] if index < len(written_rows) and written[index] == positions[row] else None
         if written_row is None:
             holds[row] = False
         else:
-            decoded.append({"_row": row, **written_row})
+            decoded_rows.append(row)
+            decoded.append(written_row)
     kept = np.flatnonzero(holds)
-    free = frames.frame_from_rows(decoded, _CASE_FREE_FORM_SCHEMA)
+    free = _free_form_frame(decoded_rows, decoded)
     no_calls = pl.lit([], dtype=frames.CASES_SCHEMA["reference_tool_calls"])
     parsed = parsed.with_columns(_row=pl.int_range(parsed.height, dtype=pl.Int64))
     if kept.size < parsed.height:
@@ -251,18 +253,38 @@ _PARALLEL_FREE_FORM = 4_000
 _CASE_MAY_HAVE_FREE_FORM = rf'"(?:{"|".join(_CASE_FREE_FORM)})"|{_MAY_NAME_VALUE_RULES}'
 
 
-def _case_free_form_part(payload: tuple, start: int, stop: int) -> list[dict[str, Any] | None]:
-    """The free-form columns of lines start..stop of the payload (the lines), None for a line left to the per-line
-    path."""
+def _case_free_form_part(payload: tuple, start: int, stop: int) -> list[bytes | None]:
+    """The free-form columns of lines start..stop of the payload (the lines), each line's as one JSON object (the
+    columns of _CASE_FREE_FORM_SCHEMA but `_row`), None for a line left to the per-line path."""
     (lines,) = payload
-    written: list[dict[str, Any] | None] = []
+    written: list[bytes | None] = []
     with collector_paused():
         for line in lines[start:stop]:
             try:
-                written.append(_case_free_form(orjson.loads(line)))
+                # JSON text, not the dicts: a worker's result is pickled to this process, where nested dicts took
+                # several times longer to unpickle and to turn into Arrow than polars takes to decode the text
+                written.append(orjson.dumps(_case_free_form(orjson.loads(line))))
             except Exception:  # noqa: BLE001 - whatever the reason, the per-line path decides
                 written.append(None)
     return written
+
+
+_FREE_FORM_STRUCT = pl.Struct({name: dtype for name, dtype in _CASE_FREE_FORM_SCHEMA.items() if name != "_row"})
+
+
+def _free_form_frame(rows: list[int], written: list[bytes]) -> pl.DataFrame:
+    """The _CASE_FREE_FORM_SCHEMA frame of the rows whose free-form columns the workers wrote as JSON objects.
+
+    Every value in them is a string, a list of strings, null or a list of objects of those, so decoding the text
+    gives back exactly the values written."""
+    if not rows:
+        return frames.empty(_CASE_FREE_FORM_SCHEMA)
+    return (
+        pl.DataFrame({"_row": pl.Series(rows, dtype=pl.Int64), "_free": pl.Series(written, dtype=pl.Binary)})
+        .select("_row", pl.col("_free").cast(pl.String).str.json_decode(_FREE_FORM_STRUCT))
+        .unnest("_free")
+        .cast(_CASE_FREE_FORM_SCHEMA)
+    )
 
 
 class _NotColumnar(ValueError):
