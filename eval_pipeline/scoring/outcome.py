@@ -171,17 +171,24 @@ def milestone_passes(op: str, operand: Any, value: Any) -> bool:
 
 def _milestone_frame(base: pl.DataFrame) -> pl.DataFrame:
     """(case_id, final_state_json, milestones): each distinct (case, final state) evaluated once."""
-    wanted = base.filter(pl.col("declared").list.len() > 0, pl.col("final_state_json").is_not_null())
+    # only the three columns are filtered: the traces' steps stay where they are
+    wanted = base.select("case_id", "declared", "final_state_json").filter(
+        pl.col("declared").list.len() > 0, pl.col("final_state_json").is_not_null()
+    )
     declared = wanted.select("case_id", "declared").unique("case_id")
-    # operands and split paths parsed once per case, not once per trace
-    specs = {
-        case_id: [(m["op"], parse_json(m["value_json"]), m["path"].split(".")) for m in milestones]
-        for case_id, milestones in declared.iter_rows()
-    }
+    # operands parsed once per distinct text and paths split once per case, read as flat columns (not row dicts);
+    # a parsed operand is only read, so cases may share it
+    flat = declared.explode("declared").select("case_id", pl.col("declared").struct.field("op", "value_json", "path"))
+    operands = {text: parse_json(text) for text in flat["value_json"].unique().to_list()}
+    specs: dict[str, list[tuple[str, Any, list[str]]]] = {}
+    for case_id, op, text, path in zip(
+        *(flat[c].to_list() for c in ("case_id", "op", "value_json", "path")), strict=True
+    ):
+        specs.setdefault(case_id, []).append((op, operands[text], path.split(".")))
     pairs = wanted.select("case_id", "final_state_json").unique()
     # one flat verdict per (pair, milestone), in the order the pairs joined to their milestones explode into
     passed: list[bool] = []
-    for case_id, state_json in pairs.iter_rows():
+    for case_id, state_json in zip(pairs["case_id"].to_list(), pairs["final_state_json"].to_list(), strict=True):
         state = parse_json(state_json)
         passed += [milestone_passes(op, operand, resolve_path(state, path)) for op, operand, path in specs[case_id]]
     return (
