@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.instance import ensure_dagster_home
-from eval_pipeline.io.inputs import load_cases, load_tool_registry, require_corpus
+from eval_pipeline.io.inputs import load_tool_registry, require_cases, require_corpus
 from eval_pipeline.io.loaders import check_input_paths, list_runs, load_manifest
 from eval_pipeline.io.policy import load_gate_policy
 from eval_pipeline.io.storage import InputError, inside_root, is_url, open_location
@@ -49,8 +49,8 @@ def check_data_root(data: str) -> list[str]:
 
 def validate_configuration(location, run_ids: list[str]) -> None:
     """Load every configuration file the runs depend on; RunnerError for a broken one, before any step starts."""
-    # policy/gates.yaml and the judge profile it names; per run its manifest, tools.yaml, corpus folder and cases.
-    # Bad case or corpus lines are data, not configuration: they stay reject rows.
+    # policy/gates.yaml and the judge profile it names; per run its manifest, tools.yaml, corpus and cases folders.
+    # Case and corpus files are data, not configuration: a bad one is a reject row, so they are not read here.
     from eval_pipeline.judge.base import JudgeConfigError
     from eval_pipeline.judge.profile import JudgeProfile
 
@@ -80,7 +80,8 @@ def validate_configuration(location, run_ids: list[str]) -> None:
                 elif kind == "corpus":
                     require_corpus(location, version)  # its lines are data, read once by the corpus step
                 else:
-                    load_cases(location, version)
+                    # so are its case files and lines (a bad one is a reject row): read once, by the cases step
+                    require_cases(location, version)
     except (InputError, JudgeConfigError) as exc:
         raise RunnerError(str(exc)) from exc
 

@@ -20,6 +20,12 @@ def _fail(message: str, code: int = EXIT_INPUT) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.executor == "in_process":
+        # Great Expectations takes its validator process about two seconds of a core to import: started first, it
+        # imports while this one imports Dagster and makes the instance and the job, not beside the run's first steps
+        from eval_pipeline.quality.remote import warm_up_in_background
+
+        warm_up_in_background()
     from eval_pipeline.runner import RunnerError, run_pipeline
 
     try:

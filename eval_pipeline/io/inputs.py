@@ -81,11 +81,17 @@ def load_tools(location: Location, environment_version: str | None) -> pl.DataFr
     return frames.tools_frame_from_registry(load_tool_registry(location, environment_version))
 
 
-def load_cases(location: Location, dataset_version: str) -> Loaded:
-    """cases/<version>/*.yaml|*.jsonl as a cases frame; a bad case file or line is a reject."""
+def require_cases(location: Location, dataset_version: str) -> tuple[str, str]:
+    """The cases folder of a dataset version; InputError when there is none."""
     folder = ("cases", dataset_version)
     if not location.is_dir(*folder):
         raise InputError(f"dataset version {dataset_version!r} not found: no directory {location.uri_of(*folder)}")
+    return folder
+
+
+def load_cases(location: Location, dataset_version: str) -> Loaded:
+    """cases/<version>/*.yaml|*.jsonl as a cases frame; a bad case file or line is a reject."""
+    folder = require_cases(location, dataset_version)
     parts: list[pl.DataFrame] = []
     rows: list[dict[str, Any]] = []  # cases of YAML files not yet in `parts`
     rejects: list[dict[str, Any]] = []

@@ -77,6 +77,7 @@ class Validator:
         self._replies = Connection(up_read, writable=False)
         self._send_lock = threading.Lock()
         self._waiting: deque[Pending] = deque()
+        self._asked = False
         self.broken = False
         threading.Thread(target=self._read, name="validator-replies", daemon=True).start()
 
@@ -93,6 +94,7 @@ class Validator:
                 pending._set(None)
                 return pending
             self._waiting.append(pending)
+            self._asked = True
             try:
                 self._requests.send((function, args))
             except (OSError, ValueError):  # the pipe is closed: the process stopped, or close() ran
@@ -118,10 +120,14 @@ class Validator:
             self._waiting.popleft()._set(None)
 
     def close(self) -> None:
-        """End the process (it leaves when its pipe closes); requests still waiting get no answer."""
+        """End the process (it leaves when its pipe closes); requests still waiting get no answer. One never asked
+        anything is stopped at once: it may still be importing, and a command that ended early (bad input) would wait
+        for that."""
         with self._send_lock:
             self.broken = True
             self._requests.close()
+            if not self._asked:
+                self._process.terminate()
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -157,7 +163,9 @@ def _serve(handler: str, read_fd: int, write_fd: int) -> None:
         try:
             function, args = requests.recv()
         except (EOFError, OSError):
-            return
+            # every answer is sent and nothing else is held: leave without tearing down Great Expectations, pandas and
+            # scipy module by module (about a second the run's command would wait for in close())
+            os._exit(0)
         try:
             if function not in module.REMOTE:
                 raise ValueError(f"{handler}.{function} is not served")

@@ -218,6 +218,21 @@ def test_preflight_validates_every_configuration_file_of_the_runs(tmp_path):
         validate_configuration(location, ["r1"])
 
 
+def test_preflight_reads_no_case_file(tmp_path, monkeypatch):
+    # case files are data, read once by the cases step: at a million traces reading them here too took seconds
+    root = write_root(tmp_path)
+
+    def refuse(*_):
+        raise AssertionError("a case file was read before any step")
+
+    monkeypatch.setattr(inputs, "_jsonl_cases", refuse)
+    monkeypatch.setattr(inputs, "_case_of", refuse)
+    (root / "cases" / "ds" / "more.jsonl").write_text('{"case_id": "rag-9"}\n')
+    validate_configuration(open_location(root), ["r1"])
+    with pytest.raises(AssertionError, match="read before any step"):
+        inputs.load_cases(open_location(root), "ds")
+
+
 def test_a_broken_or_duplicate_keyed_case_file_is_a_reject_row_with_its_position(tmp_path):
     cases = {
         "a.yaml": yaml.safe_dump(RAG_CASE),

@@ -103,3 +103,30 @@ def test_a_table_too_large_to_send_stops_the_validator_and_is_validated_here(mon
         )
     finally:
         own.close()
+
+
+def test_a_validator_leaves_at_once_when_closed_and_is_stopped_when_never_asked():
+    # asked once: it answers, and when its pipe closes it leaves by itself (exit status 0)
+    asked = validator.Validator(remote.__name__)
+    assert asked.call("validated", *_request(PASSING)) is not None
+    asked.close()
+    assert asked._process.returncode == 0
+    # never asked (a command that stopped at bad input): it is stopped, not waited for while it imports
+    idle = validator.Validator(remote.__name__)
+    idle.close()
+    assert idle._process.returncode == -15 and idle.broken
+
+
+def test_a_run_refused_before_any_step_stops_the_validator_it_started(tmp_path):
+    # `run` starts the validator first, so its import overlaps the command's own start; bad input ends it
+    probe = PROBE.replace(
+        "print(", "v = validator._CURRENT[0] if validator._CURRENT else None\nv and v.close()\nprint("
+    ).replace("validator.current() is not None", "v and v._process.returncode")
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "run", "--data", str(tmp_path / "missing"), "--deid-demo", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+    )
+    assert result.stderr.strip().splitlines()[-1] == "exit 2 False -15", result.stderr[-2000:]
