@@ -334,6 +334,12 @@ def decode_floor(files: list[Path]) -> float:
 
 
 def _child(args: argparse.Namespace) -> int:
+    if args.executor == "in_process":
+        # where `eval-pipeline run` starts it: first, so Great Expectations imports while this process imports Dagster
+        # and makes its instance, not beside the run's first steps
+        from eval_pipeline.quality.remote import warm_up_in_background
+
+        warm_up_in_background()
     print(json.dumps(measure(Path(args.data), Path(args.work), args.executor, args.max_concurrent)))
     return 0
 
