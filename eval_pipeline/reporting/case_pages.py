@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
@@ -38,16 +39,13 @@ def read_case_tables(
     if manifest is None:
         return None
     wanted = None if case_ids is None else list(dict.fromkeys(case_ids))
-    frames: dict[str, pl.DataFrame] = {}
-    for table, key in CASE_TABLES.items():
-        # the case filter reaches the Delta scan: a large run is never read whole for a few pages
-        frame = warehouse.read(table, run_id, within=None if wanted is None else {key: wanted})
-        if frame is not None:
-            frames[table] = frame
-    for table in RUN_TABLES:
-        frame = warehouse.read(table, run_id)
-        if frame is not None:
-            frames[table] = frame
+    # the case filter reaches the Delta scan: a large run is never read whole for a few pages
+    reads = [(table, None if wanted is None else {key: wanted}) for table, key in CASE_TABLES.items()]
+    reads += [(table, None) for table in RUN_TABLES]
+    # two at a time: each read spends most of its time in Delta's and polars' native code, outside the interpreter
+    with ThreadPoolExecutor(2, thread_name_prefix="case-tables") as pool:
+        read = pool.map(lambda args: warehouse.read(args[0], run_id, within=args[1]), reads)
+        frames = {table: frame for (table, _), frame in zip(reads, read, strict=True) if frame is not None}
     threshold = ScoringSettings().relevance_threshold if relevance_threshold is None else relevance_threshold
     return CaseTables(run_id=run_id, manifest=manifest, frames=frames, relevance_threshold=threshold)
 
