@@ -3,7 +3,14 @@
 from eval_pipeline.deid.name_learning import NameCollector, case_names, collect_names, name_words, trace_names
 from eval_pipeline.deid.pseudonymize import DEMO_KEY, KEY_ENV_VAR, DeidKeyError, Pseudonymizer, resolve_key
 from eval_pipeline.deid.residual import independent_scan
-from eval_pipeline.deid.scan import FINDINGS_SCHEMA, leak_summary, scan_documents, scan_frame, scan_text
+from eval_pipeline.deid.scan import (
+    FINDINGS_SCHEMA,
+    leak_summary,
+    scan_documents,
+    scan_frame,
+    scan_text,
+    scanner_identity,
+)
 from eval_pipeline.deid.tables import REPORT_SCHEMA, Deidentifier, DeidResult, deidentify, merge_reports
 
 __all__ = [
@@ -27,5 +34,6 @@ __all__ = [
     "scan_documents",
     "scan_frame",
     "scan_text",
+    "scanner_identity",
     "trace_names",
 ]

@@ -4,19 +4,27 @@ Each file's text is scanned first; only when no file holds personal data is each
 its own folder (a dot name, which listings skip) and moved into place (os.replace on a local disk, a move on an
 object store). Otherwise nothing is written, and an older copy of the same report is removed: it would otherwise
 stand for a run whose report failed its check.
+
+A re-score rewrites a run's reports when a few cases changed: most of its case pages come out byte for byte as they
+were. Each folder keeps a ledger (LEDGER, a dot name) of the digest of every file it published, and of the scanner
+that passed it (deid.scanner_identity). A file whose text has the digest the ledger lists for it, under the same
+scanner, is not scanned again: that text passed this scan already. On a local disk, one whose bytes are already in
+place is not written again either. A ledger only ever lists texts that passed: a failed set is removed from it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from eval_pipeline.deid import leak_summary, scan_documents
+from eval_pipeline.deid import leak_summary, scan_documents, scanner_identity
 from eval_pipeline.io.storage import Location
 
 
@@ -58,37 +66,115 @@ def _remove(location: Location, parts: tuple[str, ...]) -> None:
         location.fs.delete_file(location.join(*parts))
 
 
-def scan_files(files: Sequence[ReportFile], table: str) -> PublishVerdict:
+def scan_files(files: Sequence[ReportFile], table: str, *, already_passed: int = 0) -> PublishVerdict:
     """Both scans over each file's text (deid.scan_text: line by line and over line breaks): passed, and each finding
-    as `table.<file>: TYPE`, never the value."""
+    as `table.<file>: TYPE`, never the value; `already_passed` more files of the set were passed before (the ledger)."""
     findings = scan_documents([("/".join(f.parts), f.text) for f in files], table)
     where = [f"{place} ×{count}" for place, count in leak_summary(findings).items()]
+    total = len(files) + already_passed
     return PublishVerdict(
         passed=findings.height == 0,
-        description=f"{findings.height} personal data finding(s) in {len(files)} report file(s)"
+        description=f"{findings.height} personal data finding(s) in {total} report file(s)"
         + (f": {'; '.join(where[:10])}" if where else ""),
-        metadata={"findings": findings.height, "files": len(files), "where": "\n".join(where) or "nothing found"},
+        metadata={
+            "findings": findings.height,
+            "files": total,
+            "passed_before": already_passed,
+            "where": "\n".join(where) or "nothing found",
+        },
     )
 
 
+LEDGER = ".published.json"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _ledger(location: Location, folder: tuple[str, ...]) -> dict[str, str]:
+    """A folder's ledger: file name -> digest of the text it published, for this scanner (empty when there is none, it
+    is unreadable, or another scanner wrote it)."""
+    if not location.exists(*folder, LEDGER):
+        return {}
+    try:
+        ledger = json.loads(location.read_bytes(*folder, LEDGER))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(ledger, dict) or ledger.get("scanner") != scanner_identity():
+        return {}
+    files = ledger.get("files")
+    return {k: v for k, v in files.items() if isinstance(v, str)} if isinstance(files, dict) else {}
+
+
+def _record(location: Location, folder: tuple[str, ...], published: dict[str, str | None]) -> None:
+    """Update a folder's ledger: each name to the digest of the text it now holds (None: nothing passed, unlisted)."""
+    files = {k: v for k, v in {**_ledger(location, folder), **published}.items() if v is not None}
+    target = (*folder, LEDGER)
+    if not files:
+        _remove(location, target)
+        return
+    temporary = _temporary(target)
+    location.write_bytes(
+        json.dumps({"scanner": scanner_identity(), "files": files}, sort_keys=True).encode(), *temporary
+    )
+    _move(location, temporary, target)
+
+
+def _in_place(location: Location, f: ReportFile) -> bool:
+    """Whether a local file already holds exactly this text (a link is never read: it is replaced)."""
+    if not isinstance(location.fs, pafs.LocalFileSystem):
+        return False
+    path = location.join(*f.parts)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    data = f.text.encode()
+    if os.path.getsize(path) != len(data):
+        return False
+    with open(path, "rb") as handle:
+        return handle.read() == data
+
+
+def _by_folder(
+    files: Iterable[ReportFile], digests: Iterable[str | None]
+) -> dict[tuple[str, ...], dict[str, str | None]]:
+    folders: dict[tuple[str, ...], dict[str, str | None]] = {}
+    for f, digest in zip(files, digests, strict=True):
+        folders.setdefault(f.parts[:-1], {})[f.parts[-1]] = digest
+    return folders
+
+
 def publish(location: Location, files: Sequence[ReportFile], table: str) -> PublishVerdict:
-    """Scan the files' text; when it is clean, write each under a temporary name and move it into place (no reader
-    sees a half-written report); otherwise remove any older copy of the same files, and write nothing."""
-    verdict = scan_files(files, table)
+    """Scan the files' text (but a text the folder's ledger lists as passed); when it is clean, write each under a
+    temporary name and move it into place (no reader sees a half-written report); otherwise remove any older copy of
+    the same files, and write nothing."""
+    digests = [_digest(f.text) for f in files]
+    ledgers = {folder: _ledger(location, folder) for folder in {f.parts[:-1] for f in files}}
+    passed_before = [ledgers[f.parts[:-1]].get(f.parts[-1]) == d for f, d in zip(files, digests, strict=True)]
+    verdict = scan_files(
+        [f for f, known in zip(files, passed_before, strict=True) if not known],
+        table,
+        already_passed=sum(passed_before),
+    )
     if not verdict.passed:
         for f in files:
             _remove(location, f.parts)
+        for folder, names in _by_folder(files, [None] * len(files)).items():
+            _record(location, folder, names)
         return verdict
-    temporary = [_temporary(f.parts) for f in files]
+    changed = [f for f, known in zip(files, passed_before, strict=True) if not (known and _in_place(location, f))]
+    temporary = [_temporary(f.parts) for f in changed]
     try:
-        for f, tmp in zip(files, temporary, strict=True):
+        for f, tmp in zip(changed, temporary, strict=True):
             location.write_bytes(f.text.encode(), *tmp)
-        for f, tmp in zip(files, temporary, strict=True):
+        for f, tmp in zip(changed, temporary, strict=True):
             _move(location, tmp, f.parts)
     except BaseException:
         for tmp in temporary:
             _remove(location, tmp)
         raise
+    for folder, names in _by_folder(files, digests).items():
+        _record(location, folder, names)
     return PublishVerdict(True, verdict.description, verdict.metadata, [location.uri_of(*f.parts) for f in files])
 
 

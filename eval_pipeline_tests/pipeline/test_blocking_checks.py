@@ -34,7 +34,7 @@ def test_a_failed_agent_check_blocks_the_agent_report_only(sample_copy, tmp_path
     )
     assert code == 1
     reports = sorted(p.name for p in (tmp_path / "reports" / "base-41").iterdir())
-    assert reports == ["rag.html", "rag.md"]
+    assert reports == [".published.json", "rag.html", "rag.md"]
     checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
         [dg.AssetCheckKey(dg.AssetKey("tool_scores"), "value_ranges")]
     )

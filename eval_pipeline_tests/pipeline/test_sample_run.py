@@ -104,6 +104,7 @@ def test_reports_exist_for_each_lane_and_list_every_stage(scored):
     for run_id in ("base-41", "cand-42"):
         folder = scored["reports"] / run_id
         assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [
+            ".published.json",  # the ledger of what passed the privacy scan
             "agent.html",
             "agent.md",
             "gate.html",

@@ -136,7 +136,7 @@ def test_write_case_pages_one_page_per_known_case(warehouse, tmp_path):
     written = write_case_pages(warehouse, str(reports), "r1", ["a3", "a1", "zz", "a3"], baseline_run_id="r0")
     # an unknown case gets no page; a repeated one a single page, in the order given
     assert written == [f"{reports}/r1/cases/a3.html", f"{reports}/r1/cases/a1.html"]
-    assert sorted(p.name for p in (reports / "r1" / "cases").iterdir()) == ["a1.html", "a3.html"]
+    assert sorted(p.name for p in (reports / "r1" / "cases").iterdir()) == [".published.json", "a1.html", "a3.html"]
     a1 = Path(written[1]).read_text()
     assert "<title>Case a1 — run r1</title>" in a1
     assert (

@@ -48,7 +48,7 @@ def test_a_case_page_of_a_long_case_id_is_written_and_linked_under_the_same_name
     name = case_page_name(case_id)
     assert len(name.encode()) <= ID_FILE_NAME_MAX_BYTES
     assert written == [f"{reports}/r1/cases/{name}", f"{reports}/r1/cases/a2.html"]
-    assert sorted(p.name for p in (reports / "r1" / "cases").iterdir()) == sorted([name, "a2.html"])
+    assert sorted(p.name for p in (reports / "r1" / "cases").iterdir()) == sorted([name, "a2.html", ".published.json"])
     # the links of the lane and gate reports, and of the index, name the same file
     assert href(CASE_PAGE, case_id) == f"cases/{name}"
     assert href("{run_id}/cases/{value}.html", case_id, {"run_id": "r1"}) == f"r1/cases/{name}"

@@ -11,7 +11,7 @@ import pytest
 
 from eval_pipeline.defs.gates.assets import gate_report
 from eval_pipeline.defs.resources import EvalConfig
-from eval_pipeline.io.storage import open_location
+from eval_pipeline.io.storage import OutsideRootError, open_location
 from eval_pipeline.reporting.publish import ReportFile, ReportLeakError, publish, publish_or_raise
 
 MAIL = "maria.lopez@example.com"
@@ -28,7 +28,7 @@ def test_clean_files_are_moved_into_place_and_no_temporary_name_stays(tmp_path):
     )
     assert verdict.passed and verdict.metadata["findings"] == 0
     assert verdict.uris == [f"{tmp_path}/r1/rag.md", f"{tmp_path}/r1/rag.html"]
-    assert _all_files(tmp_path) == ["r1/rag.html", "r1/rag.md"]
+    assert _all_files(tmp_path) == ["r1/.published.json", "r1/rag.html", "r1/rag.md"]
     assert (tmp_path / "r1" / "rag.md").read_text() == "# ok\n"
 
 
@@ -76,3 +76,91 @@ def test_the_gate_report_whose_check_fails_writes_no_file_and_names_table_file_a
     assert "gate_report.cand-42/gate.md: EMAIL" in privacy.description and MAIL not in privacy.description
     assert not reports.exists() or _all_files(reports) == []
     assert "report" not in result.metadata and MAIL not in str(result.metadata)
+
+
+def _count_scanned(monkeypatch) -> list[int]:
+    """How many files each publish() call hands to the scanner."""
+    import eval_pipeline.reporting.publish as publishing
+
+    counts: list[int] = []
+    scan = publishing.scan_documents
+
+    def counting(documents, table, *args, **kwargs):
+        counts.append(len(documents))
+        return scan(documents, table, *args, **kwargs)
+
+    monkeypatch.setattr(publishing, "scan_documents", counting)
+    return counts
+
+
+def test_a_text_that_passed_is_not_scanned_or_written_again_and_a_changed_one_is(tmp_path, monkeypatch):
+    """A re-score rewrites a run's pages, most byte for byte as they were: only the changed ones are scanned and
+    written; the check still speaks for every file of the set."""
+    location = open_location(tmp_path)
+    counts = _count_scanned(monkeypatch)
+    pages = [ReportFile(("r1", "cases", f"c{i}.html"), f"<p>case {i}</p>") for i in range(3)]
+    assert publish(location, pages, "case_pages").passed
+    written = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "r1" / "cases").glob("*.html")}
+    again = [pages[0], pages[1], ReportFile(("r1", "cases", "c2.html"), "<p>case 2, retrieval now failed</p>")]
+    verdict = publish(location, again, "case_pages")
+    assert verdict.passed and counts == [3, 1]
+    assert verdict.description == "0 personal data finding(s) in 3 report file(s)"
+    assert verdict.metadata["files"] == 3 and verdict.metadata["passed_before"] == 2
+    assert verdict.uris == [f"{tmp_path}/r1/cases/c{i}.html" for i in range(3)]
+    after = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "r1" / "cases").glob("*.html")}
+    assert after["c0.html"] == written["c0.html"] and after["c1.html"] == written["c1.html"]
+    assert (tmp_path / "r1" / "cases" / "c2.html").read_text() == "<p>case 2, retrieval now failed</p>"
+
+
+def test_a_file_changed_on_disk_is_written_again_and_another_scanner_scans_everything(tmp_path, monkeypatch):
+    import eval_pipeline.reporting.publish as publishing
+
+    location = open_location(tmp_path)
+    counts = _count_scanned(monkeypatch)
+    pages = [ReportFile(("r1", f"p{i}.md"), f"page {i}\n") for i in range(2)]
+    assert publish(location, pages, "rag_report").passed
+    (tmp_path / "r1" / "p0.md").write_text(f"edited by hand: {MAIL}\n")
+    assert publish(location, pages, "rag_report").passed and counts == [2, 0]
+    # the text is known to be clean, but the bytes in place are not that text: they are replaced
+    assert (tmp_path / "r1" / "p0.md").read_text() == "page 0\n"
+    # a ledger of another scanner (an upgraded detector, another library version) vouches for nothing
+    monkeypatch.setattr(publishing, "scanner_identity", lambda: "another scanner")
+    assert publish(location, pages, "rag_report").passed and counts == [2, 0, 2]
+
+
+def test_a_ledger_lists_only_texts_that_passed(tmp_path, monkeypatch):
+    """A text that fails is never listed, so a later set holding it is scanned (and fails) again; the failed set's
+    names leave the ledger with their files."""
+    location = open_location(tmp_path)
+    counts = _count_scanned(monkeypatch)
+    clean = ReportFile(("r1", "rag.md"), "# fine\n")
+    leaking = ReportFile(("r1", "rag.html"), f"<p>{MAIL}</p>")
+    assert publish(location, [clean], "rag_report").passed
+    for _ in range(2):
+        verdict = publish(location, [clean, leaking], "rag_report")
+        assert not verdict.passed and verdict.metadata["where"] == "rag_report.r1/rag.html: EMAIL ×1"
+    assert counts == [1, 1, 2] and _all_files(tmp_path) == []
+    # a ledger that cannot be read vouches for nothing either
+    assert publish(location, [clean], "rag_report").passed
+    (tmp_path / "r1" / ".published.json").write_text("{not json")
+    assert publish(location, [clean], "rag_report").passed and counts == [1, 1, 2, 1, 1]
+
+
+def test_a_link_in_place_of_a_page_is_replaced_not_read_and_one_out_of_the_root_is_refused(tmp_path):
+    reports = tmp_path / "reports"
+    location = open_location(reports)
+    page = ReportFile(("r1", "p0.md"), "page 0\n")
+    assert publish(location, [page], "rag_report").passed
+    inside = reports / "r1" / "notes.md"
+    inside.write_text("page 0\n")
+    (reports / "r1" / "p0.md").unlink()
+    (reports / "r1" / "p0.md").symlink_to(inside)
+    assert publish(location, [page], "rag_report").passed
+    assert not (reports / "r1" / "p0.md").is_symlink() and (reports / "r1" / "p0.md").read_text() == "page 0\n"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("page 0\n")
+    (reports / "r1" / "p0.md").unlink()
+    (reports / "r1" / "p0.md").symlink_to(outside)
+    with pytest.raises(OutsideRootError):
+        publish(location, [page], "rag_report")
+    assert outside.read_text() == "page 0\n"
