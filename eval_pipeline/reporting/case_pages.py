@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from eval_pipeline.gating.facts import manifest_from_warehouse
@@ -19,11 +25,14 @@ from eval_pipeline.reporting.case_story import (
     case_page_html,
     case_page_name,
 )
-from eval_pipeline.reporting.publish import ReportFile, publish_or_raise
+from eval_pipeline.reporting.publish import ReportFile, publish_or_raise, published_texts
 from eval_pipeline.settings import ScoringSettings
 
 CASES_FOLDER = "cases"
 DEFAULT_LIMIT = 500
+# A stamp on every row that no story shows, left out of the tables read: a qrels bump changes it on every retrieval and
+# context row, and a page's source (page_sources) should change only with what the page shows.
+UNSHOWN_COLUMNS = ("qrels_version",)
 
 
 def read_case_tables(
@@ -45,7 +54,11 @@ def read_case_tables(
     # two at a time: each read spends most of its time in Delta's and polars' native code, outside the interpreter
     with ThreadPoolExecutor(2, thread_name_prefix="case-tables") as pool:
         read = pool.map(lambda args: warehouse.read(args[0], run_id, within=args[1]), reads)
-        frames = {table: frame for (table, _), frame in zip(reads, read, strict=True) if frame is not None}
+        frames = {
+            table: frame.drop(UNSHOWN_COLUMNS, strict=False)
+            for (table, _), frame in zip(reads, read, strict=True)
+            if frame is not None
+        }
     threshold = ScoringSettings().relevance_threshold if relevance_threshold is None else relevance_threshold
     return CaseTables(run_id=run_id, manifest=manifest, frames=frames, relevance_threshold=threshold)
 
@@ -91,6 +104,51 @@ def case_ids_worth_a_page(
     return list(ordered)[: max(limit, 0)]
 
 
+@functools.cache
+def renderer_identity() -> str:
+    """A digest of the code a page is rendered by: this package's source, Python's and polars' versions."""
+    digest = hashlib.sha256(f"{sys.version}\npolars=={pl.__version__}".encode())
+    package = Path(__file__).resolve().parents[1]
+    for source in sorted(package.rglob("*.py")):
+        digest.update(f"\n{source.relative_to(package)}\n".encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def _case_digests(tables: CaseTables | None, case_ids: Sequence[str]) -> dict[str, str]:
+    """Per case, a digest of everything a story of it reads from these tables: the run, its manifest and threshold,
+    each whole-run table, and the case's rows of every case table in the order read (row hashes: polars' own, stable
+    within one polars version, which renderer_identity names)."""
+    if tables is None:
+        return dict.fromkeys(case_ids, "none")
+    run = [tables.run_id, tables.manifest, tables.relevance_threshold]
+    common = hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode())
+    per_case = {case: hashlib.sha256() for case in case_ids}
+    for name, frame in sorted(tables.frames.items()):
+        common.update(f"\n{name}: {frame.schema}".encode())
+        if name not in CASE_TABLES:
+            common.update(frame.hash_rows(seed=0).to_numpy().tobytes())
+            continue
+        key = CASE_TABLES[name]
+        rows = frame.select(pl.col(key).alias("key"), frame.hash_rows(seed=0).alias("row"))
+        grouped = dict(rows.group_by("key", maintain_order=True).agg("row").iter_rows())
+        for case, digest in per_case.items():
+            digest.update(f"\n{name}\n".encode())
+            digest.update(np.asarray(grouped.get(case, []), dtype=np.uint64).tobytes())
+    shared = common.hexdigest()
+    return {case: hashlib.sha256(f"{shared}\n{d.hexdigest()}".encode()).hexdigest() for case, d in per_case.items()}
+
+
+def page_sources(tables: CaseTables, baseline: CaseTables | None, case_ids: Sequence[str]) -> dict[str, str]:
+    """Per case, a digest of everything its page is rendered from: the renderer, this run's tables for the case and
+    the baseline's (publish.published_texts finds a page rendered from the same source in place)."""
+    own, base = _case_digests(tables, case_ids), _case_digests(baseline, case_ids)
+    return {
+        case: hashlib.sha256(f"{renderer_identity()}\n{own[case]}\n{base[case]}".encode()).hexdigest()
+        for case in case_ids
+    }
+
+
 def case_page_files(
     warehouse: Warehouse,
     run_id: str,
@@ -98,9 +156,12 @@ def case_page_files(
     baseline_run_id: str | None = None,
     limit: int = DEFAULT_LIMIT,
     relevance_threshold: int | None = None,
+    *,
+    reports: Location | None = None,
 ) -> list[ReportFile]:
     """The page of each of at most `limit` of the cases (in the order given) that the run knows, against the baseline
-    when it is another scored run, rendered and not yet written; every table is read once for all pages."""
+    when it is another scored run, rendered and not yet written; every table is read once for all pages. With
+    `reports`, a page whose source is unchanged since it was published there is taken as it stands, not rendered."""
     wanted = list(dict.fromkeys(case_ids))[: max(limit, 0)]
     if not wanted:
         return []
@@ -112,15 +173,25 @@ def case_page_files(
         if baseline_run_id and baseline_run_id != run_id
         else None
     )
-    per_case = tables.split_by_case(wanted)
-    base_per_case = baseline.split_by_case(wanted) if baseline is not None else {}
+    sources = page_sources(tables, baseline, wanted)
+    parts = {case: (run_id, CASES_FOLDER, case_page_name(case)) for case in wanted}
+    in_place = (
+        dict.fromkeys(wanted)
+        if reports is None
+        else dict(zip(wanted, published_texts(reports, [(parts[c], sources[c]) for c in wanted]), strict=True))
+    )
+    to_render = [case for case in wanted if in_place[case] is None]
+    per_case = tables.split_by_case(to_render)
+    base_per_case = baseline.split_by_case(to_render) if baseline is not None else {}
 
     def page(case_id: str) -> ReportFile | None:
+        if in_place[case_id] is not None:
+            return ReportFile(parts[case_id], in_place[case_id], sources[case_id])
         story = build_story(per_case[case_id], case_id)
         if not story.known:
             return None
         base_story = build_story(base_per_case[case_id], case_id) if case_id in base_per_case else None
-        return ReportFile((run_id, CASES_FOLDER, case_page_name(case_id)), case_page_html(story, base_story))
+        return ReportFile(parts[case_id], case_page_html(story, base_story), sources[case_id])
 
     # The few queries a story still runs are over a few rows each: the in-memory engine starts one in half the time.
     with pl.Config(engine_affinity="in-memory"):
@@ -139,5 +210,5 @@ def write_case_pages(
     """Write reports/<run_id>/cases/<case_id>.html for at most `limit` of the cases (case_page_files), only when no
     page holds personal data (publish: ReportLeakError otherwise, and no page written). The URIs written, in order."""
     location = reports if isinstance(reports, Location) else open_location(reports)
-    files = case_page_files(warehouse, run_id, case_ids, baseline_run_id, limit, relevance_threshold)
+    files = case_page_files(warehouse, run_id, case_ids, baseline_run_id, limit, relevance_threshold, reports=location)
     return publish_or_raise(location, files, "case_pages") if files else []

@@ -34,6 +34,8 @@ class ReportFile:
 
     parts: tuple[str, ...]
     text: str
+    # a digest of everything the text was rendered from, when the renderer can tell (published_text)
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,33 +94,70 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _ledger(location: Location, folder: tuple[str, ...]) -> dict[str, str]:
-    """A folder's ledger: file name -> digest of the text it published, for this scanner (empty when there is none, it
-    is unreadable, or another scanner wrote it)."""
+def _ledger(location: Location, folder: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """A folder's ledger for this scanner: (file name -> digest of the text it published, file name -> source of that
+    text); empty when there is none, it is unreadable, or another scanner wrote it."""
     if not location.exists(*folder, LEDGER):
-        return {}
+        return {}, {}
     try:
         ledger = json.loads(location.read_bytes(*folder, LEDGER))
     except (OSError, ValueError):
-        return {}
+        return {}, {}
     if not isinstance(ledger, dict) or ledger.get("scanner") != scanner_identity():
-        return {}
-    files = ledger.get("files")
-    return {k: v for k, v in files.items() if isinstance(v, str)} if isinstance(files, dict) else {}
+        return {}, {}
+    files, sources = ledger.get("files"), ledger.get("sources")
+    files = {k: v for k, v in files.items() if isinstance(v, str)} if isinstance(files, dict) else {}
+    sources = (
+        {k: v for k, v in sources.items() if isinstance(v, str) and k in files} if isinstance(sources, dict) else {}
+    )
+    return files, sources
 
 
-def _record(location: Location, folder: tuple[str, ...], published: dict[str, str | None]) -> None:
-    """Update a folder's ledger: each name to the digest of the text it now holds (None: nothing passed, unlisted)."""
-    files = {k: v for k, v in {**_ledger(location, folder), **published}.items() if v is not None}
+def _record(location: Location, folder: tuple[str, ...], published: dict[str, tuple[str, str | None] | None]) -> None:
+    """Update a folder's ledger: each name to (digest of the text it now holds, its source), or unlisted (None)."""
+    files, sources = _ledger(location, folder)
+    for name, entry in published.items():
+        files.pop(name, None)
+        sources.pop(name, None)
+        if entry is not None:
+            files[name] = entry[0]
+            if entry[1] is not None:
+                sources[name] = entry[1]
     target = (*folder, LEDGER)
     if not files:
         _remove(location, target)
         return
+    ledger = {"scanner": scanner_identity(), "files": files, "sources": sources}
     temporary = _temporary(target)
-    location.write_bytes(
-        json.dumps({"scanner": scanner_identity(), "files": files}, sort_keys=True).encode(), *temporary
-    )
+    location.write_bytes(json.dumps(ledger, sort_keys=True).encode(), *temporary)
     _move(location, temporary, target)
+
+
+def published_texts(location: Location, pages: Sequence[tuple[tuple[str, ...], str]]) -> list[str | None]:
+    """For each (parts, source): the text in place of a local file its folder's ledger lists as published from
+    `source` under this scanner, when its bytes are exactly the text that passed; else None (render it again)."""
+    if not isinstance(location.fs, pafs.LocalFileSystem):
+        return [None] * len(pages)
+    ledgers = {folder: _ledger(location, folder) for folder in {parts[:-1] for parts, _ in pages}}
+    return [_text_in_place(location, parts, source, *ledgers[parts[:-1]]) for parts, source in pages]
+
+
+def _text_in_place(
+    location: Location, parts: tuple[str, ...], source: str, files: dict[str, str], sources: dict[str, str]
+) -> str | None:
+    if sources.get(parts[-1]) != source:
+        return None
+    path = location.join(*parts)
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if hashlib.sha256(data).hexdigest() != files[parts[-1]]:
+        return None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _in_place(location: Location, f: ReportFile) -> bool:
@@ -135,12 +174,10 @@ def _in_place(location: Location, f: ReportFile) -> bool:
         return handle.read() == data
 
 
-def _by_folder(
-    files: Iterable[ReportFile], digests: Iterable[str | None]
-) -> dict[tuple[str, ...], dict[str, str | None]]:
-    folders: dict[tuple[str, ...], dict[str, str | None]] = {}
-    for f, digest in zip(files, digests, strict=True):
-        folders.setdefault(f.parts[:-1], {})[f.parts[-1]] = digest
+def _by_folder(entries: Iterable[tuple[ReportFile, Any]]) -> dict[tuple[str, ...], dict[str, Any]]:
+    folders: dict[tuple[str, ...], dict[str, Any]] = {}
+    for f, entry in entries:
+        folders.setdefault(f.parts[:-1], {})[f.parts[-1]] = entry
     return folders
 
 
@@ -149,7 +186,7 @@ def publish(location: Location, files: Sequence[ReportFile], table: str) -> Publ
     temporary name and move it into place (no reader sees a half-written report); otherwise remove any older copy of
     the same files, and write nothing."""
     digests = [_digest(f.text) for f in files]
-    ledgers = {folder: _ledger(location, folder) for folder in {f.parts[:-1] for f in files}}
+    ledgers = {folder: _ledger(location, folder)[0] for folder in {f.parts[:-1] for f in files}}
     passed_before = [ledgers[f.parts[:-1]].get(f.parts[-1]) == d for f, d in zip(files, digests, strict=True)]
     verdict = scan_files(
         [f for f, known in zip(files, passed_before, strict=True) if not known],
@@ -159,7 +196,7 @@ def publish(location: Location, files: Sequence[ReportFile], table: str) -> Publ
     if not verdict.passed:
         for f in files:
             _remove(location, f.parts)
-        for folder, names in _by_folder(files, [None] * len(files)).items():
+        for folder, names in _by_folder((f, None) for f in files).items():
             _record(location, folder, names)
         return verdict
     changed = [f for f, known in zip(files, passed_before, strict=True) if not (known and _in_place(location, f))]
@@ -173,7 +210,7 @@ def publish(location: Location, files: Sequence[ReportFile], table: str) -> Publ
         for tmp in temporary:
             _remove(location, tmp)
         raise
-    for folder, names in _by_folder(files, digests).items():
+    for folder, names in _by_folder((f, (d, f.source)) for f, d in zip(files, digests, strict=True)).items():
         _record(location, folder, names)
     return PublishVerdict(True, verdict.description, verdict.metadata, [location.uri_of(*f.parts) for f in files])
 

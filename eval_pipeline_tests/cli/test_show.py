@@ -164,7 +164,12 @@ def test_write_case_pages_writes_one_page_per_case_and_respects_the_limit(scored
     uris = write_case_pages(warehouse, tmp_path, "cand-42", cases, baseline_run_id="base-41")
     assert [uri.rsplit("/", 1)[1] for uri in uris] == ["rag-031.html", "agent-009.html", "rag-006.html"]
     folder = tmp_path / "cand-42" / "cases"
-    assert sorted(p.name for p in folder.iterdir()) == [".published.json", "agent-009.html", "rag-006.html", "rag-031.html"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".published.json",
+        "agent-009.html",
+        "rag-006.html",
+        "rag-031.html",
+    ]
     assert "issue_refund.amount" in (folder / "agent-009.html").read_text()
     assert "Against baseline base-41" in (folder / "rag-031.html").read_text()
 

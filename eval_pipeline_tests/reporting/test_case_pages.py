@@ -164,3 +164,64 @@ def test_write_case_pages_limit_and_runs_without_a_baseline(warehouse, tmp_path)
 def test_write_case_pages_of_a_run_never_scored(warehouse, tmp_path):
     with pytest.raises(LookupError, match="run 'r7' has not been scored in"):
         write_case_pages(warehouse, tmp_path / "reports", "r7", ["a1"])
+
+
+def test_a_page_whose_source_is_unchanged_is_taken_as_it_stands_and_a_changed_one_rendered(
+    warehouse, tmp_path, monkeypatch
+):
+    """A re-score changes a few cases: only their pages are rendered again. A stamp no page shows (qrels_version) is
+    not part of a page's source; a row of the case is."""
+    import eval_pipeline.reporting.case_pages as case_pages
+
+    rendered: list[str] = []
+    build = case_pages.build_story
+
+    def counting(tables, case_id):
+        rendered.append(case_id)
+        return build(tables, case_id)
+
+    monkeypatch.setattr(case_pages, "build_story", counting)
+    tool_scores = warehouse.read("tool_scores", "r1")
+    warehouse.write_partition("tool_scores", tool_scores.with_columns(qrels_version=pl.lit("q1")), "r1")
+    reports = tmp_path / "reports"
+    first = write_case_pages(warehouse, str(reports), "r1", ["a3", "a1"], baseline_run_id="r0")
+    pages = {p: Path(p).read_text() for p in first}
+    assert set(rendered) == {"a1", "a3"}
+
+    rendered.clear()
+    warehouse.write_partition("tool_scores", tool_scores.with_columns(qrels_version=pl.lit("q2")), "r1")
+    assert write_case_pages(warehouse, str(reports), "r1", ["a3", "a1"], baseline_run_id="r0") == first
+    assert rendered == [] and {p: Path(p).read_text() for p in first} == pages
+
+    # a1's tool scores change: a1 is rendered again, a3 is not
+    changed = tool_scores.with_columns(
+        pl.when(pl.col("case_id") == "a1")
+        .then(pl.lit(0.25))
+        .otherwise(pl.col("args_valid_rate"))
+        .alias("args_valid_rate")
+    )
+    warehouse.write_partition("tool_scores", changed, "r1")
+    assert write_case_pages(warehouse, str(reports), "r1", ["a3", "a1"], baseline_run_id="r0") == first
+    assert set(rendered) == {"a1"} and "0.2500" in Path(first[1]).read_text()
+    assert Path(first[0]).read_text() == pages[first[0]]
+
+    # against another baseline every page is rendered again
+    rendered.clear()
+    write_case_pages(warehouse, str(reports), "r1", ["a3", "a1"])
+    assert set(rendered) == {"a1", "a3"}
+
+
+def test_a_page_edited_on_disk_is_rendered_again(warehouse, tmp_path, monkeypatch):
+    import eval_pipeline.reporting.case_pages as case_pages
+
+    reports = tmp_path / "reports"
+    [page] = write_case_pages(warehouse, str(reports), "r1", ["a1"])
+    text = Path(page).read_text()
+    Path(page).write_text(text.replace("Case a1", "Case a1 (edited)"))
+    rendered: list[str] = []
+    build = case_pages.build_story
+    monkeypatch.setattr(
+        case_pages, "build_story", lambda tables, case_id: rendered.append(case_id) or build(tables, case_id)
+    )
+    assert write_case_pages(warehouse, str(reports), "r1", ["a1"]) == [page]
+    assert rendered == ["a1"] and Path(page).read_text() == text

@@ -262,15 +262,16 @@ def case_pages(
     wanted = case_ids_worth_a_page(
         gate_results, [rag_attribution, agent_attribution], review_queue, limit=CASE_PAGE_LIMIT + 1, cases=deid_cases
     )
+    reports = eval_config.reports()
     files = case_page_files(
         tables,
         context.partition_key,
         wanted[:CASE_PAGE_LIMIT],
         baseline_run_id=comparable_baseline(manifest, policy, tables),
         relevance_threshold=policy.retrieval.relevance_threshold,
+        reports=reports,
     )
     # the pages are moved into place only when none holds personal data; otherwise none is left on disk
-    reports = eval_config.reports()
     privacy, published_ok = published("case_pages", reports, files)
     written = [reports.uri_of(*f.parts) for f in files] if published_ok else []
     if len(wanted) > CASE_PAGE_LIMIT:
