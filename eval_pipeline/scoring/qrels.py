@@ -98,6 +98,16 @@ def freeze_qrels(
         ]
     ).with_columns(_tier=_tier(pl.col("source")))
     pair = ["query_id", "doc_id"]
+    # Most pairs have one grade only (a seed nobody judged): it is chosen as it stands, without the votes below.
+    several = rows.select(pl.struct(pair).is_duplicated()).to_series()
+    alone = rows.filter(~several).select(
+        *pair,
+        "grade",
+        "source",
+        conflict=pl.lit(False),
+        annotator=pl.when(pl.col("annotator") != "").then(pl.col("annotator")),
+    )
+    rows = rows.filter(several)
     top = rows.filter(pl.col("_tier") == pl.col("_tier").max().over(pair))
     votes = top.group_by(*pair, "grade").agg(_votes=pl.len(), source=pl.col("source").unique().sort().str.join(","))
     chosen = (
@@ -106,11 +116,15 @@ def freeze_qrels(
         .agg(pl.col("grade").first(), pl.col("source").first(), conflict=pl.len() > 1)
     )
     annotators = top.group_by(pair).agg(annotator=pl.col("annotator").drop_nulls().unique().sort().str.join(","))
-    chosen = (
-        chosen.join(annotators, on=pair, how="left")
-        .with_columns(annotator=pl.when(pl.col("annotator") != "").then(pl.col("annotator")))
-        .sort(pair)
-    )
+    chosen = pl.concat(
+        [
+            alone,
+            chosen.join(annotators, on=pair, how="left").with_columns(
+                annotator=pl.when(pl.col("annotator") != "").then(pl.col("annotator"))
+            ),
+        ],
+        how="vertical_relaxed",
+    ).sort(pair)
     return chosen.with_columns(qrels_version=pl.lit(qrels_version(chosen))).select(
         *QRELS_SCHEMA, "conflict", "qrels_version"
     )

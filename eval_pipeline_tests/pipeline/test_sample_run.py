@@ -41,6 +41,16 @@ def test_failure_classes_and_fault_outcomes_match_the_plant(scored, planted, run
             assert faults[row["trace_id"]] == row["fault_outcome"], row["trace_id"]
 
 
+@pytest.mark.parametrize("run_id", ["base-41", "cand-42"])
+def test_outcomes_decided_per_lane_are_those_of_both_lanes_at_once(scored, run_id):
+    """gate_results takes each lane's outcomes as its members decided them: the same rows, in the same order."""
+    stages = scored["warehouse"].read("stage_results", run_id)
+    per_lane = pl.concat([lane_outcomes(stages.filter(pl.col("lane") == lane)) for lane in ("rag", "agent")])
+    assert per_lane.height > 0 and per_lane.equals(
+        lane_outcomes(stages.sort("lane", descending=True, maintain_order=True))
+    )
+
+
 def test_the_sample_plants_every_first_failing_stage_of_both_lanes(scored):
     stages = scored["warehouse"].read("stage_results", "cand-42")
     failed = pl.concat([lane_outcomes(scored["warehouse"].read("stage_results", r)) for r in ("base-41", "cand-42")])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eval_pipeline.scoring.qrels import freeze_qrels, judging_queue, pool, qrels_version, seed_qrels
 from eval_pipeline.scoring.retrieval import score_retrieval
@@ -169,3 +171,47 @@ def test_human_overrides_change_relevance_in_retrieval_scores():
         ("pooled", 2, 2, 0.5, "pass"),
         ("seed-only", 2, None, 0.0, "fail"),
     ]
+
+
+def _frozen_by_the_rules(rows: list[tuple[str, str, int, str, str | None]]) -> list[tuple]:
+    """The freezing rules of the module docstring, one pair at a time in plain Python: the highest tier's grades,
+    the majority grade (a tie to the lower), its sources, every annotator of that tier, and conflict when they
+    disagree."""
+    tier = {"seed": 0}
+    by_pair: dict[tuple[str, str], list] = {}
+    for query, doc, grade, source, annotator in rows:
+        by_pair.setdefault((query, doc), []).append((grade, source, annotator))
+    out = []
+    for (query, doc), grades in sorted(by_pair.items()):
+        level = max(tier.get(s, 1 if s.startswith("model:") else 2) for _, s, _ in grades)
+        top = [g for g in grades if tier.get(g[1], 1 if g[1].startswith("model:") else 2) == level]
+        votes: dict[int, int] = {}
+        for grade, _, _ in top:
+            votes[grade] = votes.get(grade, 0) + 1
+        grade = min(votes, key=lambda g: (-votes[g], g))
+        sources = ",".join(sorted({s for g, s, _ in top if g == grade}))
+        annotators = ",".join(sorted({a for _, _, a in top if a is not None}))
+        out.append((query, doc, grade, sources, annotators or None, len(votes) > 1))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["q1", "q2"]),
+            st.sampled_from(["d1", "d2", "d3"]),
+            st.integers(0, 3),
+            st.sampled_from(["seed", "human", "model:j1", "model:j2"]),
+            st.sampled_from([None, "", "a1", "a2"]),
+        ),
+        max_size=12,
+    )
+)
+def test_freezing_follows_the_rules_for_any_mix_of_grades(rows):
+    """Pairs graded once (most of a run's qrels, chosen as they stand) and pairs graded several times (voted) alike."""
+    frame = pl.DataFrame(rows, schema=["query_id", "doc_id", "grade", "source", "annotator"], orient="row")
+    frozen = freeze_qrels(frame.clear(), frame)
+    assert frozen.select("query_id", "doc_id", "grade", "source", "annotator", "conflict").rows() == (
+        _frozen_by_the_rules(rows)
+    )

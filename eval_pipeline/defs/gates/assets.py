@@ -19,7 +19,7 @@ from eval_pipeline.defs.resources import (
     traces_without,
 )
 from eval_pipeline.defs.run_assets import manifest_of, run_table
-from eval_pipeline.defs.same_frames import slice_membership
+from eval_pipeline.defs.same_frames import lane_outcomes, slice_membership
 from eval_pipeline.gating import comparable_baseline, compare
 from eval_pipeline.reporting.case_pages import case_ids_worth_a_page, case_page_files
 from eval_pipeline.reporting.case_story import CASE_TABLES, RUN_TABLES
@@ -27,7 +27,6 @@ from eval_pipeline.reporting.gate_report import gate_sections, release_verdict
 from eval_pipeline.reporting.index import index_files
 from eval_pipeline.reporting.publish import ReportFile
 from eval_pipeline.reporting.render import render_html, render_markdown
-from eval_pipeline.scoring.attribution import lane_outcomes
 from eval_pipeline.scoring.common import lane_traces
 from eval_pipeline.scoring.gate_facts import RunFacts, baseline_of
 from eval_pipeline.scoring.gate_table import exit_code
@@ -74,12 +73,15 @@ def gate_results(context: dg.AssetExecutionContext, eval_config: EvalConfig, **t
     policy; never itself): pass, fail, incomplete, incomparable, insufficient or not_applicable."""
     manifest = manifest_of(tables["run_manifest"])
     policy = eval_config.policy()
-    stages = pl.concat([tables["rag_stage_results"], tables["agent_stage_results"]], how="vertical_relaxed")
+    # per lane, as each lane's members decided them (defs.same_frames): a (trace, lane) key never spans two lanes
+    outcomes = pl.concat(
+        [lane_outcomes(tables[f"{lane}_stage_results"]) for lane in ("rag", "agent")], how="vertical_relaxed"
+    )
     candidate = RunFacts(
         run_id=context.partition_key,
         manifest=manifest,
         cases=tables["deid_cases"],
-        outcomes=lane_outcomes(stages),
+        outcomes=outcomes,
         retrieval=tables["retrieval_scores"],
         tools=tables["tool_scores"],
         grounding=tables["grounding_scores"],
