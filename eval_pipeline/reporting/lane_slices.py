@@ -9,6 +9,9 @@ from eval_pipeline.reporting.lane_data import LaneData
 from eval_pipeline.reporting.render import Section
 
 SLICE_ROWS_SHOWN = 40
+# A value's failed cases in its row: at 100k traces one value held 10,820 of them (a 400 KB table cell, most linking a
+# page that was never written: pages go to the first cases by priority). The first ones by case id; all in slice_rollup.
+SLICE_CASES_SHOWN = 20
 SLICE_COLUMNS = {
     "value": "value",
     "n_cases": "cases",
@@ -60,6 +63,12 @@ def slices_sections(data: LaneData) -> list[Section]:
                 f"the table `slice_rollup`"
             ]
             rows = rows.sort(pl.col("pass_rate").fill_null(2.0), "value").head(SLICE_ROWS_SHOWN)
+        if (rows["failed_case_ids"].list.len() > SLICE_CASES_SHOWN).any():
+            more.append(
+                f"- failed_cases: the first {SLICE_CASES_SHOWN} of a value's failed cases by case id; every one is in "
+                f"the table `slice_rollup`, and `eval-pipeline show` tells any case's story"
+            )
+            rows = rows.with_columns(pl.col("failed_case_ids").list.head(SLICE_CASES_SHOWN))
         table = rows.select([pl.col(c).alias(name) for c, name in SLICE_COLUMNS.items()])
         sections.append(Section(f"By {dimension}", more, table, level=3, links={"failed_cases": CASE_PAGE}))
     return sections

@@ -10,6 +10,10 @@ were. Each folder keeps a ledger (LEDGER, a dot name) of the digest of every fil
 that passed it (deid.scanner_identity). A file whose text has the digest the ledger lists for it, under the same
 scanner, is not scanned again: that text passed this scan already. On a local disk, one whose bytes are already in
 place is not written again either. A ledger only ever lists texts that passed: a failed set is removed from it.
+A renderer that can say what a file was rendered from (ReportFile.source: the case pages) finds it in the ledger too,
+and takes a file whose source is unchanged as it stands (published_texts) instead of rendering it again. Two steps
+publishing into one folder at once may each rewrite the ledger over the other's entries: a lost entry only means
+that file is scanned again next time.
 """
 
 from __future__ import annotations

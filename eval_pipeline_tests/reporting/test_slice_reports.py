@@ -323,3 +323,24 @@ def test_a_dimension_with_many_values_shows_the_worst_forty():
     # pass rates 0.0 (f-000, f-050), 0.02 (f-001, f-051) … 0.38 (f-019, f-069): 20 rates × 2 families
     assert section.table.height == 40 and section.table["pass_rate"].max() == pytest.approx(0.38)
     assert section.table["value"].to_list()[:3] == ["kb/f-000", "kb/f-050", "kb/f-001"]
+
+
+def test_a_value_with_many_failed_cases_lists_the_first_ones_and_says_where_the_rest_are():
+    """At 100k traces one value held 10,820 failed cases: its row lists the first 20 by case id, and the section says
+    every one is in slice_rollup."""
+    failed = [f"c{i:03d}" for i in range(25)]
+    many = pl.DataFrame(
+        [
+            _slice("criticality", "normal", 25, 0.0, 0.0, failed, "policy"),
+            _slice("criticality", "high", 1, 0.0, 0.0, ["h1"], "policy"),
+        ],
+        schema=SLICE_ROLLUP_SCHEMA,
+    )
+    criticality = {s.title: s for s in agent_sections(_data(slices=many))}["By criticality"]
+    assert criticality.table["failed_cases"].to_list() == [failed[:20], ["h1"]]
+    assert criticality.lines == [
+        "- failed_cases: the first 20 of a value's failed cases by case id; every one is in the table `slice_rollup`, "
+        "and `eval-pipeline show` tells any case's story"
+    ]
+    # a dimension whose values all fit says nothing of the kind
+    assert {s.title: s for s in agent_sections(_data())}["By criticality"].lines == []
