@@ -90,7 +90,8 @@ def test_a_sample_run_reads_inputs_from_s3_and_writes_warehouse_and_reports_ther
     assert warehouse.read("tool_scores", "base-41").height == 84
     written = keys(client, bucket, "reports/base-41/")
     reports = sorted(k.rsplit("/", 1)[1] for k in written if "/cases/" not in k)
-    assert reports == ["agent.html", "agent.md", "gate.html", "gate.md", "rag.html", "rag.md"]
+    # the folder's ledger of what passed the privacy scan goes to the store too
+    assert reports == [".published.json", "agent.html", "agent.md", "gate.html", "gate.md", "rag.html", "rag.md"]
     # the case pages and the index go to the same store
     assert any("/cases/" in k for k in written) and keys(client, bucket, "reports/index.html")
     assert "s3://" in summary.getvalue() and f"s3://{bucket}/reports/base-41/rag.md" in summary.getvalue()

@@ -63,9 +63,19 @@ def test_the_rerun_succeeds_and_writes_the_same_tables(scored, rerun):
 def test_the_rerun_writes_the_same_report_bytes(scored, rerun):
     names = sorted(p.relative_to(scored["reports"]) for p in scored["reports"].rglob("*") if p.is_file())
     assert names == sorted(p.relative_to(rerun["reports"]) for p in rerun["reports"].rglob("*") if p.is_file())
+    # each report folder's ledger of what passed the privacy scan (compared byte for byte below, like the reports)
+    ledgers = [str(n) for n in names if n.name == ".published.json"]
+    assert ledgers == [
+        ".published.json",
+        "base-41/.published.json",
+        "base-41/cases/.published.json",
+        "cand-42/.published.json",
+        "cand-42/cases/.published.json",
+    ]
+    reports = [n for n in names if n.name != ".published.json"]
     # six reports per run, the index across runs, and one page per blocking, failed or review-queue case
-    assert len([n for n in names if n.parent.name != "cases"]) == 14
-    assert {run: len([n for n in names if n.parent == Path(run, "cases")]) for run in ("base-41", "cand-42")} == {
+    assert len([n for n in reports if n.parent.name != "cases"]) == 14
+    assert {run: len([n for n in reports if n.parent == Path(run, "cases")]) for run in ("base-41", "cand-42")} == {
         "base-41": 10,
         "cand-42": 40,
     }  # cand-42: 37 planted cases and agent-016-cf, agent-019-cf, agent-020-cf
