@@ -7,7 +7,6 @@ value that one misses is still found by the other.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import sys
@@ -169,17 +168,27 @@ def scan_documents(
     )
 
 
-@functools.cache
-def scanner_identity() -> str:
-    """A digest of everything the scan's verdict on a text depends on: this package's source and the versions of
-    Python and of the libraries its detectors call. A text that passed the scan passes it again while this holds."""
+def _scanner_digest() -> str:
     digest = hashlib.sha256(sys.version.encode())
     for distribution in ("polars", "phonenumbers", "python-stdnum"):
         digest.update(f"\n{distribution}=={metadata.version(distribution)}".encode())
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(f"\n{source.name}\n".encode())
-        digest.update(source.read_bytes())
+    for source in sorted(Path(__file__).parent.rglob("*")):
+        if source.is_file() and source.suffix != ".pyc":
+            digest.update(f"\n{source.relative_to(Path(__file__).parent)}\n".encode())
+            digest.update(source.read_bytes())
     return digest.hexdigest()
+
+
+# Taken when the scanner's code is loaded (this module imports every detector), not when first asked: a process
+# whose files were replaced after it started still names the scanner it runs.
+_SCANNER_IDENTITY = _scanner_digest()
+
+
+def scanner_identity() -> str:
+    """A digest of everything the scan's verdict on a text depends on: this package's files as this process loaded
+    them and the versions of Python and of the libraries its detectors call. A text that passed the scan passes it
+    again while this holds."""
+    return _SCANNER_IDENTITY
 
 
 def leak_summary(findings: pl.DataFrame) -> dict[str, int]:

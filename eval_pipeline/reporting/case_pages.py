@@ -115,6 +115,12 @@ def renderer_identity() -> str:
     return digest.hexdigest()
 
 
+def _row_hashes(frame: pl.DataFrame) -> pl.Series:
+    """Polars' row hashes, telling -0.0 from 0.0 in float columns as a page does (`-0.0000`): the hash does not."""
+    floats = [c for c, dtype in frame.schema.items() if dtype.is_float()]
+    return frame.with_columns((1.0 / pl.col(c) < 0).alias(f"__negative_{c}") for c in floats).hash_rows(seed=0)
+
+
 def _case_digests(tables: CaseTables | None, case_ids: Sequence[str]) -> dict[str, str]:
     """Per case, a digest of everything a story of it reads from these tables: the run, its manifest and threshold,
     each whole-run table, and the case's rows of every case table in the order read (row hashes: polars' own, stable
@@ -127,10 +133,10 @@ def _case_digests(tables: CaseTables | None, case_ids: Sequence[str]) -> dict[st
     for name, frame in sorted(tables.frames.items()):
         common.update(f"\n{name}: {frame.schema}".encode())
         if name not in CASE_TABLES:
-            common.update(frame.hash_rows(seed=0).to_numpy().tobytes())
+            common.update(_row_hashes(frame).to_numpy().tobytes())
             continue
         key = CASE_TABLES[name]
-        rows = frame.select(pl.col(key).alias("key"), frame.hash_rows(seed=0).alias("row"))
+        rows = frame.select(pl.col(key).alias("key"), _row_hashes(frame).alias("row"))
         grouped = dict(rows.group_by("key", maintain_order=True).agg("row").iter_rows())
         for case, digest in per_case.items():
             digest.update(f"\n{name}\n".encode())

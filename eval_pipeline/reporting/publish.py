@@ -7,9 +7,10 @@ stand for a run whose report failed its check.
 
 A re-score rewrites a run's reports when a few cases changed: most of its case pages come out byte for byte as they
 were. Each folder keeps a ledger (LEDGER, a dot name) of the digest of every file it published, and of the scanner
-that passed it (deid.scanner_identity). A file whose text has the digest the ledger lists for it, under the same
-scanner, is not scanned again: that text passed this scan already. On a local disk, one whose bytes are already in
-place is not written again either. A ledger only ever lists texts that passed: a failed set is removed from it.
+that passed it (LEDGER_SCANNER: deid.scanner_identity and this module). A file whose text has the digest the ledger
+lists for it, under the same scanner, is not scanned again: that text passed this scan already. On a local disk, one
+whose bytes are already in place is not written again either. A ledger only ever lists texts that passed: a failed
+set is removed from it.
 A renderer that can say what a file was rendered from (ReportFile.source: the case pages) finds it in the ledger too,
 and takes a file whose source is unchanged as it stands (published_texts) instead of rendering it again. Two steps
 publishing into one folder at once may each rewrite the ledger over the other's entries: a lost entry only means
@@ -21,9 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -92,6 +95,11 @@ def scan_files(files: Sequence[ReportFile], table: str, *, already_passed: int =
 
 
 LEDGER = ".published.json"
+# The scanner a ledger names: the detectors (deid.scanner_identity) and this module, which decides what is scanned;
+# taken when this process loaded them.
+LEDGER_SCANNER = hashlib.sha256(scanner_identity().encode() + b"\n" + Path(__file__).read_bytes()).hexdigest()
+# The most a report file read back from disk may hold (a case page is about 10 KB, a lane report at 1M traces 2 MB).
+_READ_LIMIT = 256 << 20
 
 
 def _digest(text: str) -> str:
@@ -107,7 +115,7 @@ def _ledger(location: Location, folder: tuple[str, ...]) -> tuple[dict[str, str]
         ledger = json.loads(location.read_bytes(*folder, LEDGER))
     except (OSError, ValueError):
         return {}, {}
-    if not isinstance(ledger, dict) or ledger.get("scanner") != scanner_identity():
+    if not isinstance(ledger, dict) or ledger.get("scanner") != LEDGER_SCANNER:
         return {}, {}
     files, sources = ledger.get("files"), ledger.get("sources")
     files = {k: v for k, v in files.items() if isinstance(v, str)} if isinstance(files, dict) else {}
@@ -131,7 +139,7 @@ def _record(location: Location, folder: tuple[str, ...], published: dict[str, tu
     if not files:
         _remove(location, target)
         return
-    ledger = {"scanner": scanner_identity(), "files": files, "sources": sources}
+    ledger = {"scanner": LEDGER_SCANNER, "files": files, "sources": sources}
     temporary = _temporary(target)
     location.write_bytes(json.dumps(ledger, sort_keys=True).encode(), *temporary)
     _move(location, temporary, target)
@@ -146,17 +154,31 @@ def published_texts(location: Location, pages: Sequence[tuple[tuple[str, ...], s
     return [_text_in_place(location, parts, source, *ledgers[parts[:-1]]) for parts, source in pages]
 
 
+def _regular_file_bytes(location: Location, parts: tuple[str, ...], size: int | None = None) -> bytes | None:
+    """The bytes of a local regular file (of `size` bytes, when given), else None: a link is not followed (it is
+    replaced when the file is written), and nothing but a regular file is read, however the path changes meanwhile."""
+    path = location.join(*parts)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _READ_LIMIT or size not in (None, info.st_size):
+            return None
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            return handle.read(_READ_LIMIT + 1)
+    finally:
+        os.close(descriptor)
+
+
 def _text_in_place(
     location: Location, parts: tuple[str, ...], source: str, files: dict[str, str], sources: dict[str, str]
 ) -> str | None:
     if sources.get(parts[-1]) != source:
         return None
-    path = location.join(*parts)
-    if os.path.islink(path) or not os.path.isfile(path):
-        return None
-    with open(path, "rb") as handle:
-        data = handle.read()
-    if hashlib.sha256(data).hexdigest() != files[parts[-1]]:
+    data = _regular_file_bytes(location, parts)
+    if data is None or hashlib.sha256(data).hexdigest() != files[parts[-1]]:
         return None
     try:
         return data.decode()
@@ -165,17 +187,11 @@ def _text_in_place(
 
 
 def _in_place(location: Location, f: ReportFile) -> bool:
-    """Whether a local file already holds exactly this text (a link is never read: it is replaced)."""
+    """Whether a local file already holds exactly this text."""
     if not isinstance(location.fs, pafs.LocalFileSystem):
         return False
-    path = location.join(*f.parts)
-    if os.path.islink(path) or not os.path.isfile(path):
-        return False
     data = f.text.encode()
-    if os.path.getsize(path) != len(data):
-        return False
-    with open(path, "rb") as handle:
-        return handle.read() == data
+    return _regular_file_bytes(location, f.parts, len(data)) == data
 
 
 def _by_folder(entries: Iterable[tuple[ReportFile, Any]]) -> dict[tuple[str, ...], dict[str, Any]]:

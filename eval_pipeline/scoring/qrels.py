@@ -105,7 +105,11 @@ def freeze_qrels(
         "grade",
         "source",
         conflict=pl.lit(False),
-        annotator=pl.when(pl.col("annotator") != "").then(pl.col("annotator")),
+        # as the votes below would have it: their annotators are joined back on the pair, which a null key never
+        # matches (validated judgments and seeds have none)
+        annotator=pl.when(
+            (pl.col("annotator") != "") & pl.col("query_id").is_not_null() & pl.col("doc_id").is_not_null()
+        ).then(pl.col("annotator")),
     )
     rows = rows.filter(several)
     top = rows.filter(pl.col("_tier") == pl.col("_tier").max().over(pair))

@@ -225,3 +225,17 @@ def test_a_page_edited_on_disk_is_rendered_again(warehouse, tmp_path, monkeypatc
     )
     assert write_case_pages(warehouse, str(reports), "r1", ["a1"]) == [page]
     assert rendered == ["a1"] and Path(page).read_text() == text
+
+
+def test_a_page_source_tells_minus_zero_from_zero_as_the_page_does():
+    """Polars' row hash takes -0.0 for 0.0, a page prints `-0.0000`: the source must change with it."""
+    from eval_pipeline.reporting.case_pages import page_sources
+    from eval_pipeline.reporting.case_story import CaseTables
+
+    def tables(rate: float) -> CaseTables:
+        scores = pl.DataFrame({"case_id": ["a1", "a2"], "grounding_rate": [rate, 0.5]})
+        return CaseTables(run_id="r1", manifest={"candidate": "c"}, frames={"grounding_scores": scores})
+
+    zero, minus_zero = page_sources(tables(0.0), None, ["a1", "a2"]), page_sources(tables(-0.0), None, ["a1", "a2"])
+    assert zero["a1"] != minus_zero["a1"] and zero["a2"] == minus_zero["a2"]
+    assert page_sources(tables(0.0), None, ["a1", "a2"]) == zero

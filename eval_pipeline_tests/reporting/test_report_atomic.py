@@ -3,6 +3,7 @@ passes; a failing check leaves no file (neither the temporary one nor an older c
 
 from __future__ import annotations
 
+import json
 import os
 
 import dagster as dg
@@ -124,8 +125,24 @@ def test_a_file_changed_on_disk_is_written_again_and_another_scanner_scans_every
     # the text is known to be clean, but the bytes in place are not that text: they are replaced
     assert (tmp_path / "r1" / "p0.md").read_text() == "page 0\n"
     # a ledger of another scanner (an upgraded detector, another library version) vouches for nothing
-    monkeypatch.setattr(publishing, "scanner_identity", lambda: "another scanner")
+    ledger = tmp_path / "r1" / publishing.LEDGER
+    written = json.loads(ledger.read_text())
+    assert written["scanner"] == publishing.LEDGER_SCANNER and sorted(written["files"]) == ["p0.md", "p1.md"]
+    ledger.write_text(json.dumps({**written, "scanner": "another scanner"}))
     assert publish(location, pages, "rag_report").passed and counts == [2, 0, 2]
+    assert json.loads(ledger.read_text())["scanner"] == publishing.LEDGER_SCANNER
+
+
+def test_a_fifo_or_a_link_in_place_of_a_page_is_never_read(tmp_path):
+    """What stands where a page was published is read back only when it is a regular file: opening a FIFO would wait
+    for a writer forever, a link would be followed."""
+    location = open_location(tmp_path)
+    page = ReportFile(("r1", "p0.md"), "page 0\n")
+    assert publish(location, [page], "rag_report").passed
+    (tmp_path / "r1" / "p0.md").unlink()
+    os.mkfifo(tmp_path / "r1" / "p0.md")
+    assert publish(location, [page], "rag_report").passed
+    assert (tmp_path / "r1" / "p0.md").read_text() == "page 0\n"
 
 
 def test_a_ledger_lists_only_texts_that_passed(tmp_path, monkeypatch):
