@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -104,15 +103,24 @@ def case_ids_worth_a_page(
     return list(ordered)[: max(limit, 0)]
 
 
-@functools.cache
-def renderer_identity() -> str:
-    """A digest of the code a page is rendered by: this package's source, Python's and polars' versions."""
+def _renderer_digest() -> str:
     digest = hashlib.sha256(f"{sys.version}\npolars=={pl.__version__}".encode())
     package = Path(__file__).resolve().parents[1]
     for source in sorted(package.rglob("*.py")):
         digest.update(f"\n{source.relative_to(package)}\n".encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()
+
+
+# Taken when this module loads (about 7 ms), as the scanner's is: a process whose files were replaced after it
+# started still names the code it renders with.
+_RENDERER_IDENTITY = _renderer_digest()
+
+
+def renderer_identity() -> str:
+    """A digest of the code a page is rendered by: this package's source as this process loaded it, Python's and
+    polars' versions."""
+    return _RENDERER_IDENTITY
 
 
 def _row_hashes(frame: pl.DataFrame) -> pl.Series:
