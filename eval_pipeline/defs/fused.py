@@ -10,31 +10,46 @@ table another member of the step wrote after that write, exactly as it would hav
 What a run of separate steps guaranteed still holds: a member downstream of a member that failed, or whose blocking
 check failed, is not computed (its tables are not written); members that do not depend on it still are; and the
 step then fails with the first error, or with Dagster's blocking-check failure.
+
+A step may compute independent chains of members at the same time (`Concurrent`): the first chain on the step's
+thread, every other on a thread of its own that writes its tables itself and hands the step their events (the step
+yields them, so Dagster records every materialization and check as its own). A run is interpreter-bound for much of
+its time and leaves the second core idle; the RAG and agent scorers of a run read nothing of each other's. Chains of
+one group read no table another chain of the group writes; what follows the group reads their tables after every
+chain has ended and their checks are in. Over 400 lines: it holds a step's whole execution, members and chains, which
+share one set of failure rules.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
+import polars as pl
 
 from eval_pipeline.defs.deferred import Deferred, deferring
 from eval_pipeline.defs.resources import (
     BATCHES_METADATA_KEY,
+    MEMBER_UPSTREAM,
     ONLY_COLUMNS_METADATA_KEY,
     RESTRICTED_METADATA_KEY,
     SKIP_COLUMNS_METADATA_KEY,
+    Written,
 )
 from eval_pipeline.defs.reuse import REUSE_TAG, inputs_fingerprint, recorded, replaced, replayed
 from eval_pipeline.io.warehouse import ORDER_COLUMNS, FrameBatches
 
 __all__ = [
+    "Concurrent",
     "MEMBER_DONE",
     "MEMBER_REUSED",
     "current_member_key",
@@ -125,6 +140,24 @@ class _Member:
             code_versions=tuple(assets_def.code_versions_by_key[key] for key in sorted(assets_def.keys, key=str)),
             reusable=reusable,
         )
+
+
+@dataclass(frozen=True)
+class Concurrent:
+    """Chains of asset definitions computed at the same time in one step, each chain in graph order."""
+
+    chains: tuple[tuple[dg.AssetsDefinition, ...], ...]
+
+    def __init__(self, *chains: Sequence[dg.AssetsDefinition]) -> None:
+        object.__setattr__(self, "chains", tuple(tuple(chain) for chain in chains if chain))
+
+    def chains_flat(self) -> tuple[dg.AssetsDefinition, ...]:
+        """Every chain's members, chain after chain."""
+        return tuple(a for chain in self.chains for a in chain)
+
+
+# what a step computes, in order: a member, or chains of members computed at the same time
+_Stage = _Member | tuple[tuple[_Member, ...], ...]
 
 
 def _shared_skips(members: Sequence[_Member]) -> dict[dg.AssetKey, frozenset[str]]:
@@ -278,14 +311,40 @@ def _answers(
         yield event
 
 
+@dataclass
+class _Outcome:
+    """What the members computed so far left: the tables not written (failed, or held back), and the first error."""
+
+    not_written: set[dg.AssetKey] = field(default_factory=set)
+    error: BaseException | None = None
+
+
+def _flat(stages: Sequence[_Stage]) -> list[_Member]:
+    return [m for s in stages for m in ([s] if isinstance(s, _Member) else [m for chain in s for m in chain])]
+
+
 def _run(
-    context: dg.AssetExecutionContext, members: Sequence[_Member], restricted: frozenset[dg.AssetKey]
+    context: dg.AssetExecutionContext, stages: Sequence[_Stage], restricted: frozenset[dg.AssetKey]
 ) -> Iterator[Any]:
     deferred = Deferred()  # checks answered while the step goes on (defs.deferred)
+    owners = {key: member for member in _flat(stages) for key in member.keys}
+    outcome = _Outcome()
     try:
-        yield from _run_members(context, members, restricted, deferred)
+        members: list[_Member] = []
+        for stage in [*stages, None]:
+            if isinstance(stage, _Member):
+                members.append(stage)
+                continue
+            if members:  # the members before a concurrent group (or the end) share their reads
+                yield from _run_members(context, members, restricted, deferred, owners, outcome)
+                members = []
+            if stage is not None:
+                yield from _concurrently(context, stage, restricted, deferred, owners, outcome)
+        yield from _answers(context, deferred.take(), owners, outcome.not_written)
     finally:
         deferred.close()
+    if outcome.error is not None:
+        raise outcome.error
 
 
 def _run_members(
@@ -293,12 +352,12 @@ def _run_members(
     members: Sequence[_Member],
     restricted: frozenset[dg.AssetKey],
     deferred: Deferred,
+    owners: Mapping[dg.AssetKey, _Member],
+    outcome: _Outcome,
 ) -> Iterator[Any]:
     selected = context.selected_asset_keys
     reads = _Reads(context, members, restricted)
-    owners = {key: member for member in members for key in member.keys}
-    not_written: set[dg.AssetKey] = set()  # tables of members that failed, or were held back by a failure
-    error: BaseException | None = None
+    not_written = outcome.not_written
     for position, member in enumerate(members):
         if not member.keys & selected:
             continue
@@ -310,6 +369,7 @@ def _run_members(
             continue
         started = time.perf_counter()
         token = _member_key.set(next(iter(member.keys)) if len(member.keys) == 1 else None)
+        upstream_token = MEMBER_UPSTREAM.set(member.upstream)
         reused_from = None
         yielded: set[dg.AssetKey] = set()
         try:
@@ -328,13 +388,14 @@ def _run_members(
                         yielded.add(dg.AssetKey.from_coercible(event.asset_key))
                     yield event
         except Exception as exc:  # the step fails with it once the members that do not need this one ran
-            error = error or exc
+            outcome.error = outcome.error or exc
             not_written |= member.keys
             # the checks of a table it did write are still answered; those of the tables it did not are forgotten
             deferred.drop(member.keys - yielded)
             context.log.error(f"{member.name} failed: {exc}")
         finally:
             _member_key.reset(token)
+            MEMBER_UPSTREAM.reset(upstream_token)
         reads.release(position)
         if member.keys.isdisjoint(not_written):
             seconds = time.perf_counter() - started
@@ -343,9 +404,107 @@ def _run_members(
                 if reused_from is None
                 else MEMBER_REUSED.format(name=member.name, seconds=seconds, run=reused_from)
             )
-    yield from _answers(context, deferred.take(), owners, not_written)
-    if error is not None:
-        raise error
+
+
+@dataclass(frozen=True)
+class _ChainEnd:
+    """A chain's thread has ended, leaving this."""
+
+    outcome: _Outcome
+
+
+def _concurrently(
+    context: dg.AssetExecutionContext,
+    chains: tuple[tuple[_Member, ...], ...],
+    restricted: frozenset[dg.AssetKey],
+    deferred: Deferred,
+    owners: Mapping[dg.AssetKey, _Member],
+    outcome: _Outcome,
+) -> Iterator[Any]:
+    """The chains of a Concurrent group: the first on this thread, each other on a thread of its own, whose events
+    are yielded here as they come (between this thread's events, then until every chain has ended)."""
+    upstream = frozenset().union(*(member.upstream for chain in chains for member in chain))
+    yield from _answers(context, deferred.take(upstream), owners, outcome.not_written)
+    selected = context.selected_asset_keys
+    events: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(_run_chain, context, chain, restricted, owners, set(outcome.not_written), events, stop),
+            name=f"step-chain-{chain[0].name}",
+            daemon=True,
+        )
+        for chain in chains[1:]
+        if any(member.keys & selected for member in chain)
+    ]
+    ended: list[_Outcome] = []
+
+    def arrived(wait: bool) -> Iterator[Any]:
+        while len(ended) < len(threads):
+            try:
+                event = events.get(block=wait)
+            except queue.Empty:
+                return
+            if isinstance(event, _ChainEnd):
+                ended.append(event.outcome)
+            else:
+                yield event
+
+    for thread in threads:
+        thread.start()
+    try:
+        for event in _run_members(context, chains[0], restricted, deferred, owners, outcome):
+            yield event
+            yield from arrived(wait=False)
+        yield from arrived(wait=True)
+    finally:
+        stop.set()  # the step is failing when the chains have not ended: they stop after the member they compute
+        for thread in threads:
+            thread.join()
+    for chain in ended:
+        outcome.not_written |= chain.not_written
+        outcome.error = outcome.error or chain.error
+
+
+def _run_chain(
+    context: dg.AssetExecutionContext,
+    members: Sequence[_Member],
+    restricted: frozenset[dg.AssetKey],
+    owners: Mapping[dg.AssetKey, _Member],
+    not_written: set[dg.AssetKey],
+    events: queue.SimpleQueue,
+    stop: threading.Event,
+) -> None:
+    """One chain of a Concurrent group, on its own thread: its members as _run_members computes them, each table
+    written here (the event handed on says so), then its checks' answers; _ChainEnd last, whatever happens."""
+    deferred = Deferred()
+    outcome = _Outcome(not_written=not_written)
+    io = getattr(context.resources, WAREHOUSE_IO)
+    run = _run_members(context, members, restricted, deferred, owners, outcome)
+    try:
+        for event in run:
+            if stop.is_set():
+                break
+            events.put(_written(event, io, context.partition_key, restricted))
+        else:
+            for event in _answers(context, deferred.take(), owners, outcome.not_written):
+                events.put(event)
+    except Exception as exc:  # a table that could not be written ends its chain, as it ends a step
+        outcome.error = outcome.error or exc
+    finally:
+        run.close()
+        deferred.close()
+        events.put(_ChainEnd(outcome))
+
+
+def _written(event: Any, io: Any, run_id: str, restricted: frozenset[dg.AssetKey]) -> Any:
+    """A materialization of a frame with its table written now: the event then carries what the write returned (any
+    other event, a materialization without a value included, is left to Dagster as it is)."""
+    if not isinstance(event, dg.MaterializeResult) or not isinstance(event.value, pl.DataFrame | FrameBatches):
+        return event
+    key = dg.AssetKey.from_coercible(event.asset_key)
+    return replaced(event, value=Written(io.write(key, run_id, event.value, restricted=key in restricted)))
 
 
 def restricted_keys(assets_defs: Iterable[dg.AssetsDefinition]) -> frozenset[dg.AssetKey]:
@@ -359,27 +518,47 @@ def restricted_keys(assets_defs: Iterable[dg.AssetsDefinition]) -> frozenset[dg.
 
 
 def fused_step(
-    name: str, members: Sequence[dg.AssetsDefinition], *, description: str, restricted: frozenset[dg.AssetKey]
+    name: str,
+    members: Sequence[dg.AssetsDefinition | Concurrent],
+    *,
+    description: str,
+    restricted: frozenset[dg.AssetKey],
 ) -> dg.AssetsDefinition:
-    """One subsettable multi-asset computing `members` (in graph order) in one step, with their tables, code
-    versions, blocking checks and lineage; `restricted` names the tables it may read from the restricted area."""
-    parts = [_Member.of(assets_def) for assets_def in members]
+    """One subsettable multi-asset computing `members` (in graph order; a Concurrent group's chains at the same time)
+    in one step, with their tables, code versions, blocking checks and lineage; `restricted` names the tables it may
+    read from the restricted area."""
+    stages: list[_Stage] = [
+        tuple(tuple(_Member.of(a) for a in chain) for chain in item.chains)
+        if isinstance(item, Concurrent)
+        else _Member.of(item)
+        for item in members
+    ]
+    parts = _flat(stages)
     for position, member in enumerate(parts):
         later = {key for other in parts[position + 1 :] for key in other.keys}
         if member.upstream & later:
             raise dg.DagsterInvariantViolationError(f"step {name}: {member.name} reads a table a later member writes")
-    specs = [spec.replace_attributes(skippable=True) for assets_def in members for spec in assets_def.specs]
-    resources = set().union(*(a.required_resource_keys for a in members)) | {WAREHOUSE_IO}
+    for stage in stages:
+        for index, chain in enumerate(stage if isinstance(stage, tuple) else ()):
+            others = {key for other in stage[:index] + stage[index + 1 :] for member in other for key in member.keys}
+            for member in chain:
+                if member.upstream & others:
+                    raise dg.DagsterInvariantViolationError(
+                        f"step {name}: {member.name} reads a table a chain computed at the same time writes"
+                    )
+    assets_defs = [a for item in members for a in (item.chains_flat() if isinstance(item, Concurrent) else (item,))]
+    specs = [spec.replace_attributes(skippable=True) for assets_def in assets_defs for spec in assets_def.specs]
+    resources = set().union(*(a.required_resource_keys for a in assets_defs)) | {WAREHOUSE_IO}
 
     @dg.multi_asset(
         name=name,
         specs=[spec.with_io_manager_key(WAREHOUSE_IO) for spec in specs],
-        check_specs=[check for assets_def in members for check in assets_def.check_specs],
+        check_specs=[check for assets_def in assets_defs for check in assets_def.check_specs],
         can_subset=True,
         required_resource_keys=resources,
         description=description,
     )
     def step(context):  # not annotated: the module's postponed annotations are strings Dagster cannot check
-        yield from _run(context, parts, restricted)
+        yield from _run(context, stages, restricted)
 
     return step

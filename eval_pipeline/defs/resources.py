@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,9 @@ class EvalConfig(dg.ConfigurableResource):
     def other_runs(self, context: dg.AssetExecutionContext, own_tables: tuple[str, ...] = ()) -> OtherRuns:
         """Reads of other runs' rows (baseline, sibling runs) of the tables this asset takes as inputs, and of
         `own_tables` it writes (earlier runs' verdicts)."""
-        declared = {table_of(key)[0] for key in context.assets_def.dependency_keys}
+        upstream = MEMBER_UPSTREAM.get()
+        keys = context.assets_def.dependency_keys if upstream is None else upstream
+        declared = {table_of(key)[0] for key in keys}
         return OtherRuns(self.warehouse(), context.partition_key, frozenset(declared | set(own_tables)))
 
 
@@ -302,11 +305,23 @@ def table_of(asset_key: dg.AssetKey) -> tuple[str, dict[str, str]]:
     return path[-1], {}
 
 
+# The tables the asset definition a fused step is computing reads (defs.fused sets it): there the context's asset
+# definition is the whole step's, and a report compares what its own definition reads, not what the step's others do.
+MEMBER_UPSTREAM: ContextVar[frozenset[dg.AssetKey] | None] = ContextVar("eval_pipeline_member_upstream", default=None)
+
+
 @dataclass(frozen=True)
 class Reused:
     """A table left as run `run_id` materialized it: its inputs did not change (defs.reuse); nothing is written."""
 
     run_id: str
+
+
+@dataclass(frozen=True)
+class Written:
+    """A table a fused step's concurrent chain has already written (defs.fused): the output metadata of that write."""
+
+    metadata: Mapping[str, Any]
 
 
 class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
@@ -317,24 +332,31 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
     def _warehouse(self) -> Warehouse:
         return Warehouse.at(resolve_root(self.warehouse_root), object_store_options())
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | FrameBatches | Reused) -> None:
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | FrameBatches | Reused | Written) -> None:
         if isinstance(obj, Reused):
             return
-        table, within = table_of(context.asset_key)
+        if isinstance(obj, Written):
+            context.add_output_metadata(dict(obj.metadata))
+            return
         restricted = bool((context.definition_metadata or {}).get(RESTRICTED_METADATA_KEY))
+        context.add_output_metadata(self.write(context.asset_key, context.partition_key, obj, restricted=restricted))
+
+    def write(
+        self, asset_key: dg.AssetKey, run_id: str, obj: pl.DataFrame | FrameBatches, *, restricted: bool
+    ) -> dict[str, Any]:
+        """Write one run's rows of an asset's table; the output metadata of the write."""
+        table, within = table_of(asset_key)
         if within and isinstance(obj, pl.DataFrame):
             obj = obj.with_columns(**{k: pl.lit(v) for k, v in within.items()})
-        version = self._warehouse().write_partition(
-            table, obj, context.partition_key, restricted=restricted, within=within or None
-        )
+        version = self._warehouse().write_partition(table, obj, run_id, restricted=restricted, within=within or None)
         # Text, not a number: a table version is an identifier, and the UI would plot a number as a metric.
-        metadata = {
+        metadata: dict[str, Any] = {
             "delta_table": self._warehouse().uri(table, restricted),
             "delta_version": dg.MetadataValue.text(str(version)),
         }
         if isinstance(obj, FrameBatches):
             metadata["dagster/row_count"] = obj.rows
-        context.add_output_metadata(metadata)
+        return metadata
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | TableBatches:
         upstream = context.upstream_output

@@ -2,7 +2,8 @@
 
 Tables, groups, checks and lineage are the domains' own; only where one step ends and the next begins is decided
 here. A step holds assets that always run together for one run, in graph order; the re-score sensors still select
-single tables, and a step computes only the selected ones.
+single tables, and a step computes only the selected ones. A tuple of chains in a step's members is computed at the
+same time (defs.fused.Concurrent): the RAG scorers and lane beside the agent's, which read nothing of each other's.
 """
 
 from collections.abc import Iterable
@@ -10,11 +11,22 @@ from types import ModuleType
 
 import dagster as dg
 
-from eval_pipeline.defs.fused import fused_step, restricted_keys
+from eval_pipeline.defs.fused import Concurrent, fused_step, restricted_keys
 
 __all__ = ["STEPS", "step_assets"]
 
-# (step, what it computes, its members by op name, in graph order)
+
+def _lane(lane: str) -> tuple[str, ...]:
+    return (
+        f"{lane}__{lane}_stage_results",
+        f"{lane}_attribution",
+        f"{lane}_reliability",
+        f"{lane}_slices",
+        f"{lane}__{lane}_report",
+    )
+
+
+# (step, what it computes, its members by op name in graph order; a tuple of chains is computed at the same time)
 STEPS = (
     (
         "ingest",
@@ -22,34 +34,26 @@ STEPS = (
         ("run_manifest", "raw_traces", "run_inputs", "parsed_traces", "deidentified"),
     ),
     (
-        "score_rag",
-        "Frozen qrels, retrieval, context, claims and their judge verdicts, citations, grounding, answers, the judge's "
-        "calibration and the review queue.",
+        "score",
+        "Both lanes at once. RAG: frozen qrels, retrieval, context, claims and their judge verdicts, citations, "
+        "grounding, answers, the judge's calibration and the review queue; agent: tool calls and verified outcomes. "
+        "Then each lane's stage results, first-failure attribution, reliability, slices and report.",
         (
-            "qrels_and_queue",
-            "retrieval_scores",
-            "context_scores",
-            "judged_claims",
-            "grounding_scores",
-            "answer_scores",
-            "judge_calibration",
-            "review_queue",
-        ),
-    ),
-    ("score_agent", "Tool calls and verified outcomes of the agent traces.", ("scored_tool_calls", "outcome_scores")),
-    *(
-        (
-            f"{lane}_lane",
-            f"The {lane} lane: stage results, first-failure attribution, reliability, slices and the lane report.",
             (
-                f"{lane}__{lane}_stage_results",
-                f"{lane}_attribution",
-                f"{lane}_reliability",
-                f"{lane}_slices",
-                f"{lane}__{lane}_report",
+                (
+                    "qrels_and_queue",
+                    "retrieval_scores",
+                    "context_scores",
+                    "judged_claims",
+                    "grounding_scores",
+                    "answer_scores",
+                    "judge_calibration",
+                    "review_queue",
+                    *_lane("rag"),
+                ),
+                ("scored_tool_calls", "outcome_scores", *_lane("agent")),
             ),
-        )
-        for lane in ("rag", "agent")
+        ),
     ),
     (
         "gates",
@@ -59,16 +63,33 @@ STEPS = (
 )
 
 
+def _names(members: Iterable) -> Iterable[str]:
+    for item in members:
+        if isinstance(item, str):
+            yield item
+        else:
+            for chain in item:
+                yield from chain
+
+
 def step_assets(domains: Iterable[ModuleType]) -> list[dg.AssetsDefinition]:
     """The domains' assets as the fused steps of STEPS (each asset definition in exactly one step)."""
     by_name = {a.op.name: a for domain in domains for a in (domain.defs.assets or [])}
-    grouped = [name for _, _, members in STEPS for name in members]
+    grouped = [name for _, _, members in STEPS for name in _names(members)]
     if sorted(grouped) != sorted(by_name):
         raise dg.DagsterInvariantViolationError(
             f"steps and assets differ: {sorted(set(grouped) ^ set(by_name))} (each asset in exactly one step)"
         )
     restricted = restricted_keys(by_name.values())
     return [
-        fused_step(step, [by_name[name] for name in members], description=description, restricted=restricted)
+        fused_step(
+            step,
+            [
+                by_name[item] if isinstance(item, str) else Concurrent(*([by_name[n] for n in chain] for chain in item))
+                for item in members
+            ],
+            description=description,
+            restricted=restricted,
+        )
         for step, description, members in STEPS
     ]

@@ -1,13 +1,15 @@
 """Fused steps (defs.fused): assets sharing one step keep the tables, reads, checks and failure semantics each had."""
 
+import threading
+
 import dagster as dg
 import polars as pl
 import pytest
 
-from eval_pipeline.defs.fused import MEMBER_DONE, fused_step, member_of_message
+from eval_pipeline.defs.fused import MEMBER_DONE, Concurrent, fused_step, member_of_message
 from eval_pipeline.defs.resources import ONLY_COLUMNS_METADATA_KEY, SKIP_COLUMNS_METADATA_KEY
 from eval_pipeline.io.warehouse import FrameBatches
-from eval_pipeline_tests.defs.memory_io import READS, TABLES, MemoryIO
+from eval_pipeline_tests.defs.memory_io import READS, TABLES, WRITES, MemoryIO
 
 RUNS = dg.StaticPartitionsDefinition(["r1"])
 
@@ -193,3 +195,119 @@ def test_a_member_that_names_its_columns_gets_only_those_from_the_one_read_the_s
     assert result.success
     assert seen == {"narrow": ["id", "verdict"], "whole": ["id", "score", "verdict"]}
     assert [r for r in READS if r[0] == "wide"] == [("wide", "r1", [])]  # one read, every column
+
+
+def _chains(*, e_raises: bool = False, f_passes: bool = True):
+    """a → (b, c on one chain; e → f → g on another, at the same time) → d: b and e wait for each other."""
+    common = {"partitions_def": RUNS, "io_manager_key": "warehouse_io"}
+    b_started, e_started = threading.Event(), threading.Event()
+
+    @dg.asset(**common)
+    def a():
+        CALLED.append("a")
+        return dg.MaterializeResult(value=pl.DataFrame({"id": [1, 2]}))
+
+    @dg.asset(**common)
+    def b(context: dg.AssetExecutionContext, a: pl.DataFrame):
+        b_started.set()
+        # one after the other, e would only start once b has ended: this waits for e to have started
+        assert e_started.wait(10), "e did not start while b was being computed"
+        CALLED.append(f"b:{threading.current_thread().name}")
+        return dg.MaterializeResult(value=a.with_columns(b=pl.col("id") * 10))
+
+    @dg.asset(**common)
+    def c(b: pl.DataFrame):
+        CALLED.append("c")
+        return dg.MaterializeResult(value=b.select(total=pl.col("b").sum()))
+
+    @dg.asset(**common)
+    def e(context: dg.AssetExecutionContext, a: pl.DataFrame):
+        e_started.set()
+        assert b_started.wait(10), "b did not start while e was being computed"
+        context.log.info("e logs from its own thread")
+        CALLED.append(f"e:{threading.current_thread().name}")
+        if e_raises:
+            raise dg.Failure(description="e could not complete")
+        return dg.MaterializeResult(value=a.with_columns(e=pl.col("id") + 100))
+
+    @dg.asset(**common, check_specs=[dg.AssetCheckSpec("small", asset="f", blocking=True)])
+    def f(e: pl.DataFrame):
+        CALLED.append("f")
+        return dg.MaterializeResult(
+            value=e.select(top=pl.col("e").max()),
+            check_results=[dg.AssetCheckResult(check_name="small", passed=f_passes)],
+        )
+
+    @dg.asset(**common)
+    def g(f: pl.DataFrame):
+        CALLED.append("g")
+        return dg.MaterializeResult(value=f)
+
+    @dg.asset(**common)
+    def d(c: pl.DataFrame):
+        CALLED.append("d")
+        return dg.MaterializeResult(value=c.with_columns(done=pl.lit(True)))
+
+    return a, Concurrent([b, c], [e, f, g]), d
+
+
+def _called(name: str) -> str:
+    return next(c for c in CALLED if c.startswith(f"{name}:"))
+
+
+def test_chains_of_a_concurrent_group_are_computed_at_the_same_time_each_writing_its_own_tables():
+    WRITES.clear()
+    step = fused_step("chains", _chains(), description="two chains", restricted=frozenset())
+    assert step.asset_deps[dg.AssetKey("d")] == {dg.AssetKey("c")}
+    result = _run(step)
+    assert result.success
+    assert _called("b") != _called("e")  # two threads
+    assert _called("e").startswith("e:step-chain-e")
+    assert TABLES[dg.AssetKey("g")].to_dicts() == [{"top": 102}]
+    assert TABLES[dg.AssetKey("d")].to_dicts() == [{"total": 30, "done": True}]
+    # every table is materialized once, as the step's own event, with the metadata of the write that stored it
+    materialized = result.get_asset_materialization_events()
+    assert sorted(e.asset_key.to_user_string() for e in materialized) == ["a", "b", "c", "d", "e", "f", "g"]
+    by_key = {e.asset_key.to_user_string(): e.materialization.metadata for e in materialized}
+    assert by_key["g"]["rows_written"].value == 1 and by_key["b"]["rows_written"].value == 2
+    assert WRITES.count("g") == 1
+    [check] = result.get_asset_check_evaluations()
+    assert (check.asset_key, check.passed) == (dg.AssetKey("f"), True)
+    messages = [r.user_message for r in INSTANCE.all_logs(result.run_id) if not r.dagster_event]
+    assert "e logs from its own thread" in messages
+    assert sorted(name for name, _ in filter(None, map(member_of_message, messages))) == list("abcdefg")
+
+
+def test_a_member_failing_on_one_chain_leaves_the_other_chain_whole_and_fails_the_step_with_its_error():
+    result = _run(fused_step("chains", _chains(e_raises=True), description="", restricted=frozenset()))
+    assert not result.success
+    assert {c.split(":")[0] for c in CALLED} == set("abcde")  # e raised: f and g, which read it, are not computed
+    assert set(TABLES) == {dg.AssetKey(k) for k in "abcd"}
+    [failure] = result.get_step_failure_events()
+    assert "e could not complete" in str(failure.event_specific_data.error.to_string())
+
+
+def test_a_failed_blocking_check_on_one_chain_holds_back_its_own_readers_only():
+    result = _run(fused_step("chains", _chains(f_passes=False), description="", restricted=frozenset()))
+    assert not result.success
+    assert "g" not in CALLED and "d" in CALLED
+    assert set(TABLES) == {dg.AssetKey(k) for k in "abcdef"}
+    [failure] = result.get_step_failure_events()
+    assert "blocking asset check" in failure.event_specific_data.error.message
+
+
+def test_a_selection_starts_no_thread_for_a_chain_it_does_not_touch():
+    assert _run(fused_step("chains", _chains(), description="", restricted=frozenset())).success
+    threads = threading.active_count()
+    result = _run(fused_step("chains", _chains(), description="", restricted=frozenset()), selection=["c", "d"])
+    assert result.success
+    assert CALLED == ["c", "d"]
+    assert threading.active_count() == threads
+
+
+def test_a_chain_reading_what_another_chain_of_its_group_writes_is_refused_when_the_step_is_defined():
+    a, group, d = _chains()
+    b, c = group.chains[0]
+    e, f, g = group.chains[1]
+    with pytest.raises(dg.DagsterInvariantViolationError, match="c reads a table a chain computed at the same time"):
+        fused_step("crossed", [a, Concurrent([b, e], [c])], description="", restricted=frozenset())
