@@ -38,15 +38,13 @@ import polars as pl
 
 from eval_pipeline.defs.deferred import Deferred, deferring
 from eval_pipeline.defs.resources import (
-    BATCHES_METADATA_KEY,
     MEMBER_UPSTREAM,
-    ONLY_COLUMNS_METADATA_KEY,
     RESTRICTED_METADATA_KEY,
-    SKIP_COLUMNS_METADATA_KEY,
     Written,
 )
 from eval_pipeline.defs.reuse import REUSE_TAG, inputs_fingerprint, recorded, replaced, replayed
-from eval_pipeline.io.warehouse import ORDER_COLUMNS, FrameBatches
+from eval_pipeline.defs.step_reads import Reads
+from eval_pipeline.io.warehouse import FrameBatches
 
 __all__ = [
     "Concurrent",
@@ -144,85 +142,35 @@ class _Member:
 
 @dataclass(frozen=True)
 class Concurrent:
-    """Chains of asset definitions computed at the same time in one step, each chain in graph order."""
+    """Chains of asset definitions computed at the same time in one step, each chain in graph order; with `rows_at_most`
+    (table, count), only while the run's rows of that table are at most `count`, else one chain after the other (a
+    large run's chains would each hold their working set at once)."""
 
     chains: tuple[tuple[dg.AssetsDefinition, ...], ...]
+    rows_at_most: tuple[dg.AssetKey, int] | None
 
-    def __init__(self, *chains: Sequence[dg.AssetsDefinition]) -> None:
+    def __init__(
+        self, *chains: Sequence[dg.AssetsDefinition], rows_at_most: tuple[str | dg.AssetKey, int] | None = None
+    ) -> None:
         object.__setattr__(self, "chains", tuple(tuple(chain) for chain in chains if chain))
+        limit = None if rows_at_most is None else (dg.AssetKey.from_coercible(rows_at_most[0]), int(rows_at_most[1]))
+        object.__setattr__(self, "rows_at_most", limit)
 
     def chains_flat(self) -> tuple[dg.AssetsDefinition, ...]:
         """Every chain's members, chain after chain."""
         return tuple(a for chain in self.chains for a in chain)
 
 
+@dataclass(frozen=True)
+class _Group:
+    """A Concurrent group of a step, as its members."""
+
+    chains: tuple[tuple[_Member, ...], ...]
+    rows_at_most: tuple[dg.AssetKey, int] | None
+
+
 # what a step computes, in order: a member, or chains of members computed at the same time
-_Stage = _Member | tuple[tuple[_Member, ...], ...]
-
-
-def _shared_skips(members: Sequence[_Member]) -> dict[dg.AssetKey, frozenset[str]]:
-    """Per table read as a frame, the columns no member reading it needs (one read then serves them all)."""
-    skips: dict[dg.AssetKey, frozenset[str]] = {}
-    for member in members:
-        for key, metadata in member.inputs.values():
-            if metadata.get(BATCHES_METADATA_KEY):
-                continue
-            # a member that names the columns it reads skips none here: the one read holds every column
-            skip = (
-                frozenset()
-                if ONLY_COLUMNS_METADATA_KEY in metadata
-                else frozenset(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
-            )
-            # the columns that order a table of input lines when it is read are never skipped by a shared read
-            if skip & ORDER_COLUMNS:
-                raise dg.DagsterInvariantViolationError(f"{member.name} skips a column that orders {key}")
-            skips[key] = skips[key] & skip if key in skips else skip
-    return skips
-
-
-class _Reads:
-    """The step's reads: one per table, kept while a later member still needs it."""
-
-    def __init__(
-        self, context: dg.AssetExecutionContext, members: Sequence[_Member], restricted: frozenset[dg.AssetKey]
-    ):
-        self.io = getattr(context.resources, WAREHOUSE_IO)
-        self.run_id = context.partition_key
-        self.restricted = restricted
-        self.skips = _shared_skips(members)
-        self.last_use = {key: i for i, m in enumerate(members) for key, _ in m.inputs.values()}
-        self.frames: dict[dg.AssetKey, Any] = {}
-
-    def value(self, key: dg.AssetKey, metadata: Mapping[str, Any]) -> Any:
-        restricted = key in self.restricted
-        if metadata.get(BATCHES_METADATA_KEY):
-            return self.io.load(key, self.run_id, restricted=restricted, metadata=metadata)
-        if key not in self.frames:
-            shared = {SKIP_COLUMNS_METADATA_KEY: sorted(self.skips[key])} if self.skips[key] else None
-            self.frames[key] = self.io.load(key, self.run_id, restricted=restricted, metadata=shared)
-        frame = self.frames[key]
-        skip = set(metadata.get(SKIP_COLUMNS_METADATA_KEY, ()))
-        only = metadata.get(ONLY_COLUMNS_METADATA_KEY)
-        kept = [c for c in frame.columns if c not in skip and (only is None or c in only)]
-        return frame.select(kept) if len(kept) < frame.width else frame
-
-    def stored(self, key: dg.AssetKey) -> Any:
-        """Every column of the run's rows of a table the step writes, None if there are none (kept for a later member
-        that reads them)."""
-        if key in self.frames and not self.skips.get(key):
-            return self.frames[key]
-        try:
-            frame = self.io.load(key, self.run_id, restricted=key in self.restricted)
-        except dg.Failure:  # not materialized for this run
-            return None
-        if key in self.last_use and not self.skips.get(key):
-            self.frames[key] = frame
-        return frame
-
-    def release(self, position: int) -> None:
-        """Drop the reads no member after `position` needs."""
-        for key in [k for k in self.frames if self.last_use[k] <= position]:
-            del self.frames[key]
+_Stage = _Member | _Group
 
 
 def _keyed(event: Any, key: dg.AssetKey | None) -> Any:
@@ -278,7 +226,7 @@ def _fingerprint(context: dg.AssetExecutionContext, member: _Member, arguments: 
 
 
 def _member_events(
-    context: dg.AssetExecutionContext, member: _Member, reads: _Reads, selected: Collection[dg.AssetKey]
+    context: dg.AssetExecutionContext, member: _Member, reads: Reads, selected: Collection[dg.AssetKey]
 ) -> tuple[Iterable[Any], str | None, str | None]:
     """(the member's events, its inputs' fingerprint when reusable, the run it is reused from when it is)."""
     arguments = {name: getattr(context.resources, name) for name in member.resources}
@@ -320,7 +268,7 @@ class _Outcome:
 
 
 def _flat(stages: Sequence[_Stage]) -> list[_Member]:
-    return [m for s in stages for m in ([s] if isinstance(s, _Member) else [m for chain in s for m in chain])]
+    return [m for s in stages for m in ([s] if isinstance(s, _Member) else [m for chain in s.chains for m in chain])]
 
 
 def _run(
@@ -356,7 +304,7 @@ def _run_members(
     outcome: _Outcome,
 ) -> Iterator[Any]:
     selected = context.selected_asset_keys
-    reads = _Reads(context, members, restricted)
+    reads = Reads(getattr(context.resources, WAREHOUSE_IO), context.partition_key, members, restricted)
     not_written = outcome.not_written
     for position, member in enumerate(members):
         if not member.keys & selected:
@@ -413,18 +361,40 @@ class _ChainEnd:
     outcome: _Outcome
 
 
+def _together(context: dg.AssetExecutionContext, group: _Group, restricted: frozenset[dg.AssetKey]) -> bool:
+    """Whether a group's chains run at the same time for this run (its row limit, where it has one, holds)."""
+    if group.rows_at_most is None:
+        return True
+    key, limit = group.rows_at_most
+    rows = getattr(context.resources, WAREHOUSE_IO).rows(key, context.partition_key, restricted=key in restricted)
+    if rows is not None and rows <= limit:
+        return True
+    context.log.info(
+        f"chains {', '.join(chain[0].name for chain in group.chains)} one after the other: "
+        f"{key.to_user_string()} holds {'an unknown number of' if rows is None else f'{rows:,}'} rows of this run "
+        f"(at the same time up to {limit:,})"
+    )
+    return False
+
+
 def _concurrently(
     context: dg.AssetExecutionContext,
-    chains: tuple[tuple[_Member, ...], ...],
+    group: _Group,
     restricted: frozenset[dg.AssetKey],
     deferred: Deferred,
     owners: Mapping[dg.AssetKey, _Member],
     outcome: _Outcome,
 ) -> Iterator[Any]:
     """The chains of a Concurrent group: the first on this thread, each other on a thread of its own, whose events
-    are yielded here as they come (between this thread's events, then until every chain has ended)."""
+    are yielded here as they come (between this thread's events, then until every chain has ended); one after the
+    other on this thread where the group's row limit does not hold."""
+    chains = group.chains
     upstream = frozenset().union(*(member.upstream for chain in chains for member in chain))
     yield from _answers(context, deferred.take(upstream), owners, outcome.not_written)
+    if not _together(context, group, restricted):
+        for chain in chains:
+            yield from _run_members(context, chain, restricted, deferred, owners, outcome)
+        return
     selected = context.selected_asset_keys
     events: queue.SimpleQueue = queue.SimpleQueue()
     stop = threading.Event()
@@ -528,7 +498,7 @@ def fused_step(
     in one step, with their tables, code versions, blocking checks and lineage; `restricted` names the tables it may
     read from the restricted area."""
     stages: list[_Stage] = [
-        tuple(tuple(_Member.of(a) for a in chain) for chain in item.chains)
+        _Group(tuple(tuple(_Member.of(a) for a in chain) for chain in item.chains), item.rows_at_most)
         if isinstance(item, Concurrent)
         else _Member.of(item)
         for item in members
@@ -539,8 +509,9 @@ def fused_step(
         if member.upstream & later:
             raise dg.DagsterInvariantViolationError(f"step {name}: {member.name} reads a table a later member writes")
     for stage in stages:
-        for index, chain in enumerate(stage if isinstance(stage, tuple) else ()):
-            others = {key for other in stage[:index] + stage[index + 1 :] for member in other for key in member.keys}
+        chains = stage.chains if isinstance(stage, _Group) else ()
+        for index, chain in enumerate(chains):
+            others = {key for other in chains[:index] + chains[index + 1 :] for member in other for key in member.keys}
             for member in chain:
                 if member.upstream & others:
                     raise dg.DagsterInvariantViolationError(

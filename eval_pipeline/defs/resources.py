@@ -358,6 +358,11 @@ class DeltaWarehouseIOManager(dg.ConfigurableIOManager):
             metadata["dagster/row_count"] = obj.rows
         return metadata
 
+    def rows(self, asset_key: dg.AssetKey, run_id: str, *, restricted: bool) -> int | None:
+        """One run's row count of an asset's table from its file statistics; None where it is not known."""
+        table, within = table_of(asset_key)
+        return None if within else self._warehouse().rows(table, run_id, restricted)
+
     def load_input(self, context: dg.InputContext) -> pl.DataFrame | TableBatches:
         upstream = context.upstream_output
         restricted = bool((upstream.definition_metadata or {}).get(RESTRICTED_METADATA_KEY)) if upstream else False

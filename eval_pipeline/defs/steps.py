@@ -2,18 +2,19 @@
 
 Tables, groups, checks and lineage are the domains' own; only where one step ends and the next begins is decided
 here. A step holds assets that always run together for one run, in graph order; the re-score sensors still select
-single tables, and a step computes only the selected ones. A tuple of chains in a step's members is computed at the
+single tables, and a step computes only the selected ones. `Chains` in a step's members are computed at the
 same time (defs.fused.Concurrent): the RAG scorers and lane beside the agent's, which read nothing of each other's.
 """
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from types import ModuleType
 
 import dagster as dg
 
 from eval_pipeline.defs.fused import Concurrent, fused_step, restricted_keys
 
-__all__ = ["STEPS", "step_assets"]
+__all__ = ["CONCURRENT_MAX_TRACES", "STEPS", "Chains", "step_assets"]
 
 
 def _lane(lane: str) -> tuple[str, ...]:
@@ -26,7 +27,21 @@ def _lane(lane: str) -> tuple[str, ...]:
     )
 
 
-# (step, what it computes, its members by op name in graph order; a tuple of chains is computed at the same time)
+# The two lanes' chains of `score` run at the same time for runs of at most this many traces, one after the other for
+# larger runs, where each chain then holds its working set alone. Measured: at 100k traces the peak stayed 2.8 GiB;
+# at a million, both chains at once took it from 7.55 to 9.85 GiB (docs/benchmarks/pipeline.md).
+CONCURRENT_MAX_TRACES = 250_000
+
+
+@dataclass(frozen=True)
+class Chains:
+    """Chains of members (op names, each chain in graph order) computed at the same time (defs.fused.Concurrent)."""
+
+    chains: tuple[tuple[str, ...], ...]
+    rows_at_most: tuple[str, int] | None = None
+
+
+# (step, what it computes, its members by op name in graph order)
 STEPS = (
     (
         "ingest",
@@ -39,19 +54,22 @@ STEPS = (
         "grounding, answers, the judge's calibration and the review queue; agent: tool calls and verified outcomes. "
         "Then each lane's stage results, first-failure attribution, reliability, slices and report.",
         (
-            (
+            Chains(
                 (
-                    "qrels_and_queue",
-                    "retrieval_scores",
-                    "context_scores",
-                    "judged_claims",
-                    "grounding_scores",
-                    "answer_scores",
-                    "judge_calibration",
-                    "review_queue",
-                    *_lane("rag"),
+                    (
+                        "qrels_and_queue",
+                        "retrieval_scores",
+                        "context_scores",
+                        "judged_claims",
+                        "grounding_scores",
+                        "answer_scores",
+                        "judge_calibration",
+                        "review_queue",
+                        *_lane("rag"),
+                    ),
+                    ("scored_tool_calls", "outcome_scores", *_lane("agent")),
                 ),
-                ("scored_tool_calls", "outcome_scores", *_lane("agent")),
+                rows_at_most=("deid_traces", CONCURRENT_MAX_TRACES),
             ),
         ),
     ),
@@ -63,12 +81,12 @@ STEPS = (
 )
 
 
-def _names(members: Iterable) -> Iterable[str]:
+def _names(members: Iterable[str | Chains]) -> Iterable[str]:
     for item in members:
         if isinstance(item, str):
             yield item
         else:
-            for chain in item:
+            for chain in item.chains:
                 yield from chain
 
 
@@ -85,7 +103,9 @@ def step_assets(domains: Iterable[ModuleType]) -> list[dg.AssetsDefinition]:
         fused_step(
             step,
             [
-                by_name[item] if isinstance(item, str) else Concurrent(*([by_name[n] for n in chain] for chain in item))
+                by_name[item]
+                if isinstance(item, str)
+                else Concurrent(*([by_name[n] for n in chain] for chain in item.chains), rows_at_most=item.rows_at_most)
                 for item in members
             ],
             description=description,

@@ -352,6 +352,19 @@ class Warehouse:
         delta = self._table(table, restricted)
         return [] if delta is None else [field.name for field in delta.schema().fields]
 
+    def rows(self, table: str, run_id: str, restricted: bool = False) -> int | None:
+        """One run's row count from the table's file statistics (no data is read); None when the table does not exist
+        or a file of the run has no count."""
+        delta = self._table(table, restricted)
+        if delta is None:
+            return None
+        actions = pa.table(delta.get_add_actions(flatten=True))
+        column = f"partition.{PARTITION_COLUMN}"
+        if column not in actions.column_names:
+            return None
+        counts = actions.filter(pc.equal(actions[column], run_id))["num_records"]
+        return None if counts.null_count else int(pc.sum(counts).as_py() or 0)
+
     def runs(self, table: str, restricted: bool = False) -> list[str]:
         """Run ids that have rows in a table."""
         frame = self.read(table, restricted=restricted, columns=[PARTITION_COLUMN])

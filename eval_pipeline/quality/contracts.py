@@ -48,6 +48,8 @@ def lane_table(
     )
 
 
+# Great Expectations' context, suites and its one batch definition are shared by every thread of the process (a fused
+# step's concurrent chains validate at the same time where no validator process runs): built and used under this lock.
 _GE_LOCK = threading.RLock()
 # What a passing check's `failures` metadata says (words, not a placeholder: the UI shows it as is).
 NO_FAILURE = "no failed expectation"
@@ -145,9 +147,9 @@ class Verdict:
 def _run_suite(suite, frame: pl.DataFrame, result_format: str = "BASIC") -> Verdict:
     # BASIC still gives each failure's count and first values; SUMMARY's value counts double the time
     _, batch = _ge_context()
-    result = batch.get_batch(batch_parameters={"dataframe": frame.to_pandas()}).validate(
-        suite, result_format=result_format
-    )
+    data = frame.to_pandas()
+    with _GE_LOCK:  # one batch definition serves every validation: two threads at once would swap their frames
+        result = batch.get_batch(batch_parameters={"dataframe": data}).validate(suite, result_format=result_format)
     failed = []
     for item in result.results:
         if not item.success:
@@ -219,11 +221,11 @@ def _all_met(suite) -> Verdict:
 
 def _passes(suite, frame: pl.DataFrame) -> bool:
     _, batch = _ge_context()
-    return bool(
-        batch.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
-        .validate(suite, result_format="BOOLEAN_ONLY")
-        .success
-    )
+    data = frame.to_pandas()
+    with _GE_LOCK:  # as in _run_suite
+        return bool(
+            batch.get_batch(batch_parameters={"dataframe": data}).validate(suite, result_format="BOOLEAN_ONLY").success
+        )
 
 
 # Column name and value in one text for the stacked set check: no column name holds this control character.

@@ -27,6 +27,9 @@ class MemoryIO(dg.ConfigurableIOManager):
         TABLES[asset_key] = obj
         return {"rows_written": obj.height}
 
+    def rows(self, asset_key, run_id, *, restricted):
+        return TABLES[asset_key].height if asset_key in TABLES else None
+
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
         return TABLES[context.asset_key]
 

@@ -311,3 +311,29 @@ def test_a_chain_reading_what_another_chain_of_its_group_writes_is_refused_when_
     e, f, g = group.chains[1]
     with pytest.raises(dg.DagsterInvariantViolationError, match="c reads a table a chain computed at the same time"):
         fused_step("crossed", [a, Concurrent([b, e], [c])], description="", restricted=frozenset())
+
+
+def test_a_group_with_a_row_limit_runs_its_chains_one_after_the_other_on_a_larger_run():
+    def alone(name: str) -> dg.AssetsDefinition:
+        @dg.asset(name=name, partitions_def=RUNS, io_manager_key="warehouse_io")
+        def member(a: pl.DataFrame):
+            CALLED.append(f"{name}:{threading.current_thread().name}")
+            return dg.MaterializeResult(value=a)
+
+        return member
+
+    a, group, _ = _chains()
+    limited = Concurrent([alone("b_alone")], [alone("e_alone")], rows_at_most=("a", 1))
+    result = _run(fused_step("limited", [a, limited], description="", restricted=frozenset()))
+    assert result.success
+    assert [c.split(":")[0] for c in CALLED] == ["a", "b_alone", "e_alone"]
+    assert len({c.split(":")[1] for c in CALLED[1:]}) == 1  # both on the step's thread
+    messages = [r.user_message for r in INSTANCE.all_logs(result.run_id) if not r.dagster_event]
+    assert (
+        "chains b_alone, e_alone one after the other: a holds 2 rows of this run (at the same time up to 1)" in messages
+    )
+    # within the limit, chains that wait for each other run on two threads
+    within = Concurrent(*group.chains, rows_at_most=("a", 2))
+    result = _run(fused_step("within", [a, within], description="", restricted=frozenset()))
+    assert result.success
+    assert _called("b") != _called("e")

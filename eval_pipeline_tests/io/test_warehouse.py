@@ -19,6 +19,18 @@ def test_rewriting_a_partition_replaces_only_that_run_and_keeps_history(tmp_path
     assert warehouse.runs("scores") == ["r1", "r2"]
 
 
+def test_a_runs_row_count_comes_from_the_file_statistics_of_its_latest_version(tmp_path):
+    warehouse = Warehouse.at(tmp_path)
+    assert warehouse.rows("scores", "r1") is None  # no table
+    warehouse.write_partition("scores", pl.DataFrame({"trace_id": ["a", "b", "c"]}), "r1")
+    warehouse.write_partition("scores", pl.DataFrame({"trace_id": ["d"]}), "r2")
+    assert (warehouse.rows("scores", "r1"), warehouse.rows("scores", "r2"), warehouse.rows("scores", "r3")) == (3, 1, 0)
+    warehouse.write_partition("scores", pl.DataFrame({"trace_id": ["a"]}), "r1")  # replaced: the old files are gone
+    assert warehouse.rows("scores", "r1") == 1
+    warehouse.write_partition("lines", pl.DataFrame({"x": list(range(5))}), "r1", restricted=True)
+    assert warehouse.rows("lines", "r1", restricted=True) == 5
+
+
 def test_lane_scoped_write_keeps_the_other_lane(tmp_path):
     warehouse = Warehouse.at(tmp_path)
     both = pl.DataFrame({"lane": ["rag", "agent"], "failures": [3, 4]})

@@ -1,6 +1,7 @@
 """The compact suites decide exactly as the per-column suites: same verdicts, same messages, on any table."""
 
 import math
+import threading
 
 import polars as pl
 from hypothesis import HealthCheck, given, settings
@@ -114,3 +115,25 @@ def test_every_table_contract_of_the_pipeline_stacks_its_own_columns():
             }
         )
         assert contracts._stacked(contract, frame, set(frame.columns)) is not None, name
+
+
+def test_two_threads_validating_at_once_each_get_the_verdict_of_their_own_table():
+    # a fused step's two chains validate at the same time where no validator process runs
+    good = pl.DataFrame(
+        {"trace_id": ["a", "b"], "rate": [0.1, 0.2], "share": [0, 1], "tokens": [3, 0], "status": ["scored"] * 2}
+    ).with_columns(stage=pl.lit("pass"))
+    bad = pl.DataFrame(
+        {"trace_id": [f"t{i}" for i in range(400)], "rate": [2.0] * 400, "share": [0] * 400, "tokens": [1] * 400}
+    ).with_columns(status=pl.lit("scored"), stage=pl.lit("fail"))
+    verdicts: dict[str, list[bool]] = {"good": [], "bad": []}
+
+    def validate(name: str, frame: pl.DataFrame) -> None:
+        for _ in range(25):
+            verdicts[name].append(check_schema_and_ranges("t", CONTRACT, frame)[1].passed)
+
+    threads = [threading.Thread(target=validate, args=args) for args in (("good", good), ("bad", bad))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert verdicts == {"good": [True] * 25, "bad": [False] * 25}
