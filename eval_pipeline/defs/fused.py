@@ -344,6 +344,8 @@ def _run_members(
         finally:
             _member_key.reset(token)
             MEMBER_UPSTREAM.reset(upstream_token)
+        if reused_from is None:
+            reads.forget(member.keys)
         reads.release(position)
         if member.keys.isdisjoint(not_written):
             seconds = time.perf_counter() - started

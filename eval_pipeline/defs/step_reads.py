@@ -72,6 +72,12 @@ class Reads:
             self.frames[key] = frame
         return frame
 
+    def forget(self, keys: frozenset[dg.AssetKey]) -> None:
+        """Drop what was read of tables a member has just written: `stored` may have read them before the member
+        computed them (to see whether it could be reused), and a later member must read what it wrote."""
+        for key in keys:
+            self.frames.pop(key, None)
+
     def release(self, position: int) -> None:
         """Drop the reads no member after `position` needs."""
         for key in [k for k in self.frames if self.last_use[k] <= position]:

@@ -3,7 +3,8 @@
 Tables, groups, checks and lineage are the domains' own; only where one step ends and the next begins is decided
 here. A step holds assets that always run together for one run, in graph order; the re-score sensors still select
 single tables, and a step computes only the selected ones. `Chains` in a step's members are computed at the
-same time (defs.fused.Concurrent): the RAG scorers and lane beside the agent's, which read nothing of each other's.
+same time (defs.fused.Concurrent): the claims, the retrieval scorers and the agent's chain, which read nothing of each
+other's, then the RAG lane, which reads the first two.
 """
 
 from collections.abc import Iterable
@@ -27,8 +28,8 @@ def _lane(lane: str) -> tuple[str, ...]:
     )
 
 
-# The two lanes' chains of `score` run at the same time for runs of at most this many traces, one after the other for
-# larger runs, where each chain then holds its working set alone. Measured: at 100k traces the peak stayed 2.8 GiB;
+# The chains of `score` run at the same time for runs of at most this many traces, one after the other for larger
+# runs, where each chain then holds its working set alone. Measured: at 100k traces the peak stayed 2.8 GiB;
 # at a million, both chains at once took it from 7.55 to 9.85 GiB (docs/benchmarks/pipeline.md).
 CONCURRENT_MAX_TRACES = 250_000
 
@@ -50,27 +51,19 @@ STEPS = (
     ),
     (
         "score",
-        "Both lanes at once. RAG: frozen qrels, retrieval, context, claims and their judge verdicts, citations, "
-        "grounding, answers, the judge's calibration and the review queue; agent: tool calls and verified outcomes. "
-        "Then each lane's stage results, first-failure attribution, reliability, slices and report.",
+        "Three chains at once: claims and their judge verdicts, citations, grounding, answers, the judge's "
+        "calibration and the review queue; frozen qrels, retrieval and context; the agent's tool calls, verified "
+        "outcomes and lane. Then the RAG lane: stage results, first-failure attribution, reliability, slices, report.",
         (
             Chains(
                 (
-                    (
-                        "qrels_and_queue",
-                        "retrieval_scores",
-                        "context_scores",
-                        "judged_claims",
-                        "grounding_scores",
-                        "answer_scores",
-                        "judge_calibration",
-                        "review_queue",
-                        *_lane("rag"),
-                    ),
+                    ("judged_claims", "grounding_scores", "answer_scores", "judge_calibration", "review_queue"),
+                    ("qrels_and_queue", "retrieval_scores", "context_scores"),
                     ("scored_tool_calls", "outcome_scores", *_lane("agent")),
                 ),
                 rows_at_most=("deid_traces", CONCURRENT_MAX_TRACES),
             ),
+            *_lane("rag"),
         ),
     ),
     (

@@ -110,6 +110,8 @@ def test_a_changed_input_or_a_changed_stored_table_computes_it_again(instance):
     # rows written since by something else, or deleted: the recorded data version no longer describes the table
     TABLES[dg.AssetKey("b")] = pl.DataFrame({"total": [99]})
     assert _run(instance).success and CALLED == ["a", "b", "c"]
+    # c reads b as b wrote it now, not the rows found in the store when b's reuse was looked into
+    assert TABLES[dg.AssetKey("c")].to_dicts() == [{"total": 7, "half": 3.5}]
     del TABLES[dg.AssetKey("b")]
     assert _run(instance).success and CALLED == ["a", "b", "c"]
     assert TABLES[dg.AssetKey("b")]["total"].to_list() == [7]
