@@ -379,6 +379,11 @@ def _together(context: dg.AssetExecutionContext, group: _Group, restricted: froz
     return False
 
 
+# how long a failing step waits for a chain to end its member before it leaves it (a daemon thread that writes nothing
+# more once told to stop)
+_CHAIN_STOP_SECONDS = 5.0
+
+
 def _concurrently(
     context: dg.AssetExecutionContext,
     group: _Group,
@@ -391,13 +396,15 @@ def _concurrently(
     are yielded here as they come (between this thread's events, then until every chain has ended); one after the
     other on this thread where the group's row limit does not hold."""
     chains = group.chains
+    selected = context.selected_asset_keys
+    if not any(member.keys & selected for chain in chains for member in chain):
+        return
     upstream = frozenset().union(*(member.upstream for chain in chains for member in chain))
     yield from _answers(context, deferred.take(upstream), owners, outcome.not_written)
     if not _together(context, group, restricted):
         for chain in chains:
             yield from _run_members(context, chain, restricted, deferred, owners, outcome)
         return
-    selected = context.selected_asset_keys
     events: queue.SimpleQueue = queue.SimpleQueue()
     stop = threading.Event()
     threads = [
@@ -423,20 +430,41 @@ def _concurrently(
             else:
                 yield event
 
-    for thread in threads:
-        thread.start()
+    finished = False
     try:
+        for thread in threads:
+            thread.start()
         for event in _run_members(context, chains[0], restricted, deferred, owners, outcome):
             yield event
             yield from arrived(wait=False)
         yield from arrived(wait=True)
-    finally:
-        stop.set()  # the step is failing when the chains have not ended: they stop after the member they compute
+        finished = True
+    except Exception:
+        # this thread's chain failed outside its members: what the other chains already wrote is still recorded
+        stop.set()
         for thread in threads:
-            thread.join()
+            thread.join(_CHAIN_STOP_SECONDS)
+        yield from arrived(wait=False)
+        raise
+    finally:
+        if not finished:  # the step is failing or was closed: the chains write nothing after their current member
+            stop.set()
+            unrecorded = [e.asset_key for e in _queued(events) if isinstance(e, dg.MaterializeResult)]
+            if unrecorded:
+                context.log.error(f"tables written but not recorded as the step ended: {unrecorded}")
     for chain in ended:
         outcome.not_written |= chain.not_written
         outcome.error = outcome.error or chain.error
+
+
+def _queued(events: queue.SimpleQueue) -> list[Any]:
+    """What is in the queue now."""
+    found = []
+    while True:
+        try:
+            found.append(events.get_nowait())
+        except queue.Empty:
+            return found
 
 
 def _run_chain(
@@ -454,20 +482,29 @@ def _run_chain(
     outcome = _Outcome(not_written=not_written)
     io = getattr(context.resources, WAREHOUSE_IO)
     run = _run_members(context, members, restricted, deferred, owners, outcome)
+    handed: set[dg.AssetKey] = set()
     try:
         for event in run:
             if stop.is_set():
                 break
-            events.put(_written(event, io, context.partition_key, restricted))
+            event = _written(event, io, context.partition_key, restricted)
+            if isinstance(event, dg.MaterializeResult):
+                handed.add(dg.AssetKey.from_coercible(event.asset_key))
+            events.put(event)
         else:
             for event in _answers(context, deferred.take(), owners, outcome.not_written):
                 events.put(event)
-    except Exception as exc:  # a table that could not be written ends its chain, as it ends a step
+    except BaseException as exc:  # a table that could not be written ends its chain, as it ends a step
         outcome.error = outcome.error or exc
+        # what the chain did not hand on was not written: its readers after the group are held back
+        outcome.not_written |= {key for member in members for key in member.keys} - handed
+        context.log.error(f"chain {members[0].name} stopped: {exc}")
     finally:
-        run.close()
-        deferred.close()
         events.put(_ChainEnd(outcome))
+        try:
+            run.close()
+        finally:
+            deferred.close()
 
 
 def _written(event: Any, io: Any, run_id: str, restricted: frozenset[dg.AssetKey]) -> Any:

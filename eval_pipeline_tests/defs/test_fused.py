@@ -337,3 +337,58 @@ def test_a_group_with_a_row_limit_runs_its_chains_one_after_the_other_on_a_large
     result = _run(fused_step("within", [a, within], description="", restricted=frozenset()))
     assert result.success
     assert _called("b") != _called("e")
+
+
+class _FailingWrites(MemoryIO):
+    """The memory warehouse, failing to write table e."""
+
+    def write(self, asset_key, run_id, obj, *, restricted) -> dict:
+        if asset_key == dg.AssetKey("e"):
+            raise OSError("disk full while writing e")
+        return super().write(asset_key, run_id, obj, restricted=restricted)
+
+
+def test_a_table_a_chain_could_not_write_holds_back_its_readers_after_the_group():
+    common = {"partitions_def": RUNS, "io_manager_key": "warehouse_io"}
+
+    @dg.asset(**common)
+    def a():
+        return dg.MaterializeResult(value=pl.DataFrame({"id": [1]}))
+
+    @dg.asset(**common)
+    def b(a: pl.DataFrame):
+        return dg.MaterializeResult(value=a)
+
+    @dg.asset(**common)
+    def e(a: pl.DataFrame):
+        return dg.MaterializeResult(value=a)
+
+    @dg.asset(**common)
+    def f(e: pl.DataFrame):
+        CALLED.append("f")
+        return dg.MaterializeResult(value=e)
+
+    @dg.asset(**common)
+    def d(f: pl.DataFrame):
+        CALLED.append("d")
+        return dg.MaterializeResult(value=f)
+
+    # rows of an earlier run of the partition are in the store: nothing may be computed from them
+    TABLES[dg.AssetKey("e")] = TABLES[dg.AssetKey("f")] = pl.DataFrame({"id": [99]})
+    CALLED.clear()
+    step = fused_step("failing", [a, Concurrent([b], [e, f]), d], description="", restricted=frozenset())
+    result = dg.materialize(
+        [step],
+        instance=INSTANCE,
+        partition_key="r1",
+        resources={"warehouse_io": _FailingWrites()},
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert CALLED == []  # f and d read e, which was not written
+    assert TABLES[dg.AssetKey("f")]["id"].to_list() == [99]
+    assert dg.AssetKey("d") not in TABLES
+    [failure] = result.get_step_failure_events()
+    assert "disk full while writing e" in str(failure.event_specific_data.error.to_string())
+    messages = [r.user_message for r in INSTANCE.all_logs(result.run_id) if not r.dagster_event]
+    assert "chain e stopped: disk full while writing e" in messages
