@@ -29,8 +29,8 @@ def _lane(lane: str) -> tuple[str, ...]:
 
 
 # The chains of `score` run at the same time for runs of at most this many traces, one after the other for larger
-# runs, where each chain then holds its working set alone. Measured: at 100k traces the peak stayed 2.8 GiB;
-# at a million, both chains at once took it from 7.55 to 9.85 GiB (docs/benchmarks/pipeline.md).
+# runs, where each chain then holds its working set alone. Measured: at 100k traces the peak stayed 2.8 GiB; at a
+# million, two chains at once took it to 9.85 GiB, against 7.07 GiB one after the other (docs/benchmarks/pipeline.md).
 CONCURRENT_MAX_TRACES = 250_000
 
 
