@@ -402,6 +402,8 @@ def _concurrently(
     upstream = frozenset().union(*(member.upstream for chain in chains for member in chain))
     yield from _answers(context, deferred.take(upstream), owners, outcome.not_written)
     if not _together(context, group, restricted):
+        # each chain with reads of its own, dropped when it ends: one read shared by all (deid_traces with every column
+        # any chain needs, held to the last chain) took a 1M run from 7.07 to 8.50 GiB
         for chain in chains:
             yield from _run_members(context, chain, restricted, deferred, owners, outcome)
         return
