@@ -3,8 +3,8 @@
 Tables, groups, checks and lineage are the domains' own; only where one step ends and the next begins is decided
 here. A step holds assets that always run together for one run, in graph order; the re-score sensors still select
 single tables, and a step computes only the selected ones. `Chains` in a step's members are computed at the
-same time (defs.fused.Concurrent): the claims, the retrieval scorers and the agent's chain, which read nothing of each
-other's, then the RAG lane, which reads the first two.
+same time (defs.fused.Concurrent): the claims, the retrieval scorers, the judging queue and the agent's chain, which
+read nothing of each other's, then the RAG lane, which reads the first two.
 """
 
 from collections.abc import Iterable
@@ -51,14 +51,16 @@ STEPS = (
     ),
     (
         "score",
-        "Three chains at once: claims and their judge verdicts, citations, grounding, answers, the judge's "
-        "calibration and the review queue; frozen qrels, retrieval and context; the agent's tool calls, verified "
-        "outcomes and lane. Then the RAG lane: stage results, first-failure attribution, reliability, slices, report.",
+        "Four chains at once: claims and their judge verdicts, citations, grounding, answers, the judge's "
+        "calibration and the review queue; frozen qrels, retrieval and context; the judging queue; the agent's tool "
+        "calls, verified outcomes and lane. Then the RAG lane: stage results, first-failure attribution, reliability, "
+        "slices, report.",
         (
             Chains(
                 (
                     ("judged_claims", "grounding_scores", "answer_scores", "judge_calibration", "review_queue"),
-                    ("qrels_and_queue", "retrieval_scores", "context_scores"),
+                    ("qrels", "retrieval_scores", "context_scores"),
+                    ("judging_queue",),
                     ("scored_tool_calls", "outcome_scores", *_lane("agent")),
                 ),
                 rows_at_most=("deid_traces", CONCURRENT_MAX_TRACES),

@@ -55,12 +55,15 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     # a human re-grades rag-001's required document to 1 (related): it is no longer relevant
     qrels = warehouse.read("qrels", "base-41")
     required = qrels.filter((pl.col("query_id") == "rag-001") & (pl.col("grade") == 2))["doc_id"].to_list()
+    # and judges a pooled pair of another query not relevant: it leaves the judging queue
+    queued = warehouse.read("judging_queue", "base-41").filter(pl.col("query_id") != "rag-001").row(0, named=True)
     with (data / "labels" / "qrels" / "regrade.jsonl").open("w") as handle:
         for doc_id in required:
             handle.write(
                 json.dumps({"query_id": "rag-001", "doc_id": doc_id, "grade": 1, "source": "human", "annotator": "t"})
                 + "\n"
             )
+        handle.write(json.dumps({"query_id": queued["query_id"], "doc_id": queued["doc_id"], "grade": 0}) + "\n")
     tick = rescore_on_version_bump(
         dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"eval_config": config})
     )
@@ -75,6 +78,12 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     after = {table: warehouse.version(table) for table in (*UNTOUCHED, *RESCORED)}
     assert {t: after[t] for t in UNTOUCHED} == {t: before[t] for t in UNTOUCHED}
     assert all(after[t] > before[t] for t in RESCORED), (before, after)
+    # the queue freezes the qrels itself (beside retrieval scoring): it agrees with the qrels table all the same
+    pair = (pl.col("query_id") == queued["query_id"]) & (pl.col("doc_id") == queued["doc_id"])
+    judged = warehouse.read("qrels", "base-41").select("query_id", "doc_id")
+    queue = warehouse.read("judging_queue", "base-41")
+    assert judged.filter(pair).height == 1 and queue.filter(pair).height == 0
+    assert queue.height > 0 and queue.join(judged, on=["query_id", "doc_id"], how="semi").height == 0
 
     rescored = warehouse.read("retrieval_scores", "base-41").filter(pl.col("case_id") == "rag-001").row(0, named=True)
     assert recall_before == 1.0 and rescored["recall_at_10"] is None and rescored["retrieval_stage"] == "not_applicable"

@@ -6,8 +6,14 @@ import polars as pl
 from eval_pipeline.defs import checks
 from eval_pipeline.defs.privacy import ids_deidentifier
 from eval_pipeline.defs.recording import materialized, with_versions
-from eval_pipeline.defs.resources import AGENT_COLUMNS, TEXT_COLUMNS, EvalConfig, OtherRuns, traces_without
-from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table, run_tables, table_out
+from eval_pipeline.defs.resources import (
+    AGENT_COLUMNS,
+    ONLY_COLUMNS_METADATA_KEY,
+    EvalConfig,
+    OtherRuns,
+    traces_without,
+)
+from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table
 from eval_pipeline.deid.inputs import JUDGMENT_PATHS, deidentify_leaves
 from eval_pipeline.io.labels import load_judgments
 from eval_pipeline.quality import tables
@@ -36,56 +42,70 @@ def sibling_traces(other_runs: OtherRuns, manifest: dict, run_id: str) -> pl.Dat
     return pl.concat(frames, how="vertical_relaxed") if frames else None
 
 
-@run_tables(
+def frozen_qrels(eval_config: EvalConfig, manifest: dict, deid_cases: pl.DataFrame) -> pl.DataFrame:
+    """The run's frozen qrels: its cases' seeds and the human judgments (which always win), with `qrels_version`."""
+    judgments = load_judgments(eval_config.location())
+    # query and doc ids take the pseudonyms deid_cases and deid_traces hold; annotators and files are de-identified
+    judged, _ = deidentify_leaves(
+        judgments.frame, JUDGMENT_PATHS, "qrels", ids_deidentifier(eval_config, manifest.get("locale"))
+    )
+    return qrels_scoring.freeze_qrels(qrels_scoring.seed_qrels(deid_cases), judged)
+
+
+def _version(frozen: pl.DataFrame) -> str:
+    return frozen["qrels_version"][0] if frozen.height else qrels_scoring.qrels_version(frozen)
+
+
+@run_table(GROUP, QRELS_CODE_VERSION)
+def qrels(
+    context: dg.AssetExecutionContext, eval_config: EvalConfig, run_manifest: pl.DataFrame, deid_cases: pl.DataFrame
+):
+    """Frozen relevance judgments: case seeds, human judgments (always win), model pre-grades."""
+    manifest = manifest_of(run_manifest)
+    frozen = frozen_qrels(eval_config, manifest, deid_cases)
+    version = _version(frozen)
+    context.log.info(f"qrels {version}: {frozen.height} judgments")
+    return materialized(
+        with_versions(frozen, manifest, QRELS_CODE_VERSION),
+        versions={**manifest, "qrels_version": version},
+        headline={"judgments": frozen.height},
+        extra={"qrels_version": version},
+    )
+
+
+@run_table(
     GROUP,
     QRELS_CODE_VERSION,
-    ins={"deid_traces": traces_without(TEXT_COLUMNS, AGENT_COLUMNS)},
-    outs={
-        "qrels": table_out(
-            description="Frozen relevance judgments: case seeds, human judgments (always win), model pre-grades."
-        ),
-        "judging_queue": table_out(description="Pooled (query, doc) pairs that still need a human judgment."),
+    ins={
+        "deid_traces": dg.AssetIn(metadata={ONLY_COLUMNS_METADATA_KEY: ["run_id", "trace_id", "case_id", "retrieval"]})
     },
 )
-def qrels_and_queue(
+def judging_queue(
     context: dg.AssetExecutionContext,
     eval_config: EvalConfig,
     run_manifest: pl.DataFrame,
     deid_cases: pl.DataFrame,
     deid_traces: pl.DataFrame,
 ):
-    """Seed qrels from the cases, pool the top hits of every retriever variant, apply judgments, freeze with a \
-content hash."""
+    """Pooled (query, doc) pairs that still need a human judgment."""
     manifest = manifest_of(run_manifest)
-    settings = eval_config.settings()
-    judgments = load_judgments(eval_config.location())
-    # query and doc ids take the pseudonyms deid_cases and deid_traces hold; annotators and files are de-identified
-    judged, _ = deidentify_leaves(
-        judgments.frame, JUDGMENT_PATHS, "qrels", ids_deidentifier(eval_config, manifest.get("locale"))
-    )
-    seeds = qrels_scoring.seed_qrels(deid_cases)
-    frozen = qrels_scoring.freeze_qrels(seeds, judged)
+    # The qrels are frozen here as `qrels` freezes them, not read from its table: the queue is then computed beside
+    # retrieval and context scoring, which do read it (a re-score after a judgment runs the two at the same time).
+    frozen = frozen_qrels(eval_config, manifest, deid_cases)
     pooled_traces = [deid_traces.select("run_id", "trace_id", "case_id", "retrieval")]
     other_runs = eval_config.other_runs(context)
     siblings = sibling_traces(other_runs, manifest, context.partition_key)
     if siblings is not None:
         pooled_traces.append(siblings)
-    pooled = qrels_scoring.pool(pl.concat(pooled_traces, how="vertical_relaxed"), settings.pool_depth)
+    pooled = qrels_scoring.pool(pl.concat(pooled_traces, how="vertical_relaxed"), eval_config.settings().pool_depth)
     queue = qrels_scoring.judging_queue(pooled, frozen)
-    version = frozen["qrels_version"][0] if frozen.height else qrels_scoring.qrels_version(frozen)
-    context.log.info(f"qrels {version}: {frozen.height} judgments; {queue.height} pooled pairs await judgment")
-    yield materialized(
-        with_versions(frozen, manifest, QRELS_CODE_VERSION),
-        asset_key="qrels",
-        versions={**manifest, "qrels_version": version},
-        headline={"judgments": frozen.height, "judging_queue": queue.height},
-        extra={"qrels_version": version, **other_runs.metadata()},
-    )
-    yield materialized(
+    version = _version(frozen)
+    context.log.info(f"judging queue against qrels {version}: {queue.height} pooled pairs await judgment")
+    return materialized(
         with_versions(queue, manifest, QRELS_CODE_VERSION),
-        asset_key="judging_queue",
         versions=manifest,
         headline={"pairs": queue.height},
+        extra={"qrels_version": version, **other_runs.metadata()},
     )
 
 
@@ -159,4 +179,4 @@ spans."""
     )
 
 
-defs = dg.Definitions(assets=[qrels_and_queue, retrieval_scores, context_scores])
+defs = dg.Definitions(assets=[qrels, judging_queue, retrieval_scores, context_scores])
