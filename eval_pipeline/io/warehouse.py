@@ -58,16 +58,15 @@ def _hashable(wanted: Mapping[str, object]) -> tuple:
     )
 
 
-def _retry_conflicts(write: Callable[[], object], tries: int = 5) -> None:
-    """Run a Delta write, writing again (after a short pause) when its commit lost a logical conflict."""
-    for attempt in range(tries):
+def _retry_conflicts(write: Callable[[], int], tries: int = 5) -> int:
+    """Run a Delta write, writing again (after a short pause) when its commit lost a logical conflict; what the
+    write returned (the table's version it made)."""
+    for attempt in range(tries - 1):
         try:
-            write()
-            return
+            return write()
         except CommitFailedError:
-            if attempt == tries - 1:
-                raise
             time.sleep(0.2 * (attempt + 1))
+    return write()
 
 
 _DONE = object()
@@ -223,25 +222,31 @@ class Warehouse:
         # changed, e.g. both lanes creating the table), settled by writing again.
         # one record batch: deltalake encodes the batches of a write concurrently and may store them out of order
         arrow = frame.rechunk().to_arrow()
-        _retry_conflicts(lambda: self._replace(table, arrow, restricted, predicate))
-        return self.version(table, restricted)
+        return _retry_conflicts(lambda: self._replace(table, arrow, restricted, predicate))
 
-    def _replace(self, table: str, data, restricted: bool, predicate: str) -> None:
-        """Append to a new table, else replace the rows matching `predicate`; new columns are merged into the schema."""
+    def _replace(self, table: str, data, restricted: bool, predicate: str) -> int:
+        """Append to a new table, else replace the rows matching `predicate`; new columns are merged into the schema.
+        The table's version the write made."""
         # Merge even when appending: the other lane may create the table between the check and this write.
         delta = self._table(table, restricted)
-        exists = delta is not None
-        if exists and delta.metadata().partition_columns != [PARTITION_COLUMN]:
+        if delta is not None and delta.metadata().partition_columns != [PARTITION_COLUMN]:
             self._partition_by_run(table, restricted, delta)
+            delta = self._table(table, restricted)
+        # An existing table is written through the one just opened, not opened again, and then holds the version
+        # this write made (a writer of another run's rows may have committed since).
         write_deltalake(
-            self.uri(table, restricted),
+            self.uri(table, restricted) if delta is None else delta,
             data,
             partition_by=[PARTITION_COLUMN],
-            mode="overwrite" if exists else "append",
-            predicate=predicate if exists else None,
+            mode="append" if delta is None else "overwrite",
+            predicate=None if delta is None else predicate,
             schema_mode="merge",
-            storage_options=self.storage_options or None,
+            storage_options=(self.storage_options or None) if delta is None else None,
         )
+        created = delta if delta is not None else self._table(table, restricted)
+        if created is None:
+            raise TableNotFoundError(f"{table} is not there after it was written")
+        return created.version()
 
     def _write_batches(
         self, table: str, batches: FrameBatches, run_id: str, restricted: bool, within: dict[str, str] | None
@@ -261,8 +266,7 @@ class Warehouse:
 
         reader = pa.RecordBatchReader.from_batches(arrow_schema, _prefetched(arrow_batches()))
         predicate = " AND ".join(f"{column} = {sql_literal(value)}" for column, value in stamps.items())
-        self._replace(table, reader, restricted, predicate)
-        return self.version(table, restricted)
+        return self._replace(table, reader, restricted, predicate)
 
     def _partition_by_run(self, table: str, restricted: bool, delta: DeltaTable) -> None:
         """Rewrite a table written unpartitioned (judge_verdicts before it became an asset of each run) as partitioned
@@ -332,8 +336,8 @@ class Warehouse:
         key = (uri, delta.metadata().id, at, _hashable(wanted), None if columns is None else tuple(columns))
         if (kept := READS.get(key)) is not None:
             return kept
-        # the version just resolved, not the latest at scan time: the frame kept is the one its key names
-        scan = pl.scan_delta(uri, version=at, storage_options=self.storage_options or None)
+        # the table just opened (not opened again by the scan): the frame kept is of the version its key names
+        scan = pl.scan_delta(delta)
         for column, value in wanted.items():
             scan = scan.filter(
                 pl.col(column).is_in(list(value)) if isinstance(value, list | tuple | set) else pl.col(column) == value
