@@ -333,6 +333,38 @@ def score_retrieval(
     return _finish(frame.join(classes, on="_tid", how="left"), settings, version)
 
 
+def changed_cases(old_qrels: pl.DataFrame, qrels: pl.DataFrame) -> pl.Series:
+    """The case ids whose frozen grades differ between two qrels (a doc judged, re-graded or no longer judged)."""
+    old, new = qrels_grades(old_qrels), qrels_grades(qrels)
+    pair = ["case_id", "doc_id", "grade"]
+    return pl.concat([old.join(new, on=pair, how="anti"), new.join(old, on=pair, how="anti")]).get_column("case_id")
+
+
+def rescore_retrieval(
+    previous: pl.DataFrame,
+    traces: pl.DataFrame,
+    cases: pl.DataFrame,
+    qrels: pl.DataFrame,
+    old_qrels: pl.DataFrame,
+    corpus: pl.DataFrame,
+    settings: ScoringSettings | None = None,
+) -> pl.DataFrame:
+    """score_retrieval after a qrels change, from `previous`, the scores of the same traces, cases, corpus and
+    settings against `old_qrels`: the traces of a case whose grades changed are scored again, every other row is kept
+    with the new qrels_version. Equal to scoring every trace again, as a trace's scores read only its own case's
+    grades (and the other traces of its case, which are scored with it)."""
+    changed = changed_cases(old_qrels, qrels).unique()
+    kept = (
+        previous.select(RETRIEVAL_COLUMNS)
+        .filter(~pl.col("case_id").is_in(changed.implode()))
+        .with_columns(pl.lit(frozen_version(qrels)).alias("qrels_version"))
+    )
+    affected = traces.filter(pl.col("case_id").is_in(changed.implode()))
+    if affected.height:
+        kept = pl.concat([kept, score_retrieval(affected, cases, qrels, corpus, settings)], how="vertical_relaxed")
+    return kept.sort("run_id", "trace_id")
+
+
 Rule = tuple[pl.Expr, str, "pl.Expr | str | None"]
 
 

@@ -17,6 +17,7 @@ from eval_pipeline.defs.build import EVALUATE_RUN_JOB, build_definitions
 from eval_pipeline.defs.resources import EvalConfig
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.runner import run_pipeline
+from eval_pipeline.scoring.retrieval import RETRIEVAL_COLUMNS, score_retrieval
 
 UNTOUCHED = ("answer_scores", "tool_scores", "outcome_scores", "claims", "deid_traces")
 RESCORED = ("qrels", "retrieval_scores", "context_scores", "stage_results", "gate_results")
@@ -78,6 +79,12 @@ def test_qrels_bump_rescores_only_retrieval_downstream(sample_data, tmp_path, ca
     after = {table: warehouse.version(table) for table in (*UNTOUCHED, *RESCORED)}
     assert {t: after[t] for t in UNTOUCHED} == {t: before[t] for t in UNTOUCHED}
     assert all(after[t] > before[t] for t in RESCORED), (before, after)
+    # only the traces of the two cases whose grades changed were scored again, and the rows equal scoring them all
+    messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert any("retrieval scores kept but for the traces of the 2 cases whose qrels changed" in m for m in messages)
+    stored = warehouse.read("retrieval_scores", "base-41").select(RETRIEVAL_COLUMNS)
+    inputs = [warehouse.read(t, "base-41") for t in ("deid_traces", "deid_cases", "qrels", "deid_corpus")]
+    assert stored.equals(score_retrieval(*inputs, config.settings({"citations": None})))
     # the queue freezes the qrels itself (beside retrieval scoring): it agrees with the qrels table all the same
     pair = (pl.col("query_id") == queued["query_id"]) & (pl.col("doc_id") == queued["doc_id"])
     judged = warehouse.read("qrels", "base-41").select("query_id", "doc_id")

@@ -13,6 +13,7 @@ from eval_pipeline.defs.resources import (
     OtherRuns,
     traces_without,
 )
+from eval_pipeline.defs.retrieval import earlier
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table
 from eval_pipeline.deid.inputs import JUDGMENT_PATHS, deidentify_leaves
 from eval_pipeline.io.labels import load_judgments
@@ -127,9 +128,23 @@ def retrieval_scores(
     """Ranking metrics per trace against the frozen qrels, the stage verdict and, for a failed retrieval, its \
 failure class."""
     manifest = manifest_of(run_manifest)
-    scores = retrieval_scoring.score_retrieval(
-        deid_traces, deid_cases, qrels, deid_corpus, eval_config.settings(manifest)
+    settings = eval_config.settings(manifest)
+    other_runs = eval_config.other_runs(context, own_tables=("retrieval_scores",))
+    inputs = earlier.fingerprint(
+        RETRIEVAL_CODE_VERSION,
+        settings,
+        context.partition_key,
+        {"deid_traces": deid_traces, "deid_cases": deid_cases, "deid_corpus": deid_corpus},
     )
+    before = earlier.earlier_scores(context, other_runs, inputs)
+    if before is None:
+        scores = retrieval_scoring.score_retrieval(deid_traces, deid_cases, qrels, deid_corpus, settings)
+    else:
+        changed = retrieval_scoring.changed_cases(before.qrels, qrels).n_unique()
+        context.log.info(f"retrieval scores kept but for the traces of the {changed} cases whose qrels changed")
+        scores = retrieval_scoring.rescore_retrieval(
+            before.scores, deid_traces, deid_cases, qrels, before.qrels, deid_corpus, settings
+        )
     scores = with_versions(scores, manifest, RETRIEVAL_CODE_VERSION)
     scored = scores.filter(pl.col("status") == "scored")
     return materialized(
@@ -137,6 +152,7 @@ failure class."""
         versions=manifest,
         headline={f"mean_{m}": scored[m].drop_nulls().mean() for m in ("recall_at_10", "mrr", "ndcg_at_10")}
         | {"failed": scores.filter(pl.col("retrieval_stage") == "fail").height},
+        extra=earlier.record(inputs, qrels, other_runs, scores),
         check_results=checks.results(
             "retrieval_scores", tables.RETRIEVAL_SCORES, scores, expected_traces(deid_traces, deid_cases, "rag")
         ),
