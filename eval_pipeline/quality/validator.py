@@ -76,6 +76,8 @@ class Validator:
         self._requests = Connection(down_write, readable=False)
         self._replies = Connection(up_read, writable=False)
         self._send_lock = threading.Lock()
+        # the requests awaiting an answer, and `broken`, are changed under this lock by the reader and by _stop
+        self._waiting_lock = threading.Lock()
         self._waiting: deque[Pending] = deque()
         self._asked = False
         self.broken = False
@@ -90,10 +92,11 @@ class Validator:
             pending._set(None)
             return pending
         with self._send_lock:
-            if self.broken:
-                pending._set(None)
-                return pending
-            self._waiting.append(pending)
+            with self._waiting_lock:
+                if self.broken:
+                    pending._set(None)
+                    return pending
+                self._waiting.append(pending)
             self._asked = True
             try:
                 self._requests.send((function, args))
@@ -112,19 +115,27 @@ class Validator:
             except (EOFError, OSError):
                 self._stop()
                 return
-            self._waiting.popleft()._set(value if done else None)
+            # answers come in the order asked; none is waiting once _stop answered them all (the reply is dropped)
+            with self._waiting_lock:
+                pending = self._waiting.popleft() if self._waiting else None
+            if pending is not None:
+                pending._set(value if done else None)
 
     def _stop(self) -> None:
-        self.broken = True
-        while self._waiting:
-            self._waiting.popleft()._set(None)
+        with self._waiting_lock:
+            self.broken = True
+            stopped = list(self._waiting)
+            self._waiting.clear()
+        for pending in stopped:
+            pending._set(None)
 
     def close(self) -> None:
         """End the process (it leaves when its pipe closes); requests still waiting get no answer. One never asked
         anything is stopped at once: it may still be importing, and a command that ended early (bad input) would wait
         for that."""
         with self._send_lock:
-            self.broken = True
+            with self._waiting_lock:
+                self.broken = True
             self._requests.close()
             if not self._asked:
                 self._process.terminate()

@@ -130,3 +130,36 @@ def test_a_run_refused_before_any_step_stops_the_validator_it_started(tmp_path):
         env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
     )
     assert result.stderr.strip().splitlines()[-1] == "exit 2 False -15", result.stderr[-2000:]
+
+
+class _Replies:
+    """A reply pipe whose first answer arrives only after the validator was stopped, then the end of the pipe."""
+
+    def __init__(self, stopped) -> None:
+        self.stopped = stopped
+        self.answers = [(True, "the first request's answer")]
+
+    def recv(self):
+        assert self.stopped.wait(5)
+        if self.answers:
+            return self.answers.pop(0)
+        raise EOFError
+
+
+def test_an_answer_that_arrives_after_the_validator_stopped_is_dropped_not_given_to_another_request():
+    import threading
+
+    own = validator.Validator.__new__(validator.Validator)  # its state alone: no process
+    stopped = threading.Event()
+    own._send_lock, own._waiting_lock = threading.Lock(), threading.Lock()
+    own._waiting = validator.deque()
+    own.broken = False
+    own._replies = _Replies(stopped)
+    first, second = validator.Pending(), validator.Pending()
+    own._waiting.extend([first, second])
+    own._stop()  # close() or a failed send: every request waiting is answered None
+    stopped.set()
+    own._read()  # the late answer, then the end of the pipe: no error, no answer moved to another request
+    assert (first.result(), second.result()) == (None, None)
+    later = own.submit("validated", *_request(PASSING))
+    assert later.result() is None and own.broken
