@@ -4,8 +4,9 @@ judgment then scores only the traces of the cases whose grades changed (scoring.
 Beside each retrieval_scores materialization the asset records what it computed from: a fingerprint of the traces,
 cases, corpus, settings and code version, the qrels version and the version of the qrels table it read, and the
 content hash of the rows it wrote. The next time, with the same fingerprint, the run's rows still hashing as written
-and the qrels table's version still holding that qrels version, those rows and those qrels are the earlier scores.
-Anything else (a changed input, setting or code version, a table rewritten since) scores every trace again.
+and that version of the qrels table still readable and holding that qrels version, those rows and those qrels are the
+earlier scores. Anything else (a changed input, setting or code version, a table rewritten since, old versions
+vacuumed) scores every trace again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import dagster as dg
 import polars as pl
+from deltalake.exceptions import DeltaError
 
 from eval_pipeline.defs.resources import OtherRuns
 from eval_pipeline.defs.reuse import inputs_fingerprint
@@ -78,7 +80,10 @@ def earlier_scores(context: dg.AssetExecutionContext, other_runs: OtherRuns, inp
     scores = scores.select(recorded["columns"])
     if content_hash(scores) != recorded["rows_hash"]:
         return None
-    qrels = other_runs.read("qrels", run_id, version=recorded["qrels_table_version"])
+    try:
+        qrels = other_runs.read("qrels", run_id, version=recorded["qrels_table_version"])
+    except (OSError, DeltaError, pl.exceptions.PolarsError):  # that version's files removed since (a vacuum)
+        return None
     if qrels is None or qrels.is_empty() or frozen_version(qrels) != recorded["qrels_version"]:
         return None
     return Earlier(scores=scores, qrels=qrels)
