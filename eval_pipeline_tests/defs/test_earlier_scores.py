@@ -1,4 +1,4 @@
-"""The retrieval scores a run already has (defs.retrieval.earlier): found only while what they were computed from holds."""
+"""The retrieval scores a run already has (defs.retrieval.earlier): found only while what they came from holds."""
 
 from types import SimpleNamespace
 
