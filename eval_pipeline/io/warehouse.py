@@ -336,8 +336,14 @@ class Warehouse:
         key = (uri, delta.metadata().id, at, _hashable(wanted), None if columns is None else tuple(columns))
         if (kept := READS.get(key)) is not None:
             return kept
-        # the table just opened (not opened again by the scan): the frame kept is of the version its key names
-        scan = pl.scan_delta(delta)
+        # The frame kept is of the version its key names. A local table is scanned through the DeltaTable just opened,
+        # not opened again; an object store's by its URI, so that polars' own credential provider (profiles, SSO) is
+        # not dropped, as it is for a DeltaTable passed in.
+        scan = (
+            pl.scan_delta(uri, version=at, storage_options=self.storage_options or None)
+            if is_url(uri)
+            else pl.scan_delta(delta)
+        )
         for column, value in wanted.items():
             scan = scan.filter(
                 pl.col(column).is_in(list(value)) if isinstance(value, list | tuple | set) else pl.col(column) == value

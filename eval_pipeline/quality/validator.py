@@ -102,6 +102,11 @@ class Validator:
                 self._requests.send((function, args))
             except (OSError, ValueError):  # the pipe is closed: the process stopped, or close() ran
                 self._stop()
+            except Exception:  # not sent (arguments that cannot be pickled): no answer will come for it
+                with self._waiting_lock:
+                    if self._waiting and self._waiting[-1] is pending:  # the last one: others wait for _send_lock
+                        self._waiting.pop()
+                pending._set(None)
         return pending
 
     def call(self, function: str, *args: Any) -> Any | None:

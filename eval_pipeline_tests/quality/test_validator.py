@@ -163,3 +163,16 @@ def test_an_answer_that_arrives_after_the_validator_stopped_is_dropped_not_given
     assert (first.result(), second.result()) == (None, None)
     later = own.submit("validated", *_request(PASSING))
     assert later.result() is None and own.broken
+
+
+def test_a_request_that_cannot_be_sent_is_answered_none_and_the_next_gets_its_own_answer():
+    import threading
+
+    own = validator.Validator(remote.__name__)
+    try:
+        unsent = own.submit("validated", threading.Lock())  # a lock cannot be pickled: nothing is sent
+        assert unsent.result() is None and not own.broken
+        # before, the unsent request stayed first in line: this answer went to it, and this request waited forever
+        assert own.call("validated", *_request(PASSING)) == contracts.validated(*_request(PASSING))
+    finally:
+        own.close()
