@@ -27,7 +27,16 @@ import polars as pl
 from eval_pipeline.defs.resources import Reused
 from eval_pipeline.io.fingerprints import content_hash
 
-__all__ = ["REUSE_METADATA_KEY", "REUSE_TAG", "inputs_fingerprint", "recorded", "replaced", "replayed"]
+__all__ = [
+    "REUSE_METADATA_KEY",
+    "REUSE_TAG",
+    "as_written",
+    "inputs_fingerprint",
+    "last_record",
+    "recorded",
+    "replaced",
+    "replayed",
+]
 
 # Op tag of an asset whose tables depend only on its input tables: "inputs".
 REUSE_TAG = "eval_pipeline/reuse"
@@ -102,7 +111,11 @@ class _Previous:
     columns: list[str]
 
 
-def _previous(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str, fingerprint: str) -> _Previous | None:
+def last_record(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition: str, metadata_key: str
+) -> tuple[str, dict[str, Any], dict] | None:
+    """(its run, its metadata, the JSON record under `metadata_key`) of the latest materialization of a table in a
+    run; None when there is none or it holds no such record."""
     found = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
     ).records
@@ -110,11 +123,28 @@ def _previous(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str, fi
         return None
     materialization = found[0].asset_materialization
     metadata = dict(materialization.metadata) if materialization is not None else {}
-    record = getattr(metadata.get(REUSE_METADATA_KEY), "value", None)
-    if not isinstance(record, dict) or record.get("fingerprint") != fingerprint or not record.get("rows_hash"):
+    record = getattr(metadata.get(metadata_key), "value", None)
+    return (found[0].run_id, metadata, record) if isinstance(record, dict) else None
+
+
+def as_written(frame: pl.DataFrame | None, columns: list[str], rows_hash: str) -> pl.DataFrame | None:
+    """A stored frame's `columns`, when it has them and they hash as `rows_hash` (the rows a materialization wrote);
+    None otherwise (the table was rewritten, or is gone)."""
+    if frame is None or not set(columns) <= set(frame.columns):
+        return None
+    kept = frame.select(columns)
+    return kept if content_hash(kept) == rows_hash else None
+
+
+def _previous(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str, fingerprint: str) -> _Previous | None:
+    found = last_record(instance, key, partition, REUSE_METADATA_KEY)
+    if found is None:
+        return None
+    run_id, metadata, record = found
+    if record.get("fingerprint") != fingerprint or not record.get("rows_hash"):
         return None
     return _Previous(
-        run_id=found[0].run_id,
+        run_id=run_id,
         metadata=metadata,
         data_version=record.get("data_version"),
         rows_hash=record["rows_hash"],
@@ -149,10 +179,7 @@ def replayed(
         previous = _previous(context.instance, key, context.partition_key, fingerprint)
         if previous is None or not checks.get(key, frozenset()) <= {c["check"] for c in previous.checks}:
             return None
-        frame = stored(key)
-        if frame is None or not set(previous.columns) <= set(frame.columns):
-            return None
-        if content_hash(frame.select(previous.columns)) != previous.rows_hash:
+        if as_written(stored(key), previous.columns, previous.rows_hash) is None:
             return None
         events.append(
             dg.MaterializeResult(

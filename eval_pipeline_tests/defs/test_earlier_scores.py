@@ -8,6 +8,7 @@ import pytest
 
 from eval_pipeline.defs.resources import OtherRuns
 from eval_pipeline.defs.retrieval import earlier
+from eval_pipeline.io.fingerprints import content_hash
 from eval_pipeline.io.warehouse import Warehouse
 from eval_pipeline.scoring.qrels import qrels_version
 
@@ -29,7 +30,7 @@ def _setup(tmp_path):
     warehouse.write_partition("retrieval_scores", scores, RUN)
     other_runs = OtherRuns(warehouse=warehouse, own_run=RUN, declared=frozenset({"qrels", "retrieval_scores"}))
     stored = warehouse.read("retrieval_scores", RUN)
-    metadata = earlier.record("fingerprint-1", _qrels(2, 1), other_runs, stored)
+    metadata = earlier.record("fingerprint-1", _qrels(2, 1), other_runs, stored.columns, content_hash(stored))
     instance = dg.DagsterInstance.ephemeral()
     instance.report_runless_asset_event(
         dg.AssetMaterialization(asset_key="retrieval_scores", partition=RUN, metadata=metadata)

@@ -14,6 +14,7 @@ from eval_pipeline.defs.resources import (
     traces_without,
 )
 from eval_pipeline.defs.retrieval import earlier
+from eval_pipeline.defs.reuse import replaced
 from eval_pipeline.defs.run_assets import expected_traces, manifest_of, run_table
 from eval_pipeline.deid.inputs import JUDGMENT_PATHS, deidentify_leaves
 from eval_pipeline.io.labels import load_judgments
@@ -147,16 +148,18 @@ failure class."""
         )
     scores = with_versions(scores, manifest, RETRIEVAL_CODE_VERSION)
     scored = scores.filter(pl.col("status") == "scored")
-    return materialized(
+    result = materialized(
         scores,
         versions=manifest,
         headline={f"mean_{m}": scored[m].drop_nulls().mean() for m in ("recall_at_10", "mrr", "ndcg_at_10")}
         | {"failed": scores.filter(pl.col("retrieval_stage") == "fail").height},
-        extra=earlier.record(inputs, qrels, other_runs, scores),
         check_results=checks.results(
             "retrieval_scores", tables.RETRIEVAL_SCORES, scores, expected_traces(deid_traces, deid_cases, "rag")
         ),
     )
+    # the data version is the rows' content hash: what the next re-score checks the stored rows against
+    scored_from = earlier.record(inputs, qrels, other_runs, scores.columns, result.data_version.value)
+    return replaced(result, metadata={**result.metadata, **scored_from})
 
 
 @run_table(

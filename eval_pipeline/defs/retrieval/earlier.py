@@ -19,8 +19,7 @@ import polars as pl
 from deltalake.exceptions import DeltaError
 
 from eval_pipeline.defs.resources import OtherRuns
-from eval_pipeline.defs.reuse import inputs_fingerprint
-from eval_pipeline.io.fingerprints import content_hash
+from eval_pipeline.defs.reuse import as_written, inputs_fingerprint, last_record
 from eval_pipeline.scoring.retrieval import frozen_version
 
 __all__ = ["EARLIER_METADATA_KEY", "Earlier", "earlier_scores", "fingerprint", "record"]
@@ -46,17 +45,20 @@ def fingerprint(code_version: str, settings: Any, run_id: str, inputs: dict[str,
     return found
 
 
-def record(inputs: str, qrels: pl.DataFrame, other_runs: OtherRuns, scores: pl.DataFrame) -> dict[str, Any]:
+def record(
+    inputs: str, qrels: pl.DataFrame, other_runs: OtherRuns, columns: list[str], rows_hash: str
+) -> dict[str, Any]:
     """The metadata entry of a retrieval_scores materialization: its inputs' fingerprint, the qrels it read (their
-    version, and the qrels table's version now, which holds them), the columns and content hash of its rows."""
+    version, and the qrels table's version now, which holds them), the columns and content hash of its rows (its
+    data version)."""
     return {
         EARLIER_METADATA_KEY: dg.MetadataValue.json(
             {
                 "fingerprint": inputs,
                 "qrels_version": frozen_version(qrels),
                 "qrels_table_version": other_runs.warehouse.version("qrels"),
-                "columns": scores.columns,
-                "rows_hash": content_hash(scores),
+                "columns": columns,
+                "rows_hash": rows_hash,
             }
         )
     }
@@ -66,19 +68,12 @@ def earlier_scores(context: dg.AssetExecutionContext, other_runs: OtherRuns, inp
     """The run's retrieval scores and their qrels, when the last materialization recorded `inputs` and the warehouse
     still holds what it wrote and read; None otherwise."""
     run_id = context.partition_key
-    found = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(_TABLE), asset_partitions=[run_id]), limit=1
-    ).records
-    materialization = found[0].asset_materialization if found else None
-    entry = materialization.metadata.get(EARLIER_METADATA_KEY) if materialization is not None else None
-    recorded = getattr(entry, "value", None)
-    if not isinstance(recorded, dict) or recorded.get("fingerprint") != inputs:
+    found = last_record(context.instance, dg.AssetKey(_TABLE), run_id, EARLIER_METADATA_KEY)
+    if found is None or found[2].get("fingerprint") != inputs:
         return None
-    scores = other_runs.read(_TABLE, run_id)
-    if scores is None or not set(recorded["columns"]) <= set(scores.columns):
-        return None
-    scores = scores.select(recorded["columns"])
-    if content_hash(scores) != recorded["rows_hash"]:
+    recorded = found[2]
+    scores = as_written(other_runs.read(_TABLE, run_id), recorded["columns"], recorded["rows_hash"])
+    if scores is None:
         return None
     try:
         qrels = other_runs.read("qrels", run_id, version=recorded["qrels_table_version"])
